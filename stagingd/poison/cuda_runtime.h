@@ -1,0 +1,3 @@
+/* Layer 1 of the CUDA boundary: this directory comes first on stagingd's
+ * include path, so any stagingd source that includes <cuda_runtime.h> stops here. */
+#error "stagingd is CUDA-free: it may not include <cuda_runtime.h>. Reach the GPU through lease-types only (see DESIGN.md)."
