@@ -1,20 +1,25 @@
 /* stagingd: the CUDA-free storage daemon.
  *
- * This is the foundation slice: the daemon proves its CUDA boundary at
- * start-up and reports what the kernel's io_uring offers. The shard store,
- * staging pool and lease client come with the stagingd issue. */
+ * Today it proves its CUDA boundary at start-up, probes io_uring, and
+ * generates and verifies shard stores. Staging and the lease client come
+ * with the stagingd issue. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <liburing.h>
 
+#include "stagingd/gen.h"
 #include "stagingd/selfcheck.h"
+#include "stagingd/store.h"
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: stagingd [--self-check] [--version] [--help]\n"
-                "  --self-check  verify no CUDA library is mapped, probe io_uring, exit\n");
+                "       stagingd gen --out DIR [options]   write a synthetic shard store\n"
+                "       stagingd verify PATH [--quiet]     verify a store or one shard\n"
+                "  --self-check  verify no CUDA library is mapped, probe io_uring, exit\n"
+                "  'stagingd gen --help' lists the generator's options\n");
 }
 
 static int probe_io_uring(void)
@@ -35,8 +40,26 @@ static int probe_io_uring(void)
     return 0;
 }
 
+/* Every path through stagingd, subcommands included, starts with the
+ * boundary self check: a CUDA library mapped in is refused before work. */
+static int boundary_self_check(void)
+{
+    char report[512];
+    if (sd_selfcheck_no_cuda(report, sizeof(report)) < 0) {
+        fprintf(stderr, "stagingd: refusing to start: %s\n", report);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && (strcmp(argv[1], "gen") == 0 || strcmp(argv[1], "verify") == 0)) {
+        if (boundary_self_check() < 0)
+            return 1;
+        return strcmp(argv[1], "gen") == 0 ? sd_gen_cli(argc - 1, argv + 1)
+                                           : sd_verify_cli(argc - 1, argv + 1);
+    }
     int self_check_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--self-check") == 0) {
@@ -54,11 +77,10 @@ int main(int argc, char **argv)
         }
     }
 
-    char report[512];
-    if (sd_selfcheck_no_cuda(report, sizeof(report)) < 0) {
-        fprintf(stderr, "stagingd: refusing to start: %s\n", report);
+    if (boundary_self_check() < 0)
         return 1;
-    }
+    char report[512];
+    sd_selfcheck_no_cuda(report, sizeof(report));
     fprintf(stderr, "stagingd: boundary self check passed: %s\n", report);
     if (probe_io_uring() < 0 && self_check_only)
         return 1;
