@@ -1,0 +1,146 @@
+/* The staging pool: sealed memfd segments, one memory class each, carved into
+ * shard buffers by one jemalloc arena per class (DESIGN.md, "stagingd owns the
+ * memory"; docs/staging-pool.md says how and why).
+ *
+ * Thread safety: alloc, free, locate, stats and the segment queries may be
+ * called from any number of threads at once; create and destroy may not race
+ * with anything on the same pool. */
+#ifndef STAGINGD_POOL_H
+#define STAGINGD_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Same values as the shared protocol's memory classes (lease-types). */
+enum sd_mem_class {
+    SD_CLASS_STAGED = 1,
+    SD_CLASS_PINNED = 2,
+    SD_CLASS_MAPPED = 3,
+};
+#define SD_CLASS_MAX 3
+
+/* Segments, class sizes and segment sizes are multiples of this. */
+#define SD_POOL_SEGMENT_ALIGN ((uint64_t)2 << 20)
+/* Every buffer starts on a page of this size. */
+#define SD_POOL_BUF_ALIGN ((size_t)4096)
+
+/* Receives one complete log line (no trailing newline). */
+typedef void (*sd_pool_log_fn)(void *ctx, const char *line);
+
+/* sd_pool_config.flags */
+enum {
+    /* Pre-fault by touching one byte per page even where
+     * MADV_POPULATE_WRITE works (the old-kernel path, kept testable). */
+    SD_POOL_PREFAULT_TOUCH = 1u << 0,
+};
+
+struct sd_pool_config {
+    /* Bytes per class, indexed by enum sd_mem_class ([0] unused); 0 leaves
+     * the class out. Each a multiple of SD_POOL_SEGMENT_ALIGN. */
+    uint64_t class_bytes[SD_CLASS_MAX + 1];
+    /* Largest segment; a class is cut into segments of this size, the last
+     * one shorter. Multiple of SD_POOL_SEGMENT_ALIGN; bounds the largest buffer. */
+    uint64_t segment_bytes;
+    /* Threads that pre-fault each segment (1 = the calling thread only). */
+    unsigned prefault_threads;
+    unsigned flags;
+    /* Where errors and notices go; NULL means stderr. */
+    sd_pool_log_fn log;
+    void *log_ctx;
+};
+
+/* One buffer handed out by the pool. The caller keeps it and gives it back to
+ * sd_pool_free unchanged. */
+struct sd_pool_buf {
+    void *base;          /* SD_POOL_BUF_ALIGN-aligned */
+    size_t len;          /* the size asked for */
+    uint64_t offset;     /* of base within the segment */
+    uint32_t segment_id; /* as in struct sd_pool_segment */
+    enum sd_mem_class mem_class;
+};
+
+/* What a peer needs to map and register one segment. */
+struct sd_pool_segment {
+    uint32_t id; /* unique within the pool, never 0 */
+    enum sd_mem_class mem_class;
+    int fd;     /* owned by the pool: dup it to keep it past sd_pool_destroy */
+    void *base; /* this process's mapping, SD_POOL_SEGMENT_ALIGN-aligned */
+    uint64_t size;
+};
+
+struct sd_pool_class_stats {
+    uint64_t capacity;       /* bytes in this class's segments */
+    uint64_t carved;         /* bytes the extent hooks have handed to jemalloc */
+    uint64_t extents;        /* pieces they were handed in (one per segment when primed) */
+    uint64_t in_use;         /* sum of the sizes asked for by live buffers */
+    uint64_t high_water;     /* largest in_use seen */
+    uint64_t live_buffers;   /* allocated and not yet freed */
+    uint64_t alloc_failures; /* sd_pool_alloc calls that returned -ENOMEM */
+    uint32_t segments;
+};
+
+struct sd_pool;
+
+/* --- configuration --- */
+
+/* Proposes sizes from this machine's memory (sysconf(_SC_PHYS_PAGES)):
+ * PINNED 1/8 of RAM, STAGED 1/16, MAPPED 1/512, each capped; 1 GiB segments;
+ * a prefault thread per core up to 8. Callers override fields afterwards.
+ * Returns 0, or -errno when the machine's memory cannot be read. */
+int sd_pool_config_default(struct sd_pool_config *config_p);
+
+/* "STAGED", "PINNED", "MAPPED", or "invalid". */
+const char *sd_mem_class_name(enum sd_mem_class mem_class);
+
+/* --- life cycle --- */
+
+/* Creates every segment of every class (memfd, sized, mapped, pre-faulted,
+ * sealed) and one jemalloc arena per class over them. Returns 0 and the pool
+ * in *pool_p, -EINVAL for a bad config, -ENOMEM when the classes add up to
+ * more than physical memory, or the -errno of the step that failed; on
+ * failure nothing is left behind (no fd, mapping or arena). */
+int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p);
+
+/* Destroys the arenas, unmaps and closes every segment and frees the pool.
+ * Live buffers become invalid; peers that received a segment fd keep their
+ * own copy of it. NULL is accepted. */
+void sd_pool_destroy(struct sd_pool *pool);
+
+/* --- buffers --- */
+
+/* Allocates @size bytes (> 0) of class @mem_class. Returns 0 and fills
+ * *buf_p; -EINVAL for a bad class or size; -ENOMEM when the class cannot
+ * hold the request (logged with class, request, capacity and in use). */
+int sd_pool_alloc(struct sd_pool *pool, enum sd_mem_class mem_class, size_t size,
+                  struct sd_pool_buf *buf_p);
+
+/* Returns a buffer from sd_pool_alloc on this pool, exactly once. Returns 0,
+ * or -EINVAL (logged, nothing freed) when @buf does not describe a buffer of
+ * this pool. */
+int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf);
+
+/* Maps [ptr, ptr + len) to its segment. Returns 0 and the segment id and
+ * the offset of ptr in it; -EINVAL for len 0, -ENOENT when ptr lies in no
+ * segment, -ERANGE when the range runs past the end of its segment. */
+int sd_pool_locate(const struct sd_pool *pool, const void *ptr, size_t len, uint32_t *seg_id_p,
+                   uint64_t *offset_p);
+
+/* --- introspection --- */
+
+/* Accounting of one class. Returns 0, or -EINVAL for a bad class. */
+int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
+                  struct sd_pool_class_stats *stats_p);
+
+/* Number of segments in the pool (all classes). */
+unsigned sd_pool_segment_count(const struct sd_pool *pool);
+
+/* Segment number @index (0 <= index < count, ordered by address). Returns 0,
+ * or -ERANGE. The fd stays owned by the pool. */
+int sd_pool_segment_at(const struct sd_pool *pool, unsigned index,
+                       struct sd_pool_segment *segment_p);
+
+/* The segment with id @seg_id. Returns 0, or -ENOENT. */
+int sd_pool_segment_find(const struct sd_pool *pool, uint32_t seg_id,
+                         struct sd_pool_segment *segment_p);
+
+#endif /* STAGINGD_POOL_H */

@@ -1,0 +1,240 @@
+/* Staging segments: sealed, pre-faulted memfds (DESIGN.md, "stagingd owns the
+ * memory"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+#define SD_SEGMENT_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+struct sd__prefault_job {
+    pthread_t thread;
+    int started;
+    int touch;
+    unsigned char *base;
+    uint64_t len;
+    size_t page;
+    int err; /* positive errno */
+};
+
+static void sd__prefault_run(struct sd__prefault_job *job)
+{
+    if (job->touch) {
+        /* The segment is brand new, so storing zero changes nothing but
+         * makes the kernel allocate and map every page now. */
+        volatile unsigned char *p = job->base;
+        for (uint64_t off = 0; off < job->len; off += job->page)
+            p[off] = 0;
+        return;
+    }
+    while (madvise(job->base, job->len, MADV_POPULATE_WRITE) != 0) {
+        if (errno != EINTR) {
+            job->err = errno;
+            return;
+        }
+    }
+}
+
+static void *sd__prefault_thread(void *arg)
+{
+    sd__prefault_run(arg);
+    return NULL;
+}
+
+/* Whether MADV_POPULATE_WRITE works here (Linux 5.14+): tried on the first
+ * page. Returns 1 (populated it), 0 (EINVAL: not supported), or -errno. */
+static int sd__populate_probe(unsigned char *base, size_t page)
+{
+    if (madvise(base, page, MADV_POPULATE_WRITE) == 0)
+        return 1;
+    return errno == EINVAL ? 0 : -errno;
+}
+
+int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint64_t len)
+{
+    int touch = (pool->flags & SD_POOL_PREFAULT_TOUCH) != 0;
+    if (!touch) {
+        int rc = sd__populate_probe(base, pool->page);
+        if (rc < 0) {
+            sd__pool_log(pool, "pre-faulting segment fd %d: MADV_POPULATE_WRITE: %s", fd,
+                         strerror(-rc));
+            return rc;
+        }
+        if (rc == 0) {
+            touch = 1;
+            if (!pool->touch_noted)
+                sd__pool_log(pool, "MADV_POPULATE_WRITE not supported by this kernel (EINVAL, "
+                                   "needs Linux 5.14): pre-faulting by touching every page");
+            pool->touch_noted = 1;
+        }
+    }
+    if (touch) {
+        /* Touching cannot report a failed page allocation except by
+         * SIGBUS; reserving the pages first turns that into an error. */
+        if (fallocate(fd, 0, 0, (off_t)len) != 0 && errno != EOPNOTSUPP) {
+            int err = errno;
+            sd__pool_log(pool, "reserving %llu bytes for segment fd %d: fallocate: %s",
+                         (unsigned long long)len, fd, strerror(err));
+            return -err;
+        }
+    }
+
+    /* Slices on 2 MiB boundaries, so a huge page is never split between
+     * two threads. */
+    uint64_t units = len / SD_POOL_SEGMENT_ALIGN;
+    unsigned n = pool->prefault_threads;
+    if (n > units)
+        n = units ? (unsigned)units : 1;
+    struct sd__prefault_job jobs[64];
+    if (n > sizeof(jobs) / sizeof(jobs[0]))
+        n = sizeof(jobs) / sizeof(jobs[0]);
+    uint64_t done = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t share = units ? (units / n + (i < units % n)) * SD_POOL_SEGMENT_ALIGN : len;
+        if (i == n - 1)
+            share = len - done;
+        jobs[i] = (struct sd__prefault_job){
+            .touch = touch, .base = base + done, .len = share, .page = pool->page};
+        done += share;
+        /* The calling thread takes the last slice; a thread that cannot be
+         * started has its slice run here too. */
+        if (i + 1 < n && pthread_create(&jobs[i].thread, NULL, sd__prefault_thread, &jobs[i]) == 0)
+            jobs[i].started = 1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (!jobs[i].started)
+            sd__prefault_run(&jobs[i]);
+    int err = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (jobs[i].started)
+            pthread_join(jobs[i].thread, NULL);
+        if (jobs[i].err && !err)
+            err = jobs[i].err;
+    }
+    if (err) {
+        sd__pool_log(pool, "pre-faulting %llu bytes of segment fd %d: MADV_POPULATE_WRITE: %s",
+                     (unsigned long long)len, fd, strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
+/* Maps @fd at a 2 MiB-aligned address, so shmem huge pages (when the
+ * system enables them) line up with the mapping. */
+static int sd__segment_map(int fd, uint64_t size, unsigned char **base_p)
+{
+    size_t span = size + SD_POOL_SEGMENT_ALIGN;
+    unsigned char *area =
+        mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (area == MAP_FAILED)
+        return -errno;
+    uintptr_t start = ((uintptr_t)area + SD_POOL_SEGMENT_ALIGN - 1) & ~(SD_POOL_SEGMENT_ALIGN - 1);
+    unsigned char *base =
+        mmap((void *)start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (base == MAP_FAILED) {
+        int err = errno;
+        munmap(area, span);
+        return -err;
+    }
+    size_t head = start - (uintptr_t)area;
+    if (head)
+        munmap(area, head);
+    if (span - head - size)
+        munmap(base + size, span - head - size);
+    *base_p = base;
+    return 0;
+}
+
+int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t id,
+                       enum sd_mem_class mem_class, uint64_t size)
+{
+    /* "sd-pool-pinned-7": shows up as /memfd:sd-pool-pinned-7 in maps and fd links. */
+    char name[64];
+    int len = snprintf(name, sizeof(name), "sd-pool-%s-%u", sd_mem_class_name(mem_class), id);
+    for (int i = 8; i < len; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            name[i] = (char)(name[i] - 'A' + 'a');
+
+    int fd = -1;
+    unsigned char *base = NULL;
+    int rc = -EIO;
+    const char *step = "memfd_create";
+
+    if (sd__pool_fault_hit())
+        goto fail;
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    step = "ftruncate";
+    if (ftruncate(fd, (off_t)size) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    step = "mmap";
+    if (sd__pool_fault_hit()) {
+        rc = -EIO;
+        goto fail;
+    }
+    rc = sd__segment_map(fd, size, &base);
+    if (rc < 0)
+        goto fail;
+    step = "pre-faulting";
+    if (sd__pool_fault_hit()) {
+        rc = -EIO;
+        goto fail;
+    }
+    rc = sd__segment_prefault(pool, fd, base, size);
+    if (rc < 0) {
+        step = NULL; /* sd__segment_prefault said why */
+        goto fail;
+    }
+    step = "sealing (F_ADD_SEALS)";
+    if (sd__pool_fault_hit()) {
+        rc = -EIO;
+        goto fail;
+    }
+    if (fcntl(fd, F_ADD_SEALS, SD_SEGMENT_SEALS) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & SD_SEGMENT_SEALS) != SD_SEGMENT_SEALS) {
+        sd__pool_log(pool,
+                     "segment %s: expected seals SHRINK|GROW|SEAL (0x%x) after sealing, "
+                     "found 0x%x",
+                     name, SD_SEGMENT_SEALS, seals);
+        rc = -ENOTRECOVERABLE;
+        step = NULL;
+        goto fail;
+    }
+
+    *seg = (struct sd__segment){
+        .id = id, .mem_class = mem_class, .fd = fd, .base = base, .size = size, .carved = 0};
+    return 0;
+
+fail:
+    if (step)
+        sd__pool_log(pool, "creating segment %s of %llu bytes: %s: %s", name,
+                     (unsigned long long)size, step, strerror(-rc));
+    if (base)
+        munmap(base, size);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+void sd__segment_destroy(struct sd__segment *seg)
+{
+    if (seg->base)
+        munmap(seg->base, seg->size);
+    if (seg->fd >= 0)
+        close(seg->fd);
+    seg->base = NULL;
+    seg->fd = -1;
+}
