@@ -1,0 +1,126 @@
+/* Internals shared by the lease service's source files. */
+#ifndef LEASE_INTERNAL_H
+#define LEASE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease/lease.h"
+
+/* ---- ids: slot index in the low 32 bits, generation in the high 32 ------
+ * A slot's generation is bumped when it is handed out, and kept (with the
+ * owner) when it is freed, so an id can be told apart as never issued, stale
+ * (its slot was reused), or freed (released, removed, done). */
+
+enum lease__lookup {
+    LEASE__ID_LIVE,
+    LEASE__ID_FREED, /* generation matches, object gone */
+    LEASE__ID_STALE, /* an older generation of a reused slot */
+    LEASE__ID_NEVER, /* not an id this table issued */
+};
+
+struct lease__slot {
+    uint32_t gen;
+    uint32_t next_free;
+    uint64_t owner; /* kept after free, for foreign-id checks */
+    void *obj;      /* NULL when free */
+};
+
+struct lease__table {
+    struct lease__slot *slots;
+    uint32_t n;
+    uint32_t cap;
+    uint32_t free_head;
+    uint64_t live;
+};
+
+void lease__table_init(struct lease__table *t);
+void lease__table_fini(struct lease__table *t);
+/* Stores @obj; returns 0 and the new id, or -ENOMEM / -ENOSPC. */
+int lease__table_insert(struct lease__table *t, void *obj, uint64_t owner, uint64_t *id_p);
+void lease__table_remove(struct lease__table *t, uint64_t id);
+enum lease__lookup lease__table_lookup(const struct lease__table *t, uint64_t id,
+                                       struct lease__slot **slot_p);
+
+/* ---- errors and logging ----------------------------------------------- */
+
+void lease__log(const struct lease_service *svc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Sets the thread's last error, logs it through @svc, returns @rc. */
+int lease__fail(const struct lease_service *svc, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void lease__error_clear(void);
+/* Logs the thread's current last error (set by a backend) and returns @rc. */
+int lease__fail_logged(const struct lease_service *svc, int rc);
+
+/* ---- segments: fd checks and mapping (segment.c) ---------------------- */
+
+/* Validates @fd as described for lease_segment_add and maps it. */
+int lease__fd_map(int fd, uint64_t claimed_size, void **base_p);
+
+/* ---- the service's objects -------------------------------------------- */
+
+struct lease__client {
+    uint64_t id;
+    struct lease_client_limits lim;
+    uint64_t leases;
+    uint64_t bytes;
+    uint64_t segments;
+    uint32_t busy; /* segment_add calls registering outside the lock */
+    bool dropping;
+};
+
+struct lease__segment {
+    uint64_t id;
+    uint64_t client;
+    int fd;
+    enum lease_class cls;
+    void *base;
+    uint64_t size;
+    bool registered;
+    uint32_t nchunks;
+    uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
+    uint64_t leases;     /* not yet release-complete */
+    uint64_t reg_leases; /* of those, PINNED or MAPPED: pin the registration */
+    uint64_t last_use;
+};
+
+struct lease__lease {
+    uint64_t id;
+    uint64_t client;
+    struct lease__segment *seg;
+    uint64_t offset;
+    uint64_t length;
+    enum lease_class cls;
+    bool released;
+    uint64_t pending;
+    uint64_t dev_ptr;
+};
+
+struct lease__class_acct {
+    uint64_t registered; /* bytes registered now */
+    uint64_t reserved;   /* bytes being registered outside the lock */
+};
+
+struct lease_service {
+    pthread_mutex_t mu;
+    struct lease_backend be;
+    struct lease_service_config cfg;
+    struct lease__table clients;
+    struct lease__table segs;
+    struct lease__table leases;
+    struct lease__table tickets;
+    struct lease__class_acct acct[LEASE_CLASS_MAX + 1];
+    struct lease_stats st;
+    uint64_t tick;
+};
+
+/* Backend chunking shared by service.c: registers/unregisters every chunk of
+ * @seg, timing and counting it. No budget accounting. */
+int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg);
+void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segment *seg);
+
+uint64_t lease__budget(const struct lease_service *svc, enum lease_class cls);
+
+#endif /* LEASE_INTERNAL_H */

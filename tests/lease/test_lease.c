@@ -1,0 +1,1566 @@
+/* The lease service: segments, leases, two-phase release, budgets and LRU,
+ * peer death, stats and threads, on the host backend and a counting fake. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lease/lease.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define PINNED LEASE_CLASS_PINNED
+#define MAPPED LEASE_CLASS_MAPPED
+#define STAGED LEASE_CLASS_STAGED
+
+/* ---- seeded data ------------------------------------------------------- */
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void fill_random(void *p, size_t len, uint64_t seed)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    uint8_t *b = p;
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = xorshift(&s);
+        memcpy(b + i, &v, len - i < 8 ? len - i : 8);
+    }
+}
+
+static uint8_t *ref_data(size_t len, uint64_t seed)
+{
+    uint8_t *b = malloc(len);
+    ck_assert_ptr_nonnull(b);
+    fill_random(b, len, seed);
+    return b;
+}
+
+/* A memfd as stagingd makes one: sized, written with seeded data, sealed. */
+static int make_memfd(uint64_t size, int seals, uint64_t seed)
+{
+    int fd = memfd_create("lease-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+    if (size) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ck_assert_ptr_ne(p, MAP_FAILED);
+        fill_random(p, size, seed);
+        munmap(p, size);
+    }
+    if (seals)
+        ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+    return fd;
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+static bool fd_open(int fd)
+{
+    return fcntl(fd, F_GETFD) != -1;
+}
+
+static uint64_t vm_locked_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    uint64_t kib = UINT64_MAX;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmLck: %" SCNu64, &kib) == 1)
+            break;
+    fclose(f);
+    ck_assert_uint_ne(kib, UINT64_MAX);
+    return kib;
+}
+
+/* ASan turns mlock into a no-op; probe whether locking shows in VmLck. */
+static bool mlock_shows_in_vmlck(void)
+{
+    size_t len = 64 * 4096;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    uint64_t before = vm_locked_kib();
+    bool shows = mlock(p, len) == 0 && vm_locked_kib() >= before + len / 1024;
+    munlock(p, len);
+    munmap(p, len);
+    return shows;
+}
+
+/* ---- a counting fake backend ------------------------------------------- */
+
+struct fake_op {
+    char op; /* 'R' or 'U' */
+    void *base;
+    uint64_t len;
+};
+
+struct fake_be {
+    pthread_mutex_t mu;
+    uint64_t regs;
+    uint64_t unregs;
+    uint64_t live; /* registrations not yet undone */
+    uint64_t capacity;
+    int fail_rc;        /* a register returns this once... */
+    int fail_countdown; /* ...after this many more succeed */
+    struct fake_op ops[256];
+    int nops;
+};
+
+static void fake_log(struct fake_be *f, char op, void *base, uint64_t len)
+{
+    if (f->nops < (int)(sizeof(f->ops) / sizeof(f->ops[0])))
+        f->ops[f->nops++] = (struct fake_op){op, base, len};
+}
+
+static int fake_register(void *ctx, void *base, uint64_t len, enum lease_class cls, uint64_t *dev_p)
+{
+    struct fake_be *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    if (f->fail_rc && f->fail_countdown-- == 0) {
+        int rc = f->fail_rc;
+        f->fail_rc = 0;
+        pthread_mutex_unlock(&f->mu);
+        return lease_error_set(rc, "fake backend: injected failure");
+    }
+    f->regs++;
+    f->live++;
+    fake_log(f, 'R', base, len);
+    /* Device pointers deliberately unrelated to host addresses, 1 GiB apart. */
+    uint64_t dev = 0x100000000000ull + f->regs * (1ull << 30);
+    pthread_mutex_unlock(&f->mu);
+    *dev_p = cls == MAPPED ? dev : 0;
+    return 0;
+}
+
+static int fake_unregister(void *ctx, void *base, uint64_t len, enum lease_class cls)
+{
+    struct fake_be *f = ctx;
+    (void)cls;
+    pthread_mutex_lock(&f->mu);
+    f->unregs++;
+    f->live--;
+    fake_log(f, 'U', base, len);
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static int fake_capacity(void *ctx, uint64_t *bytes_p)
+{
+    *bytes_p = ((struct fake_be *)ctx)->capacity;
+    return 0;
+}
+
+static struct fake_be fake;
+
+static struct lease_backend fake_backend(uint64_t chunk)
+{
+    memset(&fake, 0, sizeof(fake));
+    pthread_mutex_init(&fake.mu, NULL);
+    fake.capacity = UINT64_MAX;
+    return (struct lease_backend){
+        .name = "fake",
+        .ctx = &fake,
+        .chunk_bytes = chunk,
+        .register_range = fake_register,
+        .unregister_range = fake_unregister,
+        .capacity = fake_capacity,
+    };
+}
+
+/* ---- callbacks and log -------------------------------------------------- */
+
+struct recorder {
+    pthread_mutex_t mu;
+    uint64_t completions;
+    uint64_t last_client;
+    uint64_t last_lease;
+    uint64_t *ids;
+    size_t cap;
+    uint64_t drained;
+    uint64_t last_drained;
+    uint64_t logs;
+    char last_log[1024];
+};
+
+static struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_complete(void *arg, uint64_t client, uint64_t lease_id)
+{
+    struct recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->completions < r->cap)
+        r->ids[r->completions] = lease_id;
+    r->completions++;
+    r->last_client = client;
+    r->last_lease = lease_id;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void on_drained(void *arg, uint64_t client)
+{
+    struct recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    r->drained++;
+    r->last_drained = client;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void test_log(void *arg, const char *line)
+{
+    struct recorder *r = arg;
+    pthread_mutex_lock(&r->mu);
+    r->logs++;
+    snprintf(r->last_log, sizeof(r->last_log), "%s", line);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static uint64_t completions(void)
+{
+    pthread_mutex_lock(&rec.mu);
+    uint64_t n = rec.completions;
+    pthread_mutex_unlock(&rec.mu);
+    return n;
+}
+
+static struct lease_service_config config(uint64_t pinned, uint64_t mapped)
+{
+    return (struct lease_service_config){
+        .budget_pinned = pinned,
+        .budget_mapped = mapped,
+        .on_release_complete = on_complete,
+        .on_client_drained = on_drained,
+        .cb_arg = &rec,
+        .log = test_log,
+        .log_arg = &rec,
+    };
+}
+
+static struct lease_service *new_svc(const struct lease_backend *be, uint64_t pinned,
+                                     uint64_t mapped)
+{
+    struct lease_service_config cfg = config(pinned, mapped);
+    struct lease_service *svc = NULL;
+    int rc = lease_service_create(&cfg, be, &svc);
+    ck_assert_msg(rc == 0, "lease_service_create: %d: %s", rc, lease_error_last());
+    return svc;
+}
+
+static uint64_t new_client(struct lease_service *svc)
+{
+    uint64_t c = 0;
+    ck_assert_int_eq(lease_client_add(svc, NULL, &c), 0);
+    return c;
+}
+
+/* Adds a sealed memfd of @size with seeded data; returns the segment id. */
+static uint64_t add_seg(struct lease_service *svc, uint64_t client, uint64_t size,
+                        enum lease_class cls, uint64_t seed, int *fd_p)
+{
+    int fd = make_memfd(size, GOOD_SEALS, seed);
+    uint64_t id = 0;
+    int rc = lease_segment_add(svc, client, fd, size, cls, &id);
+    ck_assert_msg(rc == 0, "lease_segment_add: %d: %s", rc, lease_error_last());
+    if (fd_p)
+        *fd_p = fd;
+    return id;
+}
+
+static int grant1(struct lease_service *svc, uint64_t client, uint64_t seg, uint64_t off,
+                  uint64_t len, uint32_t cls, uint32_t flags, struct lease_grant_result *r)
+{
+    struct lease_grant_req q = {seg, off, len, cls, flags};
+    int n = lease_grant(svc, client, 1, &q, r);
+    if (n < 0)
+        return n;
+    ck_assert_int_eq(n, r->rc == 0);
+    return r->rc;
+}
+
+static uint64_t must_grant(struct lease_service *svc, uint64_t client, uint64_t seg, uint64_t off,
+                           uint64_t len, uint32_t cls)
+{
+    struct lease_grant_result r;
+    int rc = grant1(svc, client, seg, off, len, cls, 0, &r);
+    ck_assert_msg(rc == 0, "grant: %d: %s", rc, lease_error_last());
+    return r.lease_id;
+}
+
+static int release1(struct lease_service *svc, uint64_t client, uint64_t id)
+{
+    int rc = 1;
+    int n = lease_release(svc, client, 1, &id, &rc);
+    if (n < 0)
+        return n;
+    ck_assert_int_eq(n, rc == 0);
+    return rc;
+}
+
+static struct lease_stats stats(struct lease_service *svc)
+{
+    struct lease_stats st;
+    ck_assert_int_eq(lease_service_stats(svc, &st), 0);
+    return st;
+}
+
+#define assert_error(rc_expr, want, needle)                                                        \
+    do {                                                                                           \
+        int rc_ = (rc_expr);                                                                       \
+        ck_assert_msg(rc_ == (want), "%s: expected %d, got %d (%s)", #rc_expr, (want), rc_,        \
+                      lease_error_last());                                                         \
+        ck_assert_msg(strstr(lease_error_last(), (needle)) != NULL, "%s: message lacks '%s': %s",  \
+                      #rc_expr, (needle), lease_error_last());                                     \
+    } while (0)
+
+/* ---- leases: grant, release, release-complete ---------------------------- */
+
+START_TEST(grant_exposes_daemon_bytes_and_release_completes_once)
+{
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t seed = 0xa11ce;
+    uint64_t seg = add_seg(svc, c, 1 * MiB, MAPPED, seed, NULL);
+    uint8_t *ref = ref_data(1 * MiB, seed);
+
+    struct lease_grant_req q[3] = {
+        {seg, 0, 4 * KiB, MAPPED, 0},
+        {seg, 12345, 100000, PINNED, 0},
+        {seg, 1 * MiB - 777, 777, STAGED, 0},
+    };
+    struct lease_grant_result r[3];
+    ck_assert_int_eq(lease_grant(svc, c, 3, q, r), 3);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(r[i].rc, 0);
+        ck_assert_uint_eq(r[i].cls, q[i].cls);
+        ck_assert_uint_eq(r[i].fell_back, 0);
+        ck_assert_mem_eq(r[i].host_addr, ref + q[i].offset, q[i].length);
+    }
+    /* Host backend: what "kernels" dereference is the host address. */
+    ck_assert_uint_eq(r[0].dev_ptr, (uint64_t)(uintptr_t)r[0].host_addr);
+    ck_assert_uint_eq(r[1].dev_ptr, 0);
+    ck_assert_uint_ne(r[0].lease_id, r[1].lease_id);
+
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[MAPPED].live_leases, 1);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_leased, 100000);
+    ck_assert_uint_eq(st.cls[MAPPED].bytes_registered, 1 * MiB);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 1 * MiB);
+
+    uint64_t ids[3] = {r[0].lease_id, r[1].lease_id, r[2].lease_id};
+    int rcs[3] = {1, 1, 1};
+    ck_assert_int_eq(lease_release(svc, c, 3, ids, rcs), 3);
+    ck_assert_int_eq(rcs[0] | rcs[1] | rcs[2], 0);
+    ck_assert_uint_eq(completions(), 3);
+    ck_assert_uint_eq(rec.last_client, c);
+    ck_assert_uint_eq(rec.last_lease, ids[2]);
+    st = stats(svc);
+    for (int k = STAGED; k <= MAPPED; k++) {
+        ck_assert_uint_eq(st.cls[k].live_leases, 0);
+        ck_assert_uint_eq(st.cls[k].bytes_leased, 0);
+    }
+    ck_assert_uint_eq(st.draining_leases, 0);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    lease_backend_fini(&be);
+    free(ref);
+}
+END_TEST
+
+START_TEST(release_with_pending_work_completes_after_last_work_done)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 7, NULL);
+    uint64_t id = must_grant(svc, c, seg, 64 * KiB, 64 * KiB, PINNED);
+
+    uint64_t t1 = 0, t2 = 0;
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t1), 0);
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t2), 0);
+    ck_assert_uint_ne(t1, t2);
+    ck_assert_int_eq(release1(svc, c, id), 0);
+    ck_assert_uint_eq(completions(), 0);
+
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(svc, c, id, &info), 0);
+    ck_assert_uint_eq(info.released, 1);
+    ck_assert_uint_eq(info.pending_work, 2);
+    ck_assert_uint_eq(stats(svc).draining_leases, 1);
+    ck_assert_uint_eq(stats(svc).pending_work, 2);
+    /* New work on a released lease is a bug in the caller. */
+    uint64_t t3;
+    assert_error(lease_work_pin(svc, c, id, &t3), -EALREADY, "already released");
+    /* The segment is busy until the release completes. */
+    assert_error(lease_segment_remove(svc, c, seg), -EBUSY, "not release-complete");
+
+    ck_assert_int_eq(lease_work_done(svc, t2), 0);
+    ck_assert_uint_eq(completions(), 0);
+    ck_assert_int_eq(lease_work_done(svc, t1), 0);
+    ck_assert_uint_eq(completions(), 1);
+    ck_assert_uint_eq(rec.last_lease, id);
+    ck_assert_uint_eq(rec.last_client, c);
+
+    assert_error(lease_work_done(svc, t1), -EALREADY, "already done");
+    assert_error(lease_work_done(svc, 0), -ENOENT, "never issued");
+    assert_error(lease_work_done(svc, t1 + (1ull << 40)), -ENOENT, "never issued");
+    ck_assert_uint_eq(completions(), 1);
+    ck_assert_uint_eq(stats(svc).draining_leases, 0);
+    ck_assert_uint_eq(stats(svc).pending_work, 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, seg), 0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(stale_lease_id_is_refused_after_its_slot_is_reused)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 8, NULL);
+    uint64_t old = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    ck_assert_int_eq(release1(svc, c, old), 0);
+    uint64_t now = must_grant(svc, c, seg, 8 * KiB, 4 * KiB, PINNED);
+    /* Same slot, newer generation: the old id must not alias the new lease. */
+    ck_assert_uint_eq((uint32_t)old, (uint32_t)now);
+    ck_assert_uint_ne(old, now);
+    assert_error(release1(svc, c, old), -ESTALE, "stale");
+    uint64_t t;
+    assert_error(lease_work_pin(svc, c, old, &t), -ESTALE, "stale");
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(svc, c, now, &info), 0);
+    ck_assert_uint_eq(info.offset, 8 * KiB);
+    ck_assert_uint_eq(info.released, 0);
+    ck_assert_uint_eq(completions(), 1);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(foreign_lease_and_segment_ids_are_refused)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t a = new_client(svc);
+    uint64_t b = new_client(svc);
+    uint64_t seg_a = add_seg(svc, a, 1 * MiB, PINNED, 9, NULL);
+    uint64_t id = must_grant(svc, a, seg_a, 0, 4 * KiB, PINNED);
+
+    assert_error(release1(svc, b, id), -EPERM, "another client");
+    uint64_t t;
+    assert_error(lease_work_pin(svc, b, id, &t), -EPERM, "another client");
+    struct lease_info info;
+    assert_error(lease_query(svc, b, id, &info), -EPERM, "another client");
+    struct lease_grant_result r;
+    assert_error(grant1(svc, b, seg_a, 0, 4 * KiB, PINNED, 0, &r), -EPERM, "another client");
+    assert_error(lease_segment_remove(svc, b, seg_a), -EPERM, "another client");
+    /* A's lease is untouched. */
+    ck_assert_int_eq(lease_query(svc, a, id, &info), 0);
+    ck_assert_uint_eq(info.released, 0);
+    /* Once released and complete, B still gets "foreign", not "already released". */
+    ck_assert_int_eq(release1(svc, a, id), 0);
+    assert_error(release1(svc, b, id), -EPERM, "another client");
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(double_release_is_refused_before_and_after_completion)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 10, NULL);
+    uint64_t id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    uint64_t t;
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t), 0);
+    ck_assert_int_eq(release1(svc, c, id), 0);
+    assert_error(release1(svc, c, id), -EALREADY, "1 GPU work items still pending");
+    ck_assert_int_eq(lease_work_done(svc, t), 0);
+    assert_error(release1(svc, c, id), -EALREADY, "release complete");
+    ck_assert_uint_eq(completions(), 1);
+    /* A batch naming one id twice releases it once. */
+    uint64_t id2 = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    uint64_t ids[3] = {id2, id2, 0x123456789abcull};
+    int rcs[3];
+    ck_assert_int_eq(lease_release(svc, c, 3, ids, rcs), 1);
+    ck_assert_int_eq(rcs[0], 0);
+    ck_assert_int_eq(rcs[1], -EALREADY);
+    ck_assert_int_eq(rcs[2], -ENOENT);
+    ck_assert_uint_eq(completions(), 2);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(ids_never_issued_are_refused)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 11, NULL);
+    uint64_t id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    uint64_t forged[] = {0, (uint32_t)id, id + (1ull << 32), id + 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++)
+        assert_error(release1(svc, c, forged[i]), -ENOENT, "never issued");
+    struct lease_grant_result r;
+    assert_error(grant1(svc, c, seg + (1ull << 32), 0, 4 * KiB, PINNED, 0, &r), -ENOENT,
+                 "never issued");
+    assert_error(lease_grant(svc, c + (5ull << 32), 1,
+                             &(struct lease_grant_req){seg, 0, 4096, PINNED, 0}, &r),
+                 -ENOENT, "never issued");
+    ck_assert_uint_eq(stats(svc).cls[PINNED].live_leases, 1);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(out_of_range_and_overflowing_ranges_are_refused)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 12, NULL);
+    const struct {
+        uint64_t off, len;
+    } bad[] = {
+        {UINT64_MAX - 10, 100}, /* offset + length wraps to a small number */
+        {UINT64_MAX, 1},        {4096, UINT64_MAX},
+        {1, UINT64_MAX - 1},    {1 * MiB - 4096, 8192}, /* runs past the end */
+        {1 * MiB, 1},                                   /* starts at the end */
+        {0, 1 * MiB + 1},       {0, 0},                 /* empty */
+        {2 * MiB, 4096},
+    };
+    struct lease_grant_result r;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_error(grant1(svc, c, seg, bad[i].off, bad[i].len, PINNED, 0, &r), -ERANGE,
+                     "offset + length <= 1048576");
+    ck_assert_int_eq(grant1(svc, c, seg, 1 * MiB - 4096, 4096, PINNED, 0, &r), 0);
+    ck_assert_int_eq(grant1(svc, c, seg, 0, 1 * MiB, PINNED, 0, &r), 0);
+    ck_assert_uint_eq(stats(svc).cls[PINNED].live_leases, 2);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(class_must_not_exceed_the_segments)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t pinned = add_seg(svc, c, 1 * MiB, PINNED, 13, NULL);
+    uint64_t staged = add_seg(svc, c, 1 * MiB, STAGED, 14, NULL);
+    uint64_t mapped = add_seg(svc, c, 1 * MiB, MAPPED, 15, NULL);
+    struct lease_grant_result r;
+    assert_error(grant1(svc, c, pinned, 0, 4096, MAPPED, 0, &r), -EINVAL,
+                 "a MAPPED lease needs a segment of class MAPPED or above, found PINNED");
+    assert_error(grant1(svc, c, staged, 0, 4096, PINNED, 0, &r), -EINVAL, "found STAGED");
+    assert_error(grant1(svc, c, pinned, 0, 4096, 0, 0, &r), -EINVAL, "found 0");
+    assert_error(grant1(svc, c, pinned, 0, 4096, 4, 0, &r), -EINVAL, "found 4");
+    assert_error(grant1(svc, c, pinned, 0, 4096, PINNED, 0x80, &r), -EINVAL, "unknown bits 0x80");
+    ck_assert_int_eq(grant1(svc, c, pinned, 0, 4096, STAGED, 0, &r), 0);
+    ck_assert_uint_eq(r.dev_ptr, 0);
+    ck_assert_int_eq(grant1(svc, c, mapped, 0, 4096, PINNED, 0, &r), 0);
+    ck_assert_uint_eq(r.dev_ptr, 0);
+    ck_assert_int_eq(grant1(svc, c, mapped, 4096, 4096, MAPPED, 0, &r), 0);
+    ck_assert_uint_ne(r.dev_ptr, 0);
+    /* The STAGED segment was never registered: 2 registrations in all. */
+    ck_assert_uint_eq(fake.regs, 2);
+    uint64_t id;
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 16);
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, 9, &id), -EINVAL, "found 9");
+    ck_assert(fd_open(fd));
+    close(fd);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(per_client_limits_are_enforced)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 8 * MiB, 0);
+    uint64_t c;
+    struct lease_client_limits lim = {.max_leases = 3, .max_bytes = 64 * KiB, .max_segments = 1};
+    ck_assert_int_eq(lease_client_add(svc, &lim, &c), 0);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 17, NULL);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 18);
+    uint64_t id;
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -EDQUOT,
+                 "segment limit reached (1 of 1)");
+    ck_assert(fd_open(fd));
+    close(fd);
+
+    struct lease_grant_result r;
+    ck_assert_int_eq(grant1(svc, c, seg, 0, 32 * KiB, PINNED, 0, &r), 0);
+    assert_error(grant1(svc, c, seg, 0, 32 * KiB + 1, PINNED, 0, &r), -EDQUOT,
+                 "byte limit 65536 exceeded: 32768 leased, 32769 requested");
+    ck_assert_int_eq(grant1(svc, c, seg, 0, 16 * KiB, PINNED, 0, &r), 0);
+    ck_assert_int_eq(grant1(svc, c, seg, 0, 16 * KiB, PINNED, 0, &r), 0);
+    uint64_t last = r.lease_id;
+    assert_error(grant1(svc, c, seg, 0, 1, PINNED, 0, &r), -EDQUOT, "lease limit reached (3 of 3)");
+    struct lease_client_stats cs;
+    ck_assert_int_eq(lease_client_stats(svc, c, &cs), 0);
+    ck_assert_uint_eq(cs.leases, 3);
+    ck_assert_uint_eq(cs.bytes, 64 * KiB);
+    ck_assert_uint_eq(cs.segments, 1);
+    /* Releasing gives the room back. */
+    ck_assert_int_eq(release1(svc, c, last), 0);
+    ck_assert_int_eq(grant1(svc, c, seg, 0, 16 * KiB, PINNED, 0, &r), 0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(mapped_leases_get_per_chunk_device_pointers_and_never_span_chunks)
+{
+    struct lease_backend be = fake_backend(256 * KiB);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, MAPPED, 19, NULL);
+    /* Each chunk is its own registration. */
+    ck_assert_uint_eq(fake.regs, 4);
+    ck_assert_int_eq(fake.nops, 4);
+    for (int i = 1; i < 4; i++) {
+        ck_assert_uint_eq(fake.ops[i].len, 256 * KiB);
+        ck_assert_ptr_eq(fake.ops[i].base, (char *)fake.ops[0].base + i * 256 * KiB);
+    }
+    struct lease_grant_result r;
+    ck_assert_int_eq(grant1(svc, c, seg, 300 * KiB, 4 * KiB, MAPPED, 0, &r), 0);
+    /* Chunk 1 got the second device pointer the fake handed out. */
+    ck_assert_uint_eq(r.dev_ptr, 0x100000000000ull + 2 * (1ull << 30) + 44 * KiB);
+    ck_assert_ptr_eq(r.host_addr, (char *)fake.ops[0].base + 300 * KiB);
+    assert_error(grant1(svc, c, seg, 500 * KiB, 24 * KiB, MAPPED, 0, &r), -EINVAL,
+                 "crosses 524288 (chunk size 262144)");
+    assert_error(grant1(svc, c, seg, 0, 1 * MiB, PINNED, 0, &r), -EINVAL, "chunk boundary");
+    ck_assert_int_eq(grant1(svc, c, seg, 500 * KiB, 24 * KiB, STAGED, 0, &r), 0);
+    ck_assert_int_eq(grant1(svc, c, seg, 768 * KiB, 256 * KiB, MAPPED, 0, &r), 0);
+    ck_assert_uint_eq(r.dev_ptr, 0x100000000000ull + 4 * (1ull << 30));
+    /* A segment unregistered chunk by chunk. */
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(fake.unregs, 4);
+    ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
+START_TEST(registration_is_cached_across_leases)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 20, NULL);
+    uint64_t s = 42;
+    for (int i = 0; i < 200; i++) {
+        uint64_t off = (xorshift(&s) % 255) * 4 * KiB;
+        uint64_t id = must_grant(svc, c, seg, off, 4 * KiB, PINNED);
+        ck_assert_int_eq(release1(svc, c, id), 0);
+    }
+    ck_assert_uint_eq(fake.regs, 1);
+    ck_assert_uint_eq(fake.unregs, 0);
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].registrations, 1);
+    ck_assert_uint_eq(completions(), 200);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(fake.unregs, 1);
+}
+END_TEST
+
+/* ---- segments: what fds are accepted ------------------------------------ */
+
+struct bad_fd {
+    const char *what;
+    int fd;
+    uint64_t claim;
+    int rc;
+    const char *needle;
+};
+
+START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 8 * MiB, 8 * MiB);
+    uint64_t c = new_client(svc);
+    int before = count_fds();
+
+    int pipefd[2], sv[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    char tmpl[] = "/tmp/lease-test-XXXXXX";
+    int reg = mkstemp(tmpl);
+    ck_assert_int_ge(reg, 0);
+    unlink(tmpl);
+    ck_assert_int_eq(ftruncate(reg, 1 * MiB), 0);
+    char shm_name[64];
+    snprintf(shm_name, sizeof(shm_name), "/lease-test-%d", (int)getpid());
+    int shm = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(shm, 0);
+    shm_unlink(shm_name);
+    ck_assert_int_eq(ftruncate(shm, 1 * MiB), 0);
+    int good = make_memfd(1 * MiB, GOOD_SEALS, 21);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", good);
+    int opath = open(path, O_PATH | O_CLOEXEC);
+    ck_assert_int_ge(opath, 0);
+    int rdonly = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(rdonly, 0);
+
+    struct bad_fd cases[] = {
+        {"pipe", pipefd[0], 1 * MiB, -EINVAL, "found a pipe or FIFO"},
+        {"socket", sv[0], 1 * MiB, -EINVAL, "found a socket"},
+        {"regular file", reg, 1 * MiB, -EINVAL, "found a regular file"},
+        {"shm file", shm, 1 * MiB, -EINVAL, "found a regular file '/dev/shm/lease-test-"},
+        {"O_PATH", opath, 1 * MiB, -EINVAL, "found an O_PATH descriptor"},
+        {"read-only", rdonly, 1 * MiB, -EACCES, "found read-only"},
+        {"unsealed", make_memfd(1 * MiB, 0, 22), 1 * MiB, -EPERM,
+         "missing seals F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL (expected "
+         "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found none)"},
+        {"no GROW seal", make_memfd(1 * MiB, F_SEAL_SHRINK | F_SEAL_SEAL, 23), 1 * MiB, -EPERM,
+         "missing seals F_SEAL_GROW (expected"},
+        {"write seal", make_memfd(1 * MiB, GOOD_SEALS | F_SEAL_WRITE, 24), 1 * MiB, -EPERM,
+         "found a write seal"},
+        {"short", make_memfd(1 * MiB, GOOD_SEALS, 25), 2 * MiB, -EINVAL,
+         "claimed size 2097152 bytes, found 1048576"},
+        {"long", make_memfd(2 * MiB, GOOD_SEALS, 26), 1 * MiB, -EINVAL,
+         "claimed size 1048576 bytes, found 2097152"},
+        {"not page multiple", make_memfd(1 * MiB + 100, GOOD_SEALS, 27), 1 * MiB + 100, -EINVAL,
+         "multiple of the 4096-byte page, found 1048676"},
+        {"empty", make_memfd(0, GOOD_SEALS, 28), 0, -EINVAL, "above 0, claimed 0"},
+        {"negative", -1, 1 * MiB, -EBADF, "found -1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct stat st0, st1;
+        int fd = cases[i].fd;
+        bool real = fd >= 0;
+        if (real)
+            ck_assert_int_eq(fstat(fd, &st0), 0);
+        uint64_t id = 0xdead;
+        int rc = lease_segment_add(svc, c, fd, cases[i].claim, PINNED, &id);
+        ck_assert_msg(rc == cases[i].rc, "%s: expected %d, got %d (%s)", cases[i].what, cases[i].rc,
+                      rc, lease_error_last());
+        ck_assert_msg(strstr(lease_error_last(), cases[i].needle) != NULL,
+                      "%s: message lacks '%s': %s", cases[i].what, cases[i].needle,
+                      lease_error_last());
+        ck_assert_uint_eq(id, 0xdead);
+        if (real) {
+            /* Not taken: still open, still the same file. */
+            ck_assert_msg(fd_open(fd), "%s: fd was closed", cases[i].what);
+            ck_assert_int_eq(fstat(fd, &st1), 0);
+            ck_assert_uint_eq(st0.st_ino, st1.st_ino);
+            ck_assert_uint_eq(st0.st_dev, st1.st_dev);
+        }
+    }
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].segments, 0);
+    ck_assert_uint_eq(fake.regs, 0);
+    /* A closed fd. */
+    int closed = make_memfd(1 * MiB, GOOD_SEALS, 29);
+    close(closed);
+    uint64_t id;
+    assert_error(lease_segment_add(svc, c, closed, 1 * MiB, PINNED, &id), -EBADF, "found none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (cases[i].fd >= 0)
+            close(cases[i].fd);
+    close(pipefd[1]);
+    close(sv[1]);
+    /* The valid memfd the O_PATH and read-only fds came from is accepted. */
+    ck_assert_int_eq(lease_segment_add(svc, c, good, 1 * MiB, PINNED, &id), 0);
+    ck_assert_int_eq(count_fds(), before + 1);
+    lease_service_destroy(svc);
+    ck_assert_int_eq(count_fds(), before);
+}
+END_TEST
+
+START_TEST(segment_ids_are_generation_checked_and_remove_closes_the_fd)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    int before = count_fds();
+    int fd;
+    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 30, &fd);
+    ck_assert_int_eq(count_fds(), before + 1);
+    uint64_t id = must_grant(svc, c, seg, 0, 4096, PINNED);
+    assert_error(lease_segment_remove(svc, c, seg), -EBUSY, "1 leases not release-complete");
+    ck_assert(fd_open(fd));
+    ck_assert_int_eq(release1(svc, c, id), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, seg), 0);
+    ck_assert(!fd_open(fd));
+    ck_assert_int_eq(count_fds(), before);
+    ck_assert_uint_eq(fake.unregs, 1);
+    struct lease_grant_result r;
+    assert_error(grant1(svc, c, seg, 0, 4096, PINNED, 0, &r), -ESTALE, "it was removed");
+    assert_error(lease_segment_remove(svc, c, seg), -ESTALE, "it was removed");
+    uint64_t seg2 = add_seg(svc, c, 1 * MiB, PINNED, 31, NULL);
+    ck_assert_uint_eq((uint32_t)seg2, (uint32_t)seg);
+    assert_error(grant1(svc, c, seg, 0, 4096, PINNED, 0, &r), -ESTALE, "newer segment");
+    ck_assert_int_eq(grant1(svc, c, seg2, 0, 4096, PINNED, 0, &r), 0);
+    lease_service_destroy(svc);
+    ck_assert_int_eq(count_fds(), before);
+}
+END_TEST
+
+START_TEST(backend_failure_leaves_the_fd_with_the_caller)
+{
+    struct lease_backend be = fake_backend(256 * KiB);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    uint64_t c = new_client(svc);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 32);
+    int before = count_fds();
+    uint64_t id;
+    /* Fails on the first chunk, then on the third (two to unwind). */
+    for (int countdown = 0; countdown <= 2; countdown += 2) {
+        fake.fail_rc = -EIO;
+        fake.fail_countdown = countdown;
+        assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -EIO, "injected failure");
+        ck_assert(fd_open(fd));
+        ck_assert_int_eq(count_fds(), before);
+        ck_assert_uint_eq(fake.live, 0);
+        ck_assert_uint_eq(fake.unregs, (uint64_t)countdown);
+    }
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].segments, 0);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 0);
+    /* The budget reservation was returned: the whole budget is still there. */
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), 0);
+    uint64_t s2 = add_seg(svc, c, 3 * MiB, PINNED, 33, NULL);
+    (void)s2;
+    ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_registered, 4 * MiB);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
+/* ---- budgets, LRU, fallback ----------------------------------------------- */
+
+START_TEST(budget_exhaustion_is_refused_with_the_numbers)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 34, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 35, NULL);
+    must_grant(svc, c, a, 0, 4096, PINNED);
+    must_grant(svc, c, b, 0, 4096, PINNED);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 36);
+    uint64_t id;
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOSPC,
+                 "PINNED pin budget exhausted: request 1048576 bytes, budget 2097152 bytes, "
+                 "in use 2097152 bytes (0 of them idle and evictable)");
+    ck_assert_str_eq(rec.last_log, lease_error_last());
+    ck_assert(fd_open(fd));
+    /* Larger than the whole budget: refused even with nothing registered. */
+    int big = make_memfd(2 * MiB, GOOD_SEALS, 37);
+    assert_error(lease_segment_add(svc, c, big, 2 * MiB, MAPPED, &id), -ENOSPC,
+                 "MAPPED pin budget exhausted: request 2097152 bytes, budget 1048576 bytes, "
+                 "in use 0 bytes");
+    /* STAGED needs no budget. */
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id), 0);
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].budget_refusals, 1);
+    ck_assert_uint_eq(st.cls[MAPPED].budget_refusals, 1);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 2 * MiB);
+    ck_assert_uint_eq(st.cls[PINNED].budget, 2 * MiB);
+    ck_assert_uint_eq(st.cls[STAGED].segments, 1);
+    close(big);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(lru_unregisters_the_least_recently_used_idle_segment)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 38, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 39, NULL);
+    void *base_a = fake.ops[0].base, *base_b = fake.ops[1].base;
+    ck_assert_ptr_ne(base_a, base_b);
+    /* Both idle; A is least recently used. C needs room: A goes, not B. */
+    add_seg(svc, c, 1 * MiB, PINNED, 40, NULL);
+    ck_assert_int_eq(fake.nops, 4);
+    ck_assert_int_eq(fake.ops[2].op, 'U');
+    ck_assert_ptr_eq(fake.ops[2].base, base_a);
+    ck_assert_int_eq(fake.ops[3].op, 'R');
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].evictions, 1);
+    ck_assert_uint_eq(st.cls[PINNED].unregistrations, 1);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 2 * MiB);
+    ck_assert_uint_eq(st.cls[PINNED].segments, 3);
+    /* B is still registered: a lease on it registers nothing. */
+    must_grant(svc, c, b, 0, 4096, PINNED);
+    ck_assert_uint_eq(fake.regs, 3);
+    /* A is re-registered on its next lease; B is leased, so C (idle) goes. */
+    struct lease_grant_result r;
+    ck_assert_int_eq(grant1(svc, c, a, 4096, 4096, PINNED, 0, &r), 0);
+    ck_assert_uint_eq(fake.regs, 4);
+    ck_assert_int_eq(fake.ops[4].op, 'U');
+    ck_assert_ptr_ne(fake.ops[4].base, base_b);
+    ck_assert_ptr_ne(fake.ops[4].base, base_a);
+    ck_assert_int_eq(fake.ops[5].op, 'R');
+    ck_assert_ptr_eq(fake.ops[5].base, base_a);
+    st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].evictions, 2);
+    ck_assert_uint_eq(st.cls[PINNED].registrations, 4);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(lru_order_follows_use_not_age)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 41, NULL);
+    add_seg(svc, c, 1 * MiB, PINNED, 42, NULL);
+    void *base_b = fake.ops[1].base;
+    /* Touch A after B was added: B is now least recently used. */
+    uint64_t id = must_grant(svc, c, a, 0, 4096, PINNED);
+    ck_assert_int_eq(release1(svc, c, id), 0);
+    add_seg(svc, c, 1 * MiB, PINNED, 43, NULL);
+    ck_assert_int_eq(fake.ops[2].op, 'U');
+    ck_assert_ptr_eq(fake.ops[2].base, base_b);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(segments_with_leases_or_pending_work_are_never_evicted)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 44, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 45, NULL);
+    void *base_b = fake.ops[1].base;
+    /* A (older) has a released lease whose GPU work is still pending. */
+    uint64_t la = must_grant(svc, c, a, 0, 4096, PINNED);
+    uint64_t t;
+    ck_assert_int_eq(lease_work_pin(svc, c, la, &t), 0);
+    ck_assert_int_eq(release1(svc, c, la), 0);
+    /* A STAGED lease does not hold B's registration. */
+    must_grant(svc, c, b, 0, 4096, STAGED);
+    uint64_t cseg = add_seg(svc, c, 1 * MiB, PINNED, 46, NULL);
+    ck_assert_int_eq(fake.ops[2].op, 'U');
+    ck_assert_ptr_eq(fake.ops[2].base, base_b);
+    /* Now A (pending) and C (leased) are both pinned down: D is refused. */
+    must_grant(svc, c, cseg, 0, 4096, PINNED);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 47);
+    uint64_t id;
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOSPC,
+                 "in use 2097152 bytes (0 of them idle and evictable)");
+    /* When the work is done A becomes evictable. */
+    ck_assert_int_eq(lease_work_done(svc, t), 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), 0);
+    ck_assert_uint_eq(stats(svc).cls[PINNED].evictions, 2);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(fallback_to_staged_when_the_client_allows_it)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 1 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seed = 48;
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 49, NULL); /* evicts A */
+    must_grant(svc, c, b, 0, 4096, PINNED);
+    struct lease_grant_result r;
+    assert_error(grant1(svc, c, a, 8192, 4096, PINNED, 0, &r), -ENOSPC,
+                 "PINNED pin budget exhausted: request 1048576 bytes, budget 1048576 bytes, "
+                 "in use 1048576 bytes");
+    ck_assert_int_eq(grant1(svc, c, a, 8192, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
+    ck_assert_uint_eq(r.cls, STAGED);
+    ck_assert_uint_eq(r.fell_back, 1);
+    ck_assert_uint_eq(r.dev_ptr, 0);
+    ck_assert_ptr_nonnull(strstr(rec.last_log, "PINNED lease served as STAGED"));
+    uint8_t *ref = ref_data(1 * MiB, seed);
+    ck_assert_mem_eq(r.host_addr, ref + 8192, 4096);
+    free(ref);
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(svc, c, r.lease_id, &info), 0);
+    ck_assert_uint_eq(info.cls, STAGED);
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].fallbacks, 1);
+    ck_assert_uint_eq(st.cls[PINNED].budget_refusals, 1);
+    ck_assert_uint_eq(st.cls[STAGED].live_leases, 1);
+    ck_assert_uint_eq(st.cls[PINNED].live_leases, 1);
+    ck_assert_uint_eq(fake.regs, 2);
+    /* A request that fits is served as asked even with the flag. */
+    ck_assert_int_eq(grant1(svc, c, b, 0, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
+    ck_assert_uint_eq(r.cls, PINNED);
+    ck_assert_uint_eq(r.fell_back, 0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+/* ---- host backend and RLIMIT_MEMLOCK ------------------------------------- */
+
+static void lower_memlock(uint64_t soft)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    rl.rlim_cur = soft;
+    ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+}
+
+START_TEST(impossible_budgets_are_refused_at_creation)
+{
+    lower_memlock(1 * MiB);
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service_config cfg = config(4 * MiB, 2 * MiB);
+    struct lease_service *svc = (struct lease_service *)0x1;
+    assert_error(lease_service_create(&cfg, &be, &svc), -EINVAL,
+                 "budgets PINNED 4194304 + MAPPED 2097152 = 6291456 bytes exceed what backend "
+                 "'host (mlock)' can lock, 1048576 bytes");
+    ck_assert_ptr_eq(svc, (struct lease_service *)0x1);
+    ck_assert_ptr_nonnull(strstr(rec.last_log, "RLIMIT_MEMLOCK"));
+    /* Over physical memory, whatever the backend. */
+    struct lease_backend fb = fake_backend(0);
+    cfg = config(UINT64_MAX / 2, UINT64_MAX / 4);
+    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "exceed physical memory");
+    cfg = config(UINT64_MAX, 1);
+    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "overflow");
+    fb.chunk_bytes = 1000;
+    cfg = config(1 * MiB, 0);
+    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "chunk size 1000");
+    /* Within the limit it starts. */
+    cfg = config(512 * KiB, 512 * KiB);
+    ck_assert_int_eq(lease_service_create(&cfg, &be, &svc), 0);
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+}
+END_TEST
+
+START_TEST(registration_over_rlimit_memlock_is_refused_with_the_numbers)
+{
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t vm0 = vm_locked_kib();
+    uint64_t a = add_seg(svc, c, 512 * KiB, PINNED, 50, NULL);
+    /* The pages really are locked (where mlock is not intercepted). */
+    if (mlock_shows_in_vmlck())
+        ck_assert_uint_eq(vm_locked_kib(), vm0 + 512);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 512 * KiB);
+    /* The limit drops under the service's feet (another component locked memory). */
+    lower_memlock(1 * MiB);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 51);
+    uint64_t id;
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOMEM,
+                 "locking 1048576 bytes of PINNED memory would exceed RLIMIT_MEMLOCK: soft limit "
+                 "1048576 bytes, 524288 already locked");
+    ck_assert(fd_open(fd));
+    ck_assert_uint_eq(stats(svc).cls[PINNED].budget_refusals, 1);
+    ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_registered, 512 * KiB);
+    /* A STAGED segment of the same fd is fine, and removing A unlocks. */
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, a), 0);
+    ck_assert_uint_eq(vm_locked_kib(), vm0);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+}
+END_TEST
+
+START_TEST(rlimit_refusal_at_grant_falls_back_to_staged_when_allowed)
+{
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    uint64_t c = new_client(svc);
+    uint64_t seed = 52;
+    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 53, NULL);
+    uint64_t x = add_seg(svc, c, 1 * MiB, PINNED, 54, NULL); /* evicts A */
+    must_grant(svc, c, b, 0, 4096, PINNED);
+    ck_assert_int_eq(lease_segment_remove(svc, c, x), 0);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 1 * MiB);
+    /* The budget has room for A again, RLIMIT_MEMLOCK does not. */
+    lower_memlock(1 * MiB + 512 * KiB);
+    struct lease_grant_result r;
+    assert_error(grant1(svc, c, a, 0, 4096, PINNED, 0, &r), -ENOMEM,
+                 "would exceed RLIMIT_MEMLOCK: soft limit 1572864 bytes, 1048576 already locked");
+    ck_assert_int_eq(grant1(svc, c, a, 4096, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
+    ck_assert_uint_eq(r.cls, STAGED);
+    ck_assert_uint_eq(r.fell_back, 1);
+    uint8_t *ref = ref_data(1 * MiB, seed);
+    ck_assert_mem_eq(r.host_addr, ref + 4096, 4096);
+    free(ref);
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].budget_refusals, 1);
+    ck_assert_uint_eq(st.cls[PINNED].fallbacks, 1);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 1 * MiB);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 1 * MiB);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    lease_backend_fini(&be);
+}
+END_TEST
+
+/* ---- peer death and teardown --------------------------------------------- */
+
+START_TEST(client_drop_reclaims_everything_after_work_drains)
+{
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    int fds0 = count_fds();
+    uint64_t vm0 = vm_locked_kib();
+    struct lease_stats base = stats(svc);
+
+    uint64_t a = new_client(svc);
+    uint64_t b = new_client(svc);
+    int fd_p, fd_m, fd_s, fd_b;
+    uint64_t ap = add_seg(svc, a, 1 * MiB, PINNED, 55, &fd_p);
+    uint64_t am = add_seg(svc, a, 512 * KiB, MAPPED, 56, &fd_m);
+    uint64_t as = add_seg(svc, a, 256 * KiB, STAGED, 57, &fd_s);
+    uint64_t bp = add_seg(svc, b, 512 * KiB, PINNED, 58, &fd_b);
+    uint64_t l1 = must_grant(svc, a, ap, 0, 64 * KiB, PINNED);
+    must_grant(svc, a, ap, 64 * KiB, 64 * KiB, STAGED);
+    uint64_t l3 = must_grant(svc, a, am, 0, 4096, MAPPED);
+    must_grant(svc, a, as, 0, 4096, STAGED);
+    uint64_t lb = must_grant(svc, b, bp, 0, 4096, PINNED);
+    uint64_t t1, t3, tb;
+    ck_assert_int_eq(lease_work_pin(svc, a, l1, &t1), 0);
+    ck_assert_int_eq(lease_work_pin(svc, a, l3, &t3), 0);
+    ck_assert_int_eq(lease_work_pin(svc, b, lb, &tb), 0);
+    ck_assert_int_eq(count_fds(), fds0 + 4);
+
+    /* Two leases still have GPU work in flight. */
+    ck_assert_int_eq(lease_client_drop(svc, a), 2);
+    ck_assert_uint_eq(rec.drained, 0);
+    ck_assert_uint_eq(completions(), 0);
+    struct lease_grant_result r;
+    assert_error(grant1(svc, a, ap, 0, 4096, PINNED, 0, &r), -ESHUTDOWN, "being dropped");
+    assert_error(lease_client_drop(svc, a), -EALREADY, "already being dropped");
+    struct lease_client_stats cs;
+    ck_assert_int_eq(lease_client_stats(svc, a, &cs), 0);
+    ck_assert_uint_eq(cs.dropping, 1);
+    ck_assert_uint_eq(cs.leases, 2);
+    /* Memory still pinned and mapped while the GPU may read it. */
+    ck_assert(fd_open(fd_p) && fd_open(fd_m) && fd_open(fd_s));
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 2 * MiB);
+
+    /* B is unaffected. */
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(svc, b, lb, &info), 0);
+    ck_assert_int_eq(grant1(svc, b, bp, 8192, 4096, PINNED, 0, &r), 0);
+
+    ck_assert_int_eq(lease_work_done(svc, t1), 0);
+    ck_assert_uint_eq(rec.drained, 0);
+    ck_assert_int_eq(lease_work_done(svc, t3), 0);
+    ck_assert_uint_eq(rec.drained, 1);
+    ck_assert_uint_eq(rec.last_drained, a);
+    /* A's releases are not reported: the peer is gone. */
+    ck_assert_uint_eq(completions(), 0);
+    ck_assert(!fd_open(fd_p) && !fd_open(fd_m) && !fd_open(fd_s));
+    ck_assert_int_eq(count_fds(), fds0 + 1);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 512 * KiB);
+    assert_error(lease_client_stats(svc, a, &cs), -ESTALE, "dropped");
+    assert_error(lease_client_drop(svc, a), -ESTALE, "already dropped");
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.clients, 1);
+    ck_assert_uint_eq(st.cls[PINNED].segments, 1);
+    ck_assert_uint_eq(st.cls[MAPPED].segments, 0);
+    ck_assert_uint_eq(st.cls[STAGED].segments, 0);
+    ck_assert_uint_eq(st.cls[PINNED].live_leases, 2);
+    ck_assert_uint_eq(st.cls[MAPPED].bytes_registered, 0);
+
+    /* B dies with work pending on one lease, then everything is back to zero. */
+    ck_assert_int_eq(lease_client_drop(svc, b), 1);
+    ck_assert_int_eq(lease_work_done(svc, tb), 0);
+    ck_assert_uint_eq(rec.drained, 2);
+    ck_assert_int_eq(count_fds(), fds0);
+    ck_assert_uint_eq(vm_locked_kib(), vm0);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    st = stats(svc);
+    ck_assert_uint_eq(st.clients, base.clients);
+    ck_assert_uint_eq(st.pending_work, 0);
+    ck_assert_uint_eq(st.draining_leases, 0);
+    for (int k = STAGED; k <= MAPPED; k++) {
+        ck_assert_uint_eq(st.cls[k].segments, base.cls[k].segments);
+        ck_assert_uint_eq(st.cls[k].bytes_registered, 0);
+        ck_assert_uint_eq(st.cls[k].live_leases, 0);
+        ck_assert_uint_eq(st.cls[k].bytes_leased, 0);
+        ck_assert_uint_eq(st.cls[k].registrations, st.cls[k].unregistrations);
+    }
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+}
+END_TEST
+
+START_TEST(client_drop_with_nothing_pending_drains_at_once)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    int fds0 = count_fds();
+    uint64_t c = new_client(svc);
+    uint64_t s = add_seg(svc, c, 1 * MiB, PINNED, 59, NULL);
+    must_grant(svc, c, s, 0, 4096, PINNED);
+    ck_assert_int_eq(lease_client_drop(svc, c), 0);
+    ck_assert_uint_eq(rec.drained, 1);
+    ck_assert_int_eq(count_fds(), fds0);
+    ck_assert_uint_eq(fake.live, 0);
+    assert_error(lease_client_drop(svc, c + (1ull << 32)), -ENOENT, "never issued");
+    /* The slot is reused with a new generation; the old id stays dead. */
+    uint64_t c2 = new_client(svc);
+    ck_assert_uint_eq((uint32_t)c2, (uint32_t)c);
+    uint64_t id;
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 60);
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ESTALE, "dropped");
+    ck_assert(fd_open(fd));
+    close(fd);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(destroy_unregisters_unmaps_and_closes_everything)
+{
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    int fds0 = count_fds();
+    uint64_t vm0 = vm_locked_kib();
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t p = add_seg(svc, c, 1 * MiB, PINNED, 61, NULL);
+    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 62, NULL);
+    add_seg(svc, c, 1 * MiB, STAGED, 63, NULL);
+    uint64_t l = must_grant(svc, c, p, 0, 4096, PINNED);
+    must_grant(svc, c, m, 0, 4096, MAPPED);
+    uint64_t t;
+    ck_assert_int_eq(lease_work_pin(svc, c, l, &t), 0);
+    ck_assert_int_eq(count_fds(), fds0 + 3);
+    lease_service_destroy(svc);
+    ck_assert_int_eq(count_fds(), fds0);
+    ck_assert_uint_eq(vm_locked_kib(), vm0);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    ck_assert_ptr_nonnull(strstr(rec.last_log, "2 leases not release-complete and 1 GPU work"));
+    ck_assert_uint_eq(completions(), 0);
+    lease_backend_fini(&be);
+}
+END_TEST
+
+/* ---- stats ------------------------------------------------------------------ */
+
+START_TEST(stats_text_names_every_class_and_client)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t s = add_seg(svc, c, 1 * MiB, PINNED, 64, NULL);
+    must_grant(svc, c, s, 0, 12288, PINNED);
+    char buf[2048];
+    int n = lease_stats_format(svc, buf, sizeof(buf));
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_eq(strlen(buf), (size_t)n);
+    ck_assert_ptr_nonnull(strstr(buf, "clients=1"));
+    ck_assert_ptr_nonnull(strstr(buf, "STAGED: segments=0"));
+    ck_assert_ptr_nonnull(strstr(buf, "PINNED: segments=1 registered=1048576/2097152B leases=1 "
+                                      "leased=12288B registrations=1"));
+    ck_assert_ptr_nonnull(strstr(buf, "MAPPED: segments=0 registered=0/1048576B"));
+    char want[64];
+    snprintf(want, sizeof(want), "client %#" PRIx64 ": leases=1 bytes=12288 segments=1", c);
+    ck_assert_ptr_nonnull(strstr(buf, want));
+    /* Truncation: terminated, and the full length is still reported. */
+    char small[16];
+    memset(small, 'x', sizeof(small));
+    ck_assert_int_eq(lease_stats_format(svc, small, sizeof(small)), n);
+    ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+    ck_assert(strncmp(small, buf, sizeof(small) - 1) == 0);
+    ck_assert_int_eq(lease_stats_format(svc, NULL, 0), n);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+/* ---- threads ---------------------------------------------------------------- */
+
+#define NSEGS 5
+#define NTHREADS 4
+#define ITERS 1500
+
+struct shared {
+    struct lease_service *svc;
+    uint64_t client;
+    uint64_t seg[NSEGS];
+    enum lease_class cls[NSEGS];
+    uint8_t *ref[NSEGS];
+    pthread_mutex_t mu;
+    uint64_t grants;
+    uint64_t fallbacks;
+    uint64_t failures;
+    char first_failure[512];
+    uint64_t churn_drops;
+};
+
+static void fail_once(struct shared *sh, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail_once(struct shared *sh, const char *fmt, ...)
+{
+    pthread_mutex_lock(&sh->mu);
+    if (sh->failures++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(sh->first_failure, sizeof(sh->first_failure), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct worker {
+    struct shared *sh;
+    uint64_t seed;
+};
+
+static void *grant_release_worker(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *sh = w->sh;
+    uint64_t s = w->seed;
+    uint64_t grants = 0, fallbacks = 0;
+    for (int it = 0; it < ITERS; it++) {
+        struct lease_grant_req q[8];
+        struct lease_grant_result r[8];
+        size_t n = 1 + xorshift(&s) % 8;
+        for (size_t i = 0; i < n; i++) {
+            int k = (int)(xorshift(&s) % NSEGS);
+            uint64_t off = (xorshift(&s) % 250) * 4096;
+            uint64_t len = 1 + xorshift(&s) % (24 * KiB);
+            q[i] = (struct lease_grant_req){sh->seg[k], off, len,
+                                            (uint32_t)(1 + xorshift(&s) % sh->cls[k]),
+                                            LEASE_GRANT_ALLOW_STAGED};
+        }
+        int got = lease_grant(sh->svc, sh->client, n, q, r);
+        if (got != (int)n) {
+            fail_once(sh, "grant: %d of %zu (%s)", got, n, lease_error_last());
+            continue;
+        }
+        uint64_t ids[8], tickets[8];
+        size_t nt = 0;
+        for (size_t i = 0; i < n; i++) {
+            int k = 0;
+            while (sh->seg[k] != q[i].seg_id)
+                k++;
+            size_t cmp = q[i].length < 256 ? q[i].length : 256;
+            if (memcmp(r[i].host_addr, sh->ref[k] + q[i].offset, cmp) != 0)
+                fail_once(sh, "lease %#" PRIx64 ": bytes differ from the daemon's", r[i].lease_id);
+            if (r[i].cls == MAPPED && r[i].dev_ptr == 0)
+                fail_once(sh, "MAPPED lease without a device pointer");
+            fallbacks += r[i].fell_back;
+            ids[i] = r[i].lease_id;
+            if (xorshift(&s) % 3 == 0 &&
+                lease_work_pin(sh->svc, sh->client, ids[i], &tickets[nt]) == 0)
+                nt++;
+        }
+        grants += n;
+        int rcs[8];
+        if (lease_release(sh->svc, sh->client, n, ids, rcs) != (int)n)
+            fail_once(sh, "release refused: %s", lease_error_last());
+        while (nt > 0)
+            if (lease_work_done(sh->svc, tickets[--nt]) != 0)
+                fail_once(sh, "work_done refused: %s", lease_error_last());
+    }
+    pthread_mutex_lock(&sh->mu);
+    sh->grants += grants;
+    sh->fallbacks += fallbacks;
+    pthread_mutex_unlock(&sh->mu);
+    return NULL;
+}
+
+/* Another peer comes and dies over and over, with work in flight. */
+static void *churn_worker(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *sh = w->sh;
+    for (int it = 0; it < 60; it++) {
+        uint64_t c;
+        if (lease_client_add(sh->svc, NULL, &c) != 0) {
+            fail_once(sh, "client_add: %s", lease_error_last());
+            continue;
+        }
+        int fd = make_memfd(256 * KiB, GOOD_SEALS, 1000 + (uint64_t)it);
+        uint64_t seg;
+        enum lease_class cls = it % 2 ? PINNED : STAGED;
+        int rc = lease_segment_add(sh->svc, c, fd, 256 * KiB, cls, &seg);
+        uint64_t ticket = 0;
+        if (rc == 0) {
+            struct lease_grant_req q = {seg, 4096, 8192, cls, LEASE_GRANT_ALLOW_STAGED};
+            struct lease_grant_result r;
+            if (lease_grant(sh->svc, c, 1, &q, &r) != 1 ||
+                lease_work_pin(sh->svc, c, r.lease_id, &ticket) != 0)
+                fail_once(sh, "churn grant: %s", lease_error_last());
+        } else {
+            close(fd);
+            if (rc != -ENOSPC)
+                fail_once(sh, "churn segment_add: %d %s", rc, lease_error_last());
+        }
+        int waiting = lease_client_drop(sh->svc, c);
+        if (waiting != (ticket ? 1 : 0))
+            fail_once(sh, "churn drop: %d waiting", waiting);
+        if (ticket && lease_work_done(sh->svc, ticket) != 0)
+            fail_once(sh, "churn work_done: %s", lease_error_last());
+        sh->churn_drops++;
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_grants_and_releases_keep_the_invariants)
+{
+    struct lease_backend be = fake_backend(0);
+    /* Tight budgets so evictions and fallbacks race with grants. */
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
+    int fds0 = count_fds();
+    rec.cap = NTHREADS * ITERS * 8;
+    rec.ids = calloc(rec.cap, sizeof(uint64_t));
+    ck_assert_ptr_nonnull(rec.ids);
+    struct shared sh = {.svc = svc, .mu = PTHREAD_MUTEX_INITIALIZER};
+    sh.client = new_client(svc);
+    enum lease_class cls[NSEGS] = {PINNED, PINNED, PINNED, MAPPED, STAGED};
+    for (int k = 0; k < NSEGS; k++) {
+        sh.cls[k] = cls[k];
+        sh.seg[k] = add_seg(svc, sh.client, 1 * MiB, cls[k], 100 + (uint64_t)k, NULL);
+        sh.ref[k] = ref_data(1 * MiB, 100 + (uint64_t)k);
+    }
+    pthread_t th[NTHREADS + 1];
+    struct worker w[NTHREADS + 1];
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i] = (struct worker){&sh, 0x1234567ull + (uint64_t)i * 7919};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, grant_release_worker, &w[i]), 0);
+    }
+    w[NTHREADS] = (struct worker){&sh, 1};
+    ck_assert_int_eq(pthread_create(&th[NTHREADS], NULL, churn_worker, &w[NTHREADS]), 0);
+    for (int i = 0; i <= NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(sh.failures == 0, "%" PRIu64 " failures, first: %s", sh.failures,
+                  sh.first_failure);
+
+    /* Every grant completed exactly once, ids never reused. */
+    ck_assert_uint_eq(rec.completions, sh.grants);
+    ck_assert_uint_le(rec.completions, rec.cap);
+    qsort(rec.ids, rec.completions, sizeof(uint64_t), cmp_u64);
+    for (uint64_t i = 1; i < rec.completions; i++)
+        ck_assert_uint_ne(rec.ids[i - 1], rec.ids[i]);
+    ck_assert_uint_eq(rec.drained, sh.churn_drops);
+
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.clients, 1);
+    ck_assert_uint_eq(st.pending_work, 0);
+    ck_assert_uint_eq(st.draining_leases, 0);
+    uint64_t registered = 0, fallbacks = 0;
+    for (int k = STAGED; k <= MAPPED; k++) {
+        ck_assert_uint_eq(st.cls[k].live_leases, 0);
+        ck_assert_uint_eq(st.cls[k].bytes_leased, 0);
+        ck_assert_uint_le(st.cls[k].bytes_registered, st.cls[k].budget);
+        registered += st.cls[k].bytes_registered;
+        fallbacks += st.cls[k].fallbacks;
+    }
+    ck_assert_uint_ge(fallbacks, sh.fallbacks);
+    /* What the fake holds is exactly what the stats say is registered. */
+    ck_assert_uint_eq(fake.live * 1 * MiB, registered);
+    struct lease_client_stats cs;
+    ck_assert_int_eq(lease_client_stats(svc, sh.client, &cs), 0);
+    ck_assert_uint_eq(cs.leases, 0);
+    ck_assert_uint_eq(cs.bytes, 0);
+    ck_assert_uint_eq(cs.segments, NSEGS);
+    char text[2048];
+    ck_assert_int_gt(lease_stats_format(svc, text, sizeof(text)), 0);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(fake.live, 0);
+    ck_assert_uint_eq(fake.regs, fake.unregs);
+    ck_assert_int_eq(count_fds(), fds0);
+    for (int k = 0; k < NSEGS; k++)
+        free(sh.ref[k]);
+    free(rec.ids);
+}
+END_TEST
+
+static Suite *lease_suite(void)
+{
+    Suite *s = suite_create("lease");
+    TCase *tc = tcase_create("leases");
+    tcase_add_test(tc, grant_exposes_daemon_bytes_and_release_completes_once);
+    tcase_add_test(tc, release_with_pending_work_completes_after_last_work_done);
+    tcase_add_test(tc, stale_lease_id_is_refused_after_its_slot_is_reused);
+    tcase_add_test(tc, foreign_lease_and_segment_ids_are_refused);
+    tcase_add_test(tc, double_release_is_refused_before_and_after_completion);
+    tcase_add_test(tc, ids_never_issued_are_refused);
+    tcase_add_test(tc, out_of_range_and_overflowing_ranges_are_refused);
+    tcase_add_test(tc, class_must_not_exceed_the_segments);
+    tcase_add_test(tc, per_client_limits_are_enforced);
+    tcase_add_test(tc, mapped_leases_get_per_chunk_device_pointers_and_never_span_chunks);
+    tcase_add_test(tc, registration_is_cached_across_leases);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("segments");
+    tcase_add_test(tc, wrong_kinds_of_fd_are_refused_and_left_open);
+    tcase_add_test(tc, segment_ids_are_generation_checked_and_remove_closes_the_fd);
+    tcase_add_test(tc, backend_failure_leaves_the_fd_with_the_caller);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("budgets");
+    tcase_add_test(tc, budget_exhaustion_is_refused_with_the_numbers);
+    tcase_add_test(tc, lru_unregisters_the_least_recently_used_idle_segment);
+    tcase_add_test(tc, lru_order_follows_use_not_age);
+    tcase_add_test(tc, segments_with_leases_or_pending_work_are_never_evicted);
+    tcase_add_test(tc, fallback_to_staged_when_the_client_allows_it);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("host_backend");
+    tcase_add_test(tc, impossible_budgets_are_refused_at_creation);
+    tcase_add_test(tc, registration_over_rlimit_memlock_is_refused_with_the_numbers);
+    tcase_add_test(tc, rlimit_refusal_at_grant_falls_back_to_staged_when_allowed);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("peer_death");
+    tcase_add_test(tc, client_drop_reclaims_everything_after_work_drains);
+    tcase_add_test(tc, client_drop_with_nothing_pending_drains_at_once);
+    tcase_add_test(tc, destroy_unregisters_unmaps_and_closes_everything);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("stats_and_threads");
+    tcase_add_test(tc, stats_text_names_every_class_and_client);
+    tcase_add_test(tc, concurrent_grants_and_releases_keep_the_invariants);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(lease_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
