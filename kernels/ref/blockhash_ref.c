@@ -24,6 +24,13 @@ uint64_t kr_block_checksum(const void *data, size_t len)
     return kb_finish(sum, len);
 }
 
+size_t kr_block_count(size_t len, uint32_t block_size)
+{
+    if (block_size == 0)
+        return 0;
+    return len / block_size + (len % block_size != 0);
+}
+
 static int block_size_valid(uint32_t block_size)
 {
     return block_size != 0 && block_size % 8 == 0;

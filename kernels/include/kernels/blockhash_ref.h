@@ -9,6 +9,10 @@
 /* The checksum of one block of @len bytes at @data (any alignment). */
 uint64_t kr_block_checksum(const void *data, size_t len);
 
+/* The number of @block_size-byte blocks (the last may be short) in @len
+ * bytes: ceil(len / block_size); 0 when @block_size is 0. */
+size_t kr_block_count(size_t len, uint32_t block_size);
+
 /* Checksums of consecutive @block_size-byte blocks of @data; the last block
  * may be short. Writes ceil(len / block_size) values to @sums.
  * Returns that count, or -EINVAL when @block_size is 0 or not a multiple of 8. */

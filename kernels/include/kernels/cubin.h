@@ -1,0 +1,46 @@
+/* kn_cubin: checks that a buffer is a loadable, SASS-only CUDA cubin for one
+ * GPU architecture that defines the kernels the agent will look up. Used at
+ * build time by kernels/tools/cubincheck and again by the agent before it
+ * hands an embedded image to the driver. Pure C over <elf.h>; every offset
+ * and size read from the buffer is bounds-checked before use. */
+#ifndef KERNELS_CUBIN_H
+#define KERNELS_CUBIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KN_EM_CUDA 190         /* e_machine of every cubin */
+#define KN_CUDA_ABI_V1 7       /* e_ident[EI_ABIVERSION]: SM in e_flags bits 0-7 */
+#define KN_CUDA_ABI_V2 8       /* e_ident[EI_ABIVERSION]: SM in e_flags bits 8-15 */
+#define KN_STO_CUDA_ENTRY 0x10 /* st_other bit nvcc sets on __global__ entry points */
+
+/* What a successful check learnt about the image. */
+struct kn_cubin_facts {
+    unsigned int arch;        /* SM as digits: 90 = sm_90 */
+    unsigned int abi_version; /* e_ident[EI_ABIVERSION] */
+    uint32_t e_flags;
+    size_t kernel_count; /* kernel entry symbols in .symtab */
+};
+
+/* The SM arch (digits) encoded in @e_flags under CUDA ELF ABI @abi_version.
+ * Returns 0 and writes *arch_p, -ENOTSUP for an unknown ABI version, or
+ * -EBADMSG when the field is zero. */
+int kn_cubin_arch_decode(unsigned int abi_version, uint32_t e_flags, unsigned int *arch_p);
+
+/* Checks @size bytes at @data: an ELF64 little-endian ET_EXEC with e_machine
+ * EM_CUDA, arch @expected_arch (0: any), every segment, section header,
+ * name and symbol in bounds, no PTX or fatbin section, and each of @kernels
+ * (@kernel_count names) defined as a kernel entry function.
+ * Returns 0 and writes *facts_p (may be NULL), or a negative errno and a
+ * one-line message saying what was expected and what was found in @err:
+ *   -ENOEXEC  not a linked CUDA cubin (not ELF, fatbin, PTX text, other machine, ET_REL)
+ *   -EBADMSG  truncated or malformed ELF
+ *   -ENOTSUP  another GPU architecture, or an unknown CUDA ELF ABI version
+ *   -EACCES   a PTX or fatbin section (something the driver could JIT-compile)
+ *   -ENOENT   a kernel is missing
+ *   -EINVAL   bad arguments */
+int kn_cubin_check(const void *data, size_t size, unsigned int expected_arch,
+                   const char *const *kernels, size_t kernel_count, struct kn_cubin_facts *facts_p,
+                   char *err, size_t err_len);
+
+#endif /* KERNELS_CUBIN_H */
