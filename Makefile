@@ -35,7 +35,7 @@ test-main: build
 test-asan: deps
 	cmake -S . -B $(ASAN_DIR) -DLEASE_GPU_ARCH=$(ARCH) -DLEASE_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE gpu
+	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE '^gpu$$'
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)
