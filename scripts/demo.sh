@@ -1,50 +1,174 @@
 #!/usr/bin/env bash
-# make demo: build output in $1 (default build). Runs every part that exists
-# end to end on this machine and prints a summary table last.
+# make demo: build output in $1 (default build). Runs the real pipeline end
+# to end on this machine -- shard store -> io_uring staging -> leases -> GPU
+# agent (CUDA, or the host backend where no GPU is usable) -> results -- and
+# prints a summary table last.
+#
+#   DEMO_DATA (demo-data)  DEMO_SIZE (512MiB)  DEMO_SEED (42)
 set -uo pipefail
 build=${1:-build}
 data=${DEMO_DATA:-demo-data}
 size=${DEMO_SIZE:-512MiB}
+seed=${DEMO_SEED:-42}
 rows=()
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-record() { rows+=("$(printf '%-44s %s' "$1" "$2")"); }
+if [[ -t 1 ]]; then bold=$'\033[1m' loud=$'\033[1;33m' off=$'\033[0m'; else bold= loud= off=; fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$off"; }
+record() { rows+=("$(printf '%-40s %s' "$1" "$2")"); }
+loud() { printf '%s!! %s%s\n' "$loud" "$*" "$off"; }
 
 stagingd=$build/stagingd/stagingd
 linkcheck=$build/tools/linkcheck/linkcheck
-agent=$build/gpu/lease-agent
+agent_cuda=$build/gpu/lease-agent
+agent_host=$build/gpu/server/lease-agent-host
+gate=$build/tests/gpu_gate
 
-step "1/4 The CUDA boundary: linkcheck on the built stagingd"
+run=$(mktemp -d /tmp/lease-demo-XXXXXX)
+agent_pid=
+stop_agent() {
+    [[ -n $agent_pid ]] || return 0
+    kill -TERM "$agent_pid" 2>/dev/null
+    local st=0
+    wait "$agent_pid" || st=$?
+    agent_pid=
+    return "$st"
+}
+trap 'stop_agent; rm -rf "$run"' EXIT
+
+step "1/5 The CUDA boundary: linkcheck on the built stagingd, its start-up self check"
 if "$linkcheck" "$stagingd"; then record "linkcheck stagingd" "PASS"; else record "linkcheck stagingd" "FAIL"; fi
 echo "stagingd needs: $(readelf -d "$stagingd" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
 if "$stagingd" --self-check; then record "stagingd start-up self check" "PASS"; else record "stagingd start-up self check" "FAIL"; fi
 
-step "2/4 Demo data: a synthetic shard store of $size in $data/"
-if "$stagingd" gen --out "$data" --size "$size" --seed 42 --force --progress; then
-    record "generate $size store" "PASS"
+# How much the agent may pin decides how the data is cut. The host agent
+# holds its budgets to RLIMIT_MEMLOCK even as root; raise the soft limit as
+# far as this shell may.
+ulimit -S -l unlimited 2>/dev/null || ulimit -S -l "$(ulimit -H -l)" 2>/dev/null
+lock=$(ulimit -l)
+if [[ $lock == unlimited ]] || ((lock >= 1048576)); then
+    shard=64MiB inflight=4 budgets=()
+    [[ $lock == unlimited ]] && shown=unlimited || shown="$((lock / 1024)) MiB"
+    echo "locked-memory limit: $shown: 64 MiB shards, 4 in flight"
 else
-    record "generate $size store" "FAIL"
+    lock_mib=$((lock / 1024))
+    pinned_mib=$((lock_mib - 2))
+    ((pinned_mib > 64)) && pinned_mib=64
+    inflight=$((pinned_mib / 2))
+    ((inflight > 8)) && inflight=8
+    shard=1MiB budgets=(--pinned-budget "${pinned_mib}M" --mapped-budget 2M)
+    loud "RLIMIT_MEMLOCK here is ${lock_mib} MiB and cannot be raised: the agent may pin only"
+    loud "${pinned_mib} MiB of shard buffers (+2 MiB of doorbell words). The demo cuts its data into"
+    loud "1 MiB shards and keeps ${inflight} in flight (2 MiB pool segments). Raise the limit"
+    loud "(ulimit -l unlimited, or LimitMEMLOCK=infinity under systemd) for 64 MiB shards."
+    if ((inflight < 1)); then
+        loud "Too little to run even one shard: the pipeline steps are skipped."
+        inflight=0
+    fi
 fi
 
-step "3/4 Verify every block of every shard on the CPU (the kernels' C reference)"
-if "$stagingd" verify "$data"; then record "verify store checksums (CPU)" "PASS"; else record "verify store checksums (CPU)" "FAIL"; fi
-
-step "4/4 The GPU: checksum kernel against its C reference"
-if [[ ! -x "$agent" ]]; then
-    echo "SKIPPED: lease-agent was not built (no CUDA toolkit at configure time)"
-    record "GPU checksum self-test" "SKIPPED (no CUDA toolkit)"
-elif ! "$build/tests/gpu_gate" /bin/true >/dev/null 2>&1; then
-    why=$("$build/tests/gpu_gate" /bin/true 2>&1)
-    echo "SKIPPED: $why"
-    record "GPU checksum self-test" "SKIPPED (no GPU here)"
-elif "$agent" --self-test --bytes 256M; then
-    record "GPU checksum self-test" "PASS"
+step "2/5 Demo data: a synthetic shard store of $size (seed $seed, $shard shards) in $data/"
+params="stagingd-demo size=$size seed=$seed shard=$shard dim=128"
+stamp="$data/DEMO-PARAMS"
+if [[ -f $stamp && -f $data/MANIFEST ]] &&
+    [[ "$(head -n1 "$stamp")" == "$params" ]] &&
+    [[ "$(sed -n 2p "$stamp")" == "$(sha256sum < "$data/MANIFEST")" ]]; then
+    echo "reusing $data/: it was generated with the same size, seed and shard size and its"
+    echo "MANIFEST is unchanged ($(grep -vc '^#\|^stagingd-store' "$data/MANIFEST") shards)"
+    record "demo data $size" "PASS (reused)"
 else
-    record "GPU checksum self-test" "FAIL"
+    progress=()
+    [[ -t 2 ]] && progress=(--progress)
+    if "$stagingd" gen --out "$data" --size "$size" --shard-size "$shard" --seed "$seed" \
+        --force "${progress[@]}"; then
+        printf '%s\n%s\n' "$params" "$(sha256sum < "$data/MANIFEST")" > "$stamp"
+        record "demo data $size" "PASS (generated)"
+    else
+        record "demo data $size" "FAIL"
+        inflight=0
+    fi
+fi
+
+step "3/5 The GPU agent"
+sock=$run/agent/agent.sock
+mkfifo "$run/ready"
+backend=
+if ((inflight == 0)); then
+    echo "skipped (see above)"
+elif [[ ! -x $agent_cuda ]]; then
+    why="lease-agent was not built (no CUDA toolkit at configure time)"
+elif ! why=$("$gate" /bin/true 2>&1); then
+    why=${why:-no usable GPU}
+else
+    backend=cuda
+fi
+if ((inflight > 0)); then
+    if [[ $backend == cuda ]]; then
+        echo "A GPU is usable: starting the CUDA agent ($agent_cuda --backend cuda)"
+        "$agent_cuda" --backend cuda --socket "$sock" --ready-fd 3 "${budgets[@]}" \
+            3> "$run/ready" 2> "$run/agent.log" &
+    else
+        backend=host
+        loud "NO GPU IN USE: $why"
+        loud "Starting lease-agent-host: the HOST BACKEND. mlock stands in for cuMemHostRegister,"
+        loud "the kernels' C references run on CPU threads, doorbells are polled. Every byte still"
+        loud "goes through stagingd's staging, leases, doorbells and releases."
+        "$agent_host" --socket "$sock" --ready-fd 3 "${budgets[@]}" \
+            3> "$run/ready" 2> "$run/agent.log" &
+    fi
+    agent_pid=$!
+    if read -r -t 20 ready < "$run/ready" && [[ $ready == ready* ]]; then
+        sed 's/^/  agent: /' "$run/agent.log"
+        echo "agent ready on $sock (pid $agent_pid)"
+        record "agent ($backend backend)" "PASS"
+    else
+        sed 's/^/  agent: /' "$run/agent.log"
+        record "agent ($backend backend)" "FAIL (did not start)"
+        agent_pid=
+        inflight=0
+    fi
+fi
+
+# job NAME OP ARGS...: runs `stagingd job`, showing its log (progress) and
+# then its report; records a summary row.
+job() {
+    local name=$1 op=$2
+    shift 2
+    local out=$run/$name.out st=0
+    "$stagingd" job --store "$data" --agent "$sock" --op "$op" --inflight "$inflight" "$@" \
+        > "$out" || st=$?
+    sed 's/^/  /' "$out"
+    local shards e2e
+    shards=$(sed -n 's/^  shards *\([0-9]* of [0-9]*\) done: \([0-9]*\) clean.*/\1 done, \2 clean/p' "$out")
+    e2e=$(sed -n 's/^  end to end *\([0-9.]* GB\/s\).*/\1/p' "$out")
+    if ((st == 0)); then
+        record "stagingd job: $name" "PASS ($shards; $e2e end to end)"
+    else
+        record "stagingd job: $name" "FAIL (exit $st: $shards)"
+    fi
+}
+
+step "4/5 stagingd jobs: stage every shard with io_uring, lease it, work on the agent, release"
+if ((inflight > 0)); then
+    echo "-- verify every block checksum on the agent (and again on the CPU: --cpu-verify)"
+    job verify verify --cpu-verify
+    echo
+    echo "-- vector scan: each shard's best match for a query, merged into a top-10"
+    job scan scan --k 10 --query-seed 7
+    best=$(sed -n 's/^  #1 *\(shard-[0-9]*\.sds\) *\([0-9]*\) *\([-0-9.e+]*\)$/\1 record \2, score \3/p' "$run/scan.out")
+    [[ -n $best ]] && record "best match of the scan" "$best"
+else
+    echo "skipped (see above)"
+fi
+
+step "5/5 Stop the agent (SIGTERM: it drains, unregisters and removes its socket)"
+if [[ -n $agent_pid ]]; then
+    if stop_agent; then record "agent stopped cleanly" "PASS"; else record "agent stopped cleanly" "FAIL"; fi
+    tail -n 3 "$run/agent.log" | sed 's/^/  agent: /'
+else
+    echo "no agent was running"
 fi
 
 step "Summary"
-echo "Not built yet, so not shown: staging through io_uring, leases between stagingd and the agent,"
-echo "the vector scan and the doorbell (see the open issues)."
+[[ $backend == host ]] && echo "(host backend: no GPU was used; see step 3)"
 printf '%s\n' "${rows[@]}"
-! printf '%s\n' "${rows[@]}" | grep -q ' FAIL$'
+! printf '%s\n' "${rows[@]}" | grep -q ' FAIL'

@@ -1,14 +1,19 @@
 /* stagingd: the CUDA-free storage daemon.
  *
- * Today it proves its CUDA boundary at start-up, probes io_uring, and
- * generates and verifies shard stores. Staging and the lease client come
- * with the stagingd issue. */
+ * Every path proves the CUDA boundary at start-up first. Then:
+ *   run   the daemon: serves jobs from its control socket until SIGTERM
+ *   job   one job over a store (stage, lease, GPU work, release), report, exit
+ *   ctl   a command to a running daemon's control socket
+ *   gen / verify   write and check shard stores
+ * docs/stagingd.md tells how to run it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <liburing.h>
 
+#include "stagingd/control.h"
+#include "stagingd/daemon.h"
 #include "stagingd/gen.h"
 #include "stagingd/selfcheck.h"
 #include "stagingd/store.h"
@@ -16,10 +21,14 @@
 static void usage(FILE *to)
 {
     fprintf(to, "usage: stagingd [--self-check] [--version] [--help]\n"
+                "       stagingd run --control SOCK --agent SOCK [options]   the daemon\n"
+                "       stagingd job --store DIR --agent SOCK [options]      one job, then exit\n"
+                "       stagingd ctl --control SOCK stats|job ...|quit       talk to a daemon\n"
                 "       stagingd gen --out DIR [options]   write a synthetic shard store\n"
-                "       stagingd verify PATH [--quiet]     verify a store or one shard\n"
+                "       stagingd verify PATH [--quiet]     verify a store or one shard on the CPU\n"
                 "  --self-check  verify no CUDA library is mapped, probe io_uring, exit\n"
-                "  'stagingd gen --help' lists the generator's options\n");
+                "  'stagingd run --help', 'stagingd job --help' and 'stagingd gen --help' list\n"
+                "  their options\n");
 }
 
 static int probe_io_uring(void)
@@ -27,8 +36,7 @@ static int probe_io_uring(void)
     struct io_uring ring;
     int rc = io_uring_queue_init(8, &ring, 0);
     if (rc < 0) {
-        fprintf(stderr, "stagingd: io_uring unavailable: io_uring_queue_init: %s\n",
-                strerror(-rc));
+        fprintf(stderr, "stagingd: io_uring unavailable: io_uring_queue_init: %s\n", strerror(-rc));
         return rc;
     }
     struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
@@ -54,11 +62,19 @@ static int boundary_self_check(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "gen") == 0 || strcmp(argv[1], "verify") == 0)) {
-        if (boundary_self_check() < 0)
-            return 1;
-        return strcmp(argv[1], "gen") == 0 ? sd_gen_cli(argc - 1, argv + 1)
-                                           : sd_verify_cli(argc - 1, argv + 1);
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {
+        {"run", sd_run_cli}, {"job", sd_job_cli},       {"ctl", sd_ctl_cli},
+        {"gen", sd_gen_cli}, {"verify", sd_verify_cli},
+    };
+    for (size_t i = 0; argc > 1 && i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name) == 0) {
+            if (boundary_self_check() < 0)
+                return 1;
+            return cmds[i].fn(argc - 1, argv + 1);
+        }
     }
     int self_check_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -86,7 +102,6 @@ int main(int argc, char **argv)
         return 1;
     if (self_check_only)
         return 0;
-    fprintf(stderr, "stagingd: the shard store, staging pool and lease client are not built yet "
-                    "(see the stagingd issue); nothing to serve\n");
-    return 0;
+    usage(stderr);
+    return 2;
 }

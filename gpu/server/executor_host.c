@@ -22,6 +22,7 @@
 
 #include "gpu/executor.h"
 #include "kernels/blockhash_ref.h"
+#include "kernels/scan_ref.h"
 #include "lease_types/validate.h"
 
 #define HX_WORKERS_DEFAULT_MAX 4u
@@ -594,6 +595,46 @@ static void hx__checksum(const struct ga_exec_work *w, struct ga_exec_result *r)
     r->status = LT_E_CHECKSUM_MISMATCH;
 }
 
+/* The best record by dot product, from the C reference (kr_scan_topk with
+ * k = 1): the same ranking as the GPU's scan kernels. The query is stored in
+ * the records' element type; it is widened to floats first. */
+static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
+{
+    const struct lt_op_vector_scan *a = &w->args.scan;
+    struct lt_scan_result *s = &r->result.scan;
+    const uint32_t es = a->elem == LT_ELEM_F16 ? 2u : 4u;
+    const uint64_t n = a->length / ((uint64_t)a->dim * es);
+    float *q = malloc((size_t)a->dim * sizeof(float));
+    if (!q) {
+        r->status = LT_E_SYSTEM;
+        return;
+    }
+    const unsigned char *qb = w->host + a->query_offset;
+    for (uint32_t i = 0; i < a->dim; i++) {
+        if (a->elem == LT_ELEM_F16) {
+            uint16_t h;
+            memcpy(&h, qb + 2 * (size_t)i, 2);
+            q[i] = kn_f16_to_f32(h);
+        } else {
+            memcpy(&q[i], qb + 4 * (size_t)i, 4);
+        }
+    }
+    struct kn_scan_hit hit;
+    long got = n ? kr_scan_topk(w->host + a->offset, a->elem, n, a->dim, q, 1, &hit) : 0;
+    free(q);
+    if (got < 0) {
+        r->status = LT_E_BAD_VALUE;
+        return;
+    }
+    s->records_scanned = n;
+    s->best_index = LT_BLOCK_NONE;
+    if (got == 1) {
+        s->best_index = hit.index;
+        memcpy(&s->best_score_bits, &hit.score, 4);
+    }
+    r->status = LT_OK;
+}
+
 static void hx__copy(const struct ga_exec_work *w, struct hx_worker *wk, uint64_t scratch,
                      struct ga_exec_result *r)
 {
@@ -618,6 +659,9 @@ static void hx__run(struct hx_worker *wk, struct hx_job *j)
         break;
     case LT_OP_COPY_H2D:
         hx__copy(w, wk, wk->hx->scratch_bytes, r);
+        break;
+    case LT_OP_VECTOR_SCAN:
+        hx__scan(w, r);
         break;
     default:
         r->status = LT_E_UNSUPPORTED; /* refused at submit; kept for safety */
@@ -847,10 +891,19 @@ static int hx_submit(void *ctx, const struct ga_exec_work *w, struct ga_exec_ref
     if (!w || !w->done_cb || !w->host)
         return hx__refuse(why_p, LT_E_BAD_VALUE,
                           "submit: expected a work item with bytes and a callback");
-    if (w->op == LT_OP_VECTOR_SCAN)
+    /* The C reference ranks by dot product only, as the GPU kernels do. */
+    if (w->op == LT_OP_VECTOR_SCAN && w->args.scan.metric != LT_SCAN_DOT)
         return hx__refuse(why_p, LT_E_UNSUPPORTED,
-                          "VECTOR_SCAN: the host executor has no C reference scan yet");
-    if (w->op != LT_OP_CHECKSUM_VERIFY && w->op != LT_OP_COPY_H2D)
+                          "VECTOR_SCAN: metric %u: the host executor scores by dot product "
+                          "(LT_SCAN_DOT = %u) only",
+                          (unsigned)w->args.scan.metric, (unsigned)LT_SCAN_DOT);
+    if (w->op == LT_OP_VECTOR_SCAN && (w->args.scan.dim == 0 || (w->args.scan.elem != LT_ELEM_F32 &&
+                                                                 w->args.scan.elem != LT_ELEM_F16)))
+        return hx__refuse(why_p, LT_E_BAD_VALUE,
+                          "VECTOR_SCAN: expected dim >= 1 and elem f32 or f16, found dim %u "
+                          "elem %u",
+                          (unsigned)w->args.scan.dim, (unsigned)w->args.scan.elem);
+    if (w->op != LT_OP_CHECKSUM_VERIFY && w->op != LT_OP_COPY_H2D && w->op != LT_OP_VECTOR_SCAN)
         return hx__refuse(why_p, LT_E_BAD_OP, "submit: op %u is not defined", (unsigned)w->op);
     if ((w->bell.host && w->bell.seq == 0) || (w->done.host && w->done.seq == 0))
         return hx__refuse(why_p, LT_E_BAD_VALUE, "submit: a bell or done word with seq 0");

@@ -197,14 +197,14 @@ START_TEST(test_checksum_verify_reports_the_corrupted_block)
     ck_assert_uint_eq(completion_of(&buf)->status, LT_OK);
     ck_assert_uint_eq(completion_of(&buf)->result.copy.bytes_copied, 512 * KiB);
 
-    /* VECTOR_SCAN has no host implementation yet: refused, clearly. */
+    /* VECTOR_SCAN by L2 distance has no host implementation: refused, clearly. */
     struct lt_msg_submit sc = {.lease = g.lease, .op = LT_OP_VECTOR_SCAN};
     sc.args.scan = (struct lt_op_vector_scan){.offset = 0,
                                               .length = 4096,
                                               .query_offset = 8192,
                                               .dim = 16,
                                               .elem = LT_ELEM_F32,
-                                              .metric = LT_SCAN_DOT};
+                                              .metric = LT_SCAN_L2};
     rid = th_submit_send(c, &sc);
     th_expect_error(c, &buf, rid, LT_E_UNSUPPORTED);
     close(c);

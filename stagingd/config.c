@@ -1,0 +1,480 @@
+/* stagingd's settings: the key table, the config file and the flags. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "stagingd/config.h"
+#include "stagingd/gen.h"
+
+enum sd_config__type {
+    SD_CFG_PATH,     /* char[SD_CONFIG_PATH_MAX] */
+    SD_CFG_SOCK,     /* char[SD_CONFIG_SOCK_MAX], "" allowed */
+    SD_CFG_AGENTS,   /* comma-separated socket paths */
+    SD_CFG_UINT,     /* unsigned within [min, max] */
+    SD_CFG_U64,      /* uint64_t */
+    SD_CFG_SIZE,     /* uint64_t bytes with K/M/G/T suffixes */
+    SD_CFG_BOOL,     /* int: yes/no/true/false/on/off/1/0; a bare flag is yes */
+    SD_CFG_OP,       /* enum sd_job_op */
+    SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
+    SD_CFG_LEVEL,    /* enum sd_log_level */
+};
+
+struct sd_config__key {
+    const char *name;
+    enum sd_config__type type;
+    size_t off;
+    unsigned min, max;
+    const char *arg;
+    const char *help;
+};
+
+#define SD_OFF(field) offsetof(struct sd_config, field)
+
+static const struct sd_config__key sd_config__keys[] = {
+    {"store", SD_CFG_PATH, SD_OFF(store), 0, 0, "DIR",
+     "the shard store (a directory with a MANIFEST)"},
+    {"agent", SD_CFG_AGENTS, 0, 0, 0, "SOCK[,SOCK]", "GPU agent socket(s); default: lease-agent's"},
+    {"control", SD_CFG_SOCK, SD_OFF(control), 0, 0, "SOCK",
+     "control socket (run: stats, job, quit)"},
+    {"threads", SD_CFG_UINT, SD_OFF(threads), 0, 1024, "N", "staging threads (0: one per core)"},
+    {"pinned-pool", SD_CFG_SIZE, SD_OFF(pinned_pool), 0, 0, "SIZE",
+     "PINNED staging pool (0: inflight x the largest shard)"},
+    {"mapped-pool", SD_CFG_SIZE, SD_OFF(mapped_pool), 0, 0, "SIZE",
+     "MAPPED pool for doorbell and done words (2MiB)"},
+    {"segment-size", SD_CFG_SIZE, SD_OFF(segment_size), 0, 0, "SIZE",
+     "largest pool segment (0: fits the largest shard)"},
+    {"batch", SD_CFG_UINT, SD_OFF(batch), 1, 256, "N",
+     "leases per request or release at most (16)"},
+    {"inflight", SD_CFG_UINT, SD_OFF(inflight), 1, 1024, "N",
+     "shards staged, leased or worked on at once (4)"},
+    {"op", SD_CFG_OP, SD_OFF(op), 0, 0, "verify|scan|both", "the work on every shard (verify)"},
+    {"query-seed", SD_CFG_U64, SD_OFF(query_seed), 0, 0, "N",
+     "seed of the scan's query vector (1)"},
+    {"k", SD_CFG_UINT, SD_OFF(k), 1, 4096, "K", "rows of the merged top-k (10)"},
+    {"cpu-verify", SD_CFG_BOOL, SD_OFF(cpu_verify), 0, 0, "[yes|no]",
+     "also verify checksums on the CPU after each read"},
+    {"doorbell", SD_CFG_DOORBELL, SD_OFF(doorbell), 0, 0, "auto|on|off",
+     "queue work behind a doorbell rung by the read (auto)"},
+    {"rate-limit", SD_CFG_SIZE, SD_OFF(rate_limit), 0, 0, "SIZE",
+     "staged bytes per second at most (0: unbounded)"},
+    {"drain-timeout", SD_CFG_UINT, SD_OFF(drain_timeout_s), 0, 3600, "SECONDS",
+     "on shutdown, wait this long for in-flight work and releases (10)"},
+    {"agent-timeout", SD_CFG_UINT, SD_OFF(agent_timeout_s), 1, 86400, "SECONDS",
+     "fail a job when no agent is ready for this long (30)"},
+    {"log-level", SD_CFG_LEVEL, SD_OFF(log_level), 0, 0, "error|warn|info|debug",
+     "the most verbose lines logged (info)"},
+    {"list", SD_CFG_BOOL, SD_OFF(list), 0, 0, "[yes|no]", "print a result row for every shard"},
+};
+#define SD_CONFIG__NKEYS (sizeof sd_config__keys / sizeof sd_config__keys[0])
+
+static void sd_config__err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void sd_config__err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (!err || err_len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+int sd_config_agent_default(char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(buf, len, "%s/lease-agent/agent.sock", xdg);
+    else if (geteuid() == 0)
+        n = snprintf(buf, len, "/run/lease-agent/agent.sock");
+    else
+        n = snprintf(buf, len, "/tmp/lease-agent-%u/agent.sock", (unsigned)geteuid());
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+void sd_config_default(struct sd_config *cfg_p)
+{
+    memset(cfg_p, 0, sizeof *cfg_p);
+    if (sd_config_agent_default(cfg_p->agents[0], sizeof cfg_p->agents[0]) == 0)
+        cfg_p->nagents = 1;
+    cfg_p->mapped_pool = 2u << 20;
+    cfg_p->batch = 16;
+    cfg_p->inflight = 4;
+    cfg_p->op = SD_JOB_VERIFY;
+    cfg_p->query_seed = 1;
+    cfg_p->k = 10;
+    cfg_p->doorbell = SD_DOORBELL_AUTO;
+    cfg_p->drain_timeout_s = 10;
+    cfg_p->agent_timeout_s = 30;
+    cfg_p->log_level = SD_LOG_INFO;
+}
+
+const char *sd_job_op_name(enum sd_job_op op)
+{
+    switch (op) {
+    case SD_JOB_VERIFY:
+        return "verify";
+    case SD_JOB_SCAN:
+        return "scan";
+    case SD_JOB_BOTH:
+        return "both";
+    }
+    return "?";
+}
+
+int sd_job_op_parse(const char *s, enum sd_job_op *op_p)
+{
+    if (strcmp(s, "verify") == 0)
+        *op_p = SD_JOB_VERIFY;
+    else if (strcmp(s, "scan") == 0)
+        *op_p = SD_JOB_SCAN;
+    else if (strcmp(s, "both") == 0)
+        *op_p = SD_JOB_BOTH;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int sd_config__u64(const char *s, uint64_t *v_p)
+{
+    if (!s[0] || !isdigit((unsigned char)s[0]))
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -EINVAL;
+    *v_p = v;
+    return 0;
+}
+
+static int sd_config__bool(const char *s, int *v_p)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"0", "no", "false", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *v_p = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *v_p = 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int sd_config__agents(struct sd_config *cfg, const char *s, char *err, size_t err_len)
+{
+    char tmp[SD_CONFIG_AGENTS_MAX][SD_CONFIG_SOCK_MAX];
+    unsigned n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0) {
+            sd_config__err(err, err_len, "expected a socket path between commas, found '%s'", s);
+            return -EINVAL;
+        }
+        if (len >= SD_CONFIG_SOCK_MAX) {
+            sd_config__err(err, err_len, "socket path of %zu bytes: expected at most %d", len,
+                           SD_CONFIG_SOCK_MAX - 1);
+            return -EINVAL;
+        }
+        if (n == SD_CONFIG_AGENTS_MAX) {
+            sd_config__err(err, err_len, "expected at most %d agents", SD_CONFIG_AGENTS_MAX);
+            return -EINVAL;
+        }
+        memcpy(tmp[n], p, len);
+        tmp[n][len] = '\0';
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memcpy(cfg->agents, tmp, sizeof tmp);
+    cfg->nagents = n;
+    return 0;
+}
+
+static const struct sd_config__key *sd_config__find(const char *name)
+{
+    for (size_t i = 0; i < SD_CONFIG__NKEYS; i++)
+        if (strcmp(sd_config__keys[i].name, name) == 0)
+            return &sd_config__keys[i];
+    return NULL;
+}
+
+int sd_config_set(struct sd_config *cfg, const char *key, const char *value, char *err,
+                  size_t err_len)
+{
+    const struct sd_config__key *k = sd_config__find(key);
+    if (!k) {
+        sd_config__err(err, err_len, "unknown key '%s' (see 'stagingd run --help')", key);
+        return -ENOENT;
+    }
+    unsigned char *field = (unsigned char *)cfg + k->off;
+    uint64_t v = 0;
+    int rc = 0;
+    switch (k->type) {
+    case SD_CFG_PATH:
+    case SD_CFG_SOCK: {
+        size_t cap = k->type == SD_CFG_PATH ? SD_CONFIG_PATH_MAX : SD_CONFIG_SOCK_MAX;
+        size_t len = strlen(value);
+        if (len >= cap || (k->type == SD_CFG_PATH && len == 0)) {
+            sd_config__err(err, err_len, "%s: expected a path of 1..%zu bytes, found %zu bytes",
+                           key, cap - 1, len);
+            return -EINVAL;
+        }
+        memcpy(field, value, len + 1);
+        return 0;
+    }
+    case SD_CFG_AGENTS: {
+        char why[256];
+        rc = sd_config__agents(cfg, value, why, sizeof why);
+        if (rc < 0)
+            sd_config__err(err, err_len, "%s: %s", key, why);
+        return rc;
+    }
+    case SD_CFG_UINT:
+        rc = sd_config__u64(value, &v);
+        if (rc < 0 || v < k->min || v > k->max) {
+            sd_config__err(err, err_len, "%s: expected an integer in %u..%u, found '%s'", key,
+                           k->min, k->max, value);
+            return -EINVAL;
+        }
+        *(unsigned *)(void *)field = (unsigned)v;
+        return 0;
+    case SD_CFG_U64:
+        if (sd_config__u64(value, &v) < 0) {
+            sd_config__err(err, err_len, "%s: expected an unsigned integer, found '%s'", key,
+                           value);
+            return -EINVAL;
+        }
+        *(uint64_t *)(void *)field = v;
+        return 0;
+    case SD_CFG_SIZE:
+        if (sd_size_parse(value, &v) < 0) {
+            sd_config__err(err, err_len,
+                           "%s: expected a size such as 512MiB (suffixes K, M, G, T), found '%s'",
+                           key, value);
+            return -EINVAL;
+        }
+        *(uint64_t *)(void *)field = v;
+        return 0;
+    case SD_CFG_BOOL: {
+        int b = 0;
+        if (sd_config__bool(value, &b) < 0) {
+            sd_config__err(err, err_len, "%s: expected yes or no, found '%s'", key, value);
+            return -EINVAL;
+        }
+        *(int *)(void *)field = b;
+        return 0;
+    }
+    case SD_CFG_OP: {
+        enum sd_job_op op;
+        if (sd_job_op_parse(value, &op) < 0) {
+            sd_config__err(err, err_len, "%s: expected verify, scan or both, found '%s'", key,
+                           value);
+            return -EINVAL;
+        }
+        *(enum sd_job_op *)(void *)field = op;
+        return 0;
+    }
+    case SD_CFG_DOORBELL: {
+        enum sd_doorbell_mode m;
+        if (strcmp(value, "auto") == 0)
+            m = SD_DOORBELL_AUTO;
+        else if (strcmp(value, "on") == 0)
+            m = SD_DOORBELL_ON;
+        else if (strcmp(value, "off") == 0)
+            m = SD_DOORBELL_OFF;
+        else {
+            sd_config__err(err, err_len, "%s: expected auto, on or off, found '%s'", key, value);
+            return -EINVAL;
+        }
+        *(enum sd_doorbell_mode *)(void *)field = m;
+        return 0;
+    }
+    case SD_CFG_LEVEL: {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++) {
+            if (strcmp(value, names[i]) == 0) {
+                *(enum sd_log_level *)(void *)field = (enum sd_log_level)i;
+                return 0;
+            }
+        }
+        sd_config__err(err, err_len, "%s: expected error, warn, info or debug, found '%s'", key,
+                       value);
+        return -EINVAL;
+    }
+    }
+    return -EINVAL;
+}
+
+/* Trims blanks at both ends in place; returns the start. */
+static char *sd_config__trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int sd_config_load(struct sd_config *cfg, const char *path, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        int rc = -errno;
+        sd_config__err(err, err_len, "%s: cannot open the config file: %s", path, strerror(-rc));
+        return rc;
+    }
+    char line[SD_CONFIG_PATH_MAX + 128];
+    unsigned lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n') {
+            sd_config__err(err, err_len, "%s:%u: line longer than %zu bytes", path, lineno,
+                           sizeof line - 2);
+            rc = -EINVAL;
+            break;
+        }
+        if (n > 0 && line[n - 1] == '\n')
+            line[n - 1] = '\0';
+        char *s = sd_config__trim(line);
+        if (s[0] == '\0' || s[0] == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            sd_config__err(err, err_len, "%s:%u: expected 'key = value', found '%s'", path, lineno,
+                           s);
+            rc = -EINVAL;
+            break;
+        }
+        *eq = '\0';
+        char *key = sd_config__trim(s);
+        char *value = sd_config__trim(eq + 1);
+        char why[SD_CONFIG_ERR_LEN];
+        if (strcmp(key, "config") == 0) {
+            sd_config__err(err, err_len, "%s:%u: 'config' is a command-line option only", path,
+                           lineno);
+            rc = -EINVAL;
+            break;
+        }
+        rc = sd_config_set(cfg, key, value, why, sizeof why);
+        if (rc < 0) {
+            sd_config__err(err, err_len, "%s:%u: %s", path, lineno, why);
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        rc = -EIO;
+        sd_config__err(err, err_len, "%s: read error after line %u", path, lineno);
+    }
+    fclose(f);
+    return rc;
+}
+
+int sd_config_parse_args(int argc, char **argv, struct sd_config *cfg, char *err, size_t err_len,
+                         int *help_p)
+{
+    int help = 0;
+    /* The file first, wherever --config stands, so every flag overrides it. */
+    for (int i = 1; i < argc; i++) {
+        const char *file = NULL;
+        if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                sd_config__err(err, err_len, "--config: expected a file, found nothing");
+                return -EINVAL;
+            }
+            file = argv[i + 1];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            file = argv[i] + 9;
+        }
+        if (file) {
+            int rc = sd_config_load(cfg, file, err, err_len);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            help = 1;
+            continue;
+        }
+        if (strcmp(opt, "-v") == 0 || strcmp(opt, "--verbose") == 0) {
+            cfg->log_level = SD_LOG_DEBUG;
+            continue;
+        }
+        if (strcmp(opt, "--config") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(opt, "--config=", 9) == 0)
+            continue;
+        if (strncmp(opt, "--", 2) != 0) {
+            sd_config__err(err, err_len, "expected an option, found '%s'", opt);
+            return -EINVAL;
+        }
+        char name[64];
+        const char *value = NULL;
+        const char *eq = strchr(opt, '=');
+        size_t nlen = eq ? (size_t)(eq - opt - 2) : strlen(opt + 2);
+        if (nlen >= sizeof name) {
+            sd_config__err(err, err_len, "unknown option '%s'", opt);
+            return -ENOENT;
+        }
+        memcpy(name, opt + 2, nlen);
+        name[nlen] = '\0';
+        const struct sd_config__key *k = sd_config__find(name);
+        if (!k) {
+            sd_config__err(err, err_len, "unknown option '--%s'", name);
+            return -ENOENT;
+        }
+        if (eq) {
+            value = eq + 1;
+        } else if (k->type == SD_CFG_BOOL) {
+            value = "yes"; /* a bare boolean flag */
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            sd_config__err(err, err_len, "--%s: expected %s, found nothing", name, k->arg);
+            return -EINVAL;
+        }
+        char why[SD_CONFIG_ERR_LEN];
+        int rc = sd_config_set(cfg, name, value, why, sizeof why);
+        if (rc < 0) {
+            sd_config__err(err, err_len, "--%s", why);
+            return rc;
+        }
+    }
+    *help_p = help;
+    return 0;
+}
+
+void sd_config_usage(FILE *to)
+{
+    for (size_t i = 0; i < SD_CONFIG__NKEYS; i++) {
+        const struct sd_config__key *k = &sd_config__keys[i];
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "--%s %s", k->name, k->arg);
+        fprintf(to, "  %-32s %s\n", lhs, k->help);
+    }
+    fprintf(to, "  %-32s %s\n", "--config FILE",
+            "'key = value' lines, same keys as these options; flags win");
+    fprintf(to, "  %-32s %s\n", "-v, --verbose", "log every shard (log-level debug)");
+}
