@@ -1,16 +1,27 @@
-/* lease-agent: the GPU agent. Today it has one mode, --self-test, which
- * proves on real hardware that the embedded checksum kernel loads and
- * agrees with the C reference. */
+/* lease-agent: the GPU agent. It serves the lease protocol on its socket
+ * (docs/agent.md) with the CUDA backend (the default: hardware gate,
+ * cuMemHostRegister, the CUDA executor) or, asked for by name, the host
+ * backend; a CUDA start that fails is an error, never a silent fallback.
+ * --self-test proves on real hardware that the embedded checksum kernel
+ * loads and agrees with the C reference. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cu_call.h"
+#include "device_internal.h"
+#include "gpu/executor_cuda.h"
 #include "gpu/ga.h"
+#include "gpu/server.h"
 #include "kernels/blockhash_ref.h"
+#include "lease/cuda_backend.h"
 
 #define AGENT_DEFAULT_BYTES (256u << 20)
 #define AGENT_DEFAULT_BLOCK (64u << 10)
@@ -278,15 +289,303 @@ out_free:
     return result;
 }
 
-int main(int argc, char **argv)
+/* ---- server mode ---------------------------------------------------------- */
+
+#define AGENT_PINNED_DEFAULT (8ull << 30)
+#define AGENT_MAPPED_DEFAULT (1ull << 30)
+
+enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
+
+static struct ga_server *agent_srv; /* for the fault callback */
+static volatile int agent_faulted;
+
+static void agent_server_usage(FILE *f)
 {
-    struct agent_args a;
-    if (agent_args_parse(argc, argv, &a) < 0) {
-        agent_usage(stderr);
+    fprintf(f,
+            "usage: lease-agent [--backend cuda|host] [--device N] [server options]\n"
+            "       lease-agent --self-test [--device N] [--bytes N] [--block-size N] [--seed N]\n"
+            "\n"
+            "  --backend cuda   (default) open GPU N through the hardware gate, register\n"
+            "                   segments with cuMemHostRegister and run the work on the GPU.\n"
+            "                   If that cannot start, lease-agent exits with the reason; it\n"
+            "                   never falls back to the host backend by itself.\n"
+            "  --backend host   the host backend (mlock, C reference kernels on CPU threads,\n"
+            "                   polled doorbells): no GPU is touched; announced in the log.\n"
+            "  --device N       CUDA device index (default 0)\n"
+            "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
+            "                   (default 64M; 4K..1G, a multiple of 4K)\n"
+            "\n"
+            "Server options (as lease-agent-host):\n");
+    ga_server_cli_usage(f, "lease-agent");
+}
+
+/* Log lines of gpu/ (device, executor) in the server's format. */
+static void agent_ga_log(void *ctx, int level, const char *line)
+{
+    (void)ctx;
+    static const char *const names[] = {"error", "warn", "info"};
+    fprintf(stderr, "lease-agent: %s: %s\n", names[level >= 0 && level <= 2 ? level : 0], line);
+}
+
+static void agent_on_fault(void *arg, int err)
+{
+    (void)arg;
+    fprintf(stderr,
+            "lease-agent: error: the GPU faulted (%s); every request in flight was answered "
+            "GPU_FAULT. Stopping: restart the agent.\n",
+            strerror(-err));
+    agent_faulted = 1;
+    if (agent_srv)
+        ga_server_stop(agent_srv);
+}
+
+/* Budgets not given on the command line: 8 GiB / 1 GiB, scaled down to 3/4
+ * and 1/4 of @cap when they would not fit. */
+static void agent_budgets_default(struct ga_server_cli *cli, uint64_t cap, const char *what)
+{
+    uint64_t pin = AGENT_PINNED_DEFAULT, map = AGENT_MAPPED_DEFAULT;
+    if (cap < pin + map) {
+        pin = cap / 4 * 3;
+        map = cap / 4;
+    }
+    pin -= pin % 4096;
+    map -= map % 4096;
+    if (!cli->budget_pinned_set)
+        cli->cfg.budget_pinned = pin;
+    if (!cli->budget_mapped_set)
+        cli->cfg.budget_mapped = map;
+    if (!cli->budget_pinned_set || !cli->budget_mapped_set)
+        fprintf(stderr,
+                "lease-agent: budgets PINNED %" PRIu64 " MAPPED %" PRIu64 " bytes (%s: %" PRIu64
+                " bytes; set them with --pinned-budget and --mapped-budget)\n",
+                cli->cfg.budget_pinned, cli->cfg.budget_mapped, what, cap);
+}
+
+static uint64_t agent_half_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : UINT64_MAX;
+}
+
+/* Serves until a signal or a fault. Returns the exit status. */
+static int agent_serve(struct ga_server_cli *cli, struct lease_backend *be, struct ga_executor *ex)
+{
+    cli->cfg.backend = be;
+    cli->cfg.executor = ex;
+    cli->cfg.handle_signals = 1;
+    struct ga_server *srv = NULL;
+    int rc = ga_server_create(&cli->cfg, &srv);
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: not started: %s\n", strerror(-rc));
+        return 1;
+    }
+    agent_srv = srv;
+    if (cli->ready_fd >= 0) {
+        if (dprintf(cli->ready_fd, "ready %ld %s\n", (long)getpid(), ga_server_socket_path(srv)) <
+            0)
+            fprintf(stderr, "lease-agent: --ready-fd %d: %s\n", cli->ready_fd, strerror(errno));
+        close(cli->ready_fd);
+    }
+    rc = ga_server_run(srv);
+    agent_srv = NULL;
+    ga_server_destroy(srv);
+    return rc < 0 || agent_faulted ? 1 : 0;
+}
+
+static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk)
+{
+    static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
+                               "'lease-agent --backend host' or 'lease-agent-host'.";
+    ga_log_set_sink(agent_ga_log, NULL);
+    struct ga_device *dev = NULL;
+    struct ga_device_opts opts = {.ordinal = device};
+    int rc = ga_device_open(&opts, &dev);
+    if (rc < 0) {
+        fprintf(stderr,
+                "lease-agent: error: the CUDA backend cannot start on device %d: %s (the lines "
+                "above say what was found and what is required). %s\n",
+                device, strerror(-rc), hint);
+        return 1;
+    }
+    int status = 1;
+    struct lease_backend be = {0};
+    rc = lease_cuda_backend_init(dev->ctx, 0, &be);
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: error: CUDA registration backend: %s. %s\n",
+                lease_error_last(), hint);
+        goto out_dev;
+    }
+    const struct ga_device_info *in = ga_device_info_get(dev);
+    agent_budgets_default(cli, agent_half_memory(), "half the physical memory");
+    struct ga_executor_cuda_opts xo = {
+        .workers = cli->host.workers,
+        .max_streams = cli->host.max_streams,
+        .max_events = cli->host.max_events,
+        .chunk_bytes = chunk,
+        .on_fault = agent_on_fault,
+    };
+    struct ga_executor *ex = NULL;
+    rc = ga_executor_cuda_create(dev, &xo, &ex);
+    if (rc < 0) {
+        fprintf(stderr,
+                "lease-agent: error: the CUDA executor cannot start on device %d (%s): "
+                "%s (see above). %s\n",
+                device, in->name, strerror(-rc), hint);
+        goto out_be;
+    }
+    fprintf(stderr,
+            "lease-agent: CUDA backend on device %d %s (sm_%u, %s, driver API %d, kernel module "
+            "%d.%d)\n",
+            in->ordinal, in->name, in->arch, in->pci_bus_id, in->driver_version, in->kmd_major,
+            in->kmd_minor);
+    status = agent_serve(cli, &be, ex);
+    ga_executor_destroy(ex);
+out_be:
+    lease_backend_fini(&be);
+out_dev:
+    ga_device_close(dev);
+    return status;
+}
+
+static int agent_serve_host(struct ga_server_cli *cli)
+{
+    fprintf(stderr, "lease-agent: HOST BACKEND (--backend host): no GPU is used. mlock stands "
+                    "in for registration, the C reference kernels run on CPU threads, doorbells "
+                    "are polled.\n");
+    struct lease_backend be;
+    int rc = lease_host_backend_init(&be);
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: host backend: %s\n", lease_error_last());
+        return 1;
+    }
+    uint64_t cap = UINT64_MAX;
+    if (be.capacity && be.capacity(be.ctx, &cap) < 0)
+        cap = 0;
+    uint64_t half = agent_half_memory();
+    agent_budgets_default(cli, cap < half ? cap : half, "lockable");
+    struct ga_executor *ex = NULL;
+    rc = ga_executor_host_create(&cli->host, &ex);
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: host executor: %s\n", strerror(-rc));
+        lease_backend_fini(&be);
+        return 1;
+    }
+    int status = agent_serve(cli, &be, ex);
+    ga_executor_destroy(ex);
+    lease_backend_fini(&be);
+    return status;
+}
+
+/* Takes --backend and --device out of @argv (into *@rest_p, argv[0] kept)
+ * and leaves the rest to ga_server_cli_parse. */
+static int agent_server_args(int argc, char **argv, enum agent_backend *backend_p, int *device_p,
+                             uint64_t *chunk_p, char **rest, int *nrest_p)
+{
+    int n = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        const char *val = NULL;
+        bool backend = false, device = false;
+        if (strncmp(opt, "--backend", 9) == 0 && (opt[9] == '\0' || opt[9] == '=')) {
+            backend = true;
+            val = opt[9] == '=' ? opt + 10 : (i + 1 < argc ? argv[++i] : NULL);
+        } else if (strncmp(opt, "--device", 8) == 0 && (opt[8] == '\0' || opt[8] == '=')) {
+            device = true;
+            val = opt[8] == '=' ? opt + 9 : (i + 1 < argc ? argv[++i] : NULL);
+        } else if (strncmp(opt, "--chunk-bytes", 13) == 0 && (opt[13] == '\0' || opt[13] == '=')) {
+            val = opt[13] == '=' ? opt + 14 : (i + 1 < argc ? argv[++i] : NULL);
+            uint64_t v = 0;
+            if (!val || ga_server_size_parse(val, &v) < 0 || v < 4096 || v % 4096 != 0 ||
+                v > (1ull << 30)) {
+                fprintf(stderr,
+                        "lease-agent: --chunk-bytes: expected a multiple of 4K from 4K "
+                        "to 1G, found '%s'\n",
+                        val ? val : "nothing");
+                return -EINVAL;
+            }
+            *chunk_p = v;
+            continue;
+        } else {
+            rest[n++] = argv[i];
+            continue;
+        }
+        if (backend) {
+            if (val && strcmp(val, "cuda") == 0) {
+                *backend_p = AGENT_BACKEND_CUDA;
+            } else if (val && strcmp(val, "host") == 0) {
+                *backend_p = AGENT_BACKEND_HOST;
+            } else {
+                fprintf(stderr, "lease-agent: --backend: expected 'cuda' or 'host', found '%s'\n",
+                        val ? val : "nothing");
+                return -EINVAL;
+            }
+        } else if (device) {
+            char *end = NULL;
+            long v = val ? strtol(val, &end, 10) : -1;
+            if (!val || !*val || *end || v < 0 || v > 63) {
+                fprintf(stderr, "lease-agent: --device: expected 0..63, found '%s'\n",
+                        val ? val : "nothing");
+                return -EINVAL;
+            }
+            *device_p = (int)v;
+        }
+    }
+    rest[n] = NULL;
+    *nrest_p = n;
+    return 0;
+}
+
+static int agent_server_main(int argc, char **argv)
+{
+    enum agent_backend backend = AGENT_BACKEND_CUDA;
+    int device = 0, nrest = 0;
+    uint64_t chunk = 0;
+    char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+    if (!rest)
+        return 1;
+    if (agent_server_args(argc, argv, &backend, &device, &chunk, rest, &nrest) < 0) {
+        free(rest);
         return 2;
     }
-    if (!a.self_test) {
-        fprintf(stderr, "lease-agent: only --self-test exists so far\n");
+    struct ga_server_cli cli;
+    char err[256];
+    int rc = ga_server_cli_parse(nrest, rest, &cli, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: %s (see --help)\n", err);
+        free(rest);
+        return 2;
+    }
+    if (cli.help) {
+        agent_server_usage(stdout);
+        free(rest);
+        return 0;
+    }
+    /* Blocked before any thread starts, so only the server's signalfd sees them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int status = backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&cli, device, chunk)
+                                               : agent_serve_host(&cli);
+    free(rest); /* cli's strings point into argv, not here */
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    bool self_test = false;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--self-test") == 0)
+            self_test = true;
+    if (!self_test)
+        return agent_server_main(argc, argv);
+    struct agent_args a;
+    if (agent_args_parse(argc, argv, &a) < 0) {
         agent_usage(stderr);
         return 2;
     }

@@ -67,7 +67,8 @@ struct lease__client {
     uint64_t leases;
     uint64_t bytes;
     uint64_t segments;
-    uint32_t busy; /* segment_add calls registering outside the lock */
+    uint32_t busy;  /* segment_add calls registering outside the lock */
+    uint64_t holds; /* lease_segment_hold calls not yet undone, on any of its segments */
     bool dropping;
 };
 
@@ -83,6 +84,7 @@ struct lease__segment {
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
     uint64_t leases;     /* not yet release-complete */
     uint64_t reg_leases; /* of those, PINNED or MAPPED: pin the registration */
+    uint64_t holds;      /* lease_segment_hold: pin the registration and the segment */
     uint64_t last_use;
 };
 

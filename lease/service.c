@@ -133,7 +133,8 @@ static void seg_unregister_locked(struct lease_service *svc, struct lease__segme
 static bool evictable(const struct lease__segment *seg, enum lease_class cls,
                       const struct lease__segment *except)
 {
-    return seg && seg != except && seg->cls == cls && seg->registered && seg->reg_leases == 0;
+    return seg && seg != except && seg->cls == cls && seg->registered && seg->reg_leases == 0 &&
+           seg->holds == 0;
 }
 
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
@@ -215,7 +216,7 @@ static struct lease__client *client_of(struct lease_service *svc, uint64_t clien
 static void client_maybe_finalize(struct lease_service *svc, struct lease__client *c,
                                   struct events *ev)
 {
-    if (!c->dropping || c->leases != 0 || c->busy != 0)
+    if (!c->dropping || c->leases != 0 || c->busy != 0 || c->holds != 0)
         return;
     for (uint32_t i = 0; i < svc->segs.n; i++) {
         struct lease__segment *s = svc->segs.slots[i].obj;
@@ -660,6 +661,11 @@ int lease_segment_remove(struct lease_service *svc, uint64_t client, uint64_t se
             lease__fail(svc, -EBUSY,
                         "segment id %#" PRIx64 " still has %" PRIu64 " leases not release-complete",
                         seg_id, seg->leases);
+    if (rc == 0 && seg->holds != 0)
+        rc = lease__fail(svc, -EBUSY,
+                         "segment id %#" PRIx64 " is held by %" PRIu64
+                         " GPU operations (doorbell or done words)",
+                         seg_id, seg->holds);
     if (rc == 0) {
         seg_destroy(svc, seg);
         c->segments--;
@@ -921,5 +927,133 @@ int lease_query(struct lease_service *svc, uint64_t client, uint64_t lease_id,
         }
     }
     pthread_mutex_unlock(&svc->mu);
+    return rc;
+}
+
+/* ---- segment queries and holds ---------------------------------------- */
+
+/* Locked. Fills @info from @seg for the byte range at @offset of @length
+ * bytes, which the caller checked lies in the segment. */
+static void seg_info_fill(const struct lease_service *svc, const struct lease__segment *seg,
+                          uint64_t offset, struct lease_segment_info *info)
+{
+    uint64_t chunk = chunk_of(svc, seg);
+    uint64_t first = offset / chunk;
+    *info = (struct lease_segment_info){
+        .size = seg->size,
+        .cls = seg->cls,
+        .registered = seg->registered,
+        .host_base = seg->base,
+        .chunk_bytes = chunk,
+        .leases = seg->leases,
+        .holds = seg->holds,
+    };
+    if (seg->cls == LEASE_CLASS_MAPPED && seg->registered)
+        info->dev_ptr = seg->chunk_dev[first] + (offset - first * chunk);
+}
+
+/* Locked. Resolves @seg_id of @client and checks [@offset, @offset + @length)
+ * against it: inside, nonempty, and within one registration chunk. */
+static int seg_range_get(struct lease_service *svc, uint64_t client, uint64_t seg_id,
+                         uint64_t offset, uint64_t length, struct lease__client **c_p,
+                         struct lease__segment **seg_p)
+{
+    struct lease__client *c = NULL;
+    struct lease__segment *seg = NULL;
+    int rc = client_get(svc, client, &c);
+    if (rc == 0)
+        rc = seg_get(svc, c, seg_id, &seg);
+    if (rc < 0)
+        return rc;
+    if (length == 0 || offset >= seg->size || length > seg->size - offset)
+        return lease__fail(svc, -ERANGE,
+                           "segment range: expected 0 < length and offset + length <= %" PRIu64
+                           " (segment size), found offset %" PRIu64 " length %" PRIu64,
+                           seg->size, offset, length);
+    uint64_t chunk = chunk_of(svc, seg);
+    if (offset / chunk != (offset + length - 1) / chunk)
+        return lease__fail(svc, -EINVAL,
+                           "segment range at %" PRIu64 " of %" PRIu64
+                           " bytes spans a registration chunk boundary (chunk size %" PRIu64 ")",
+                           offset, length, chunk);
+    *c_p = c;
+    *seg_p = seg;
+    return 0;
+}
+
+int lease_segment_query(struct lease_service *svc, uint64_t client, uint64_t seg_id,
+                        uint64_t offset, struct lease_segment_info *info_p)
+{
+    if (!svc || !info_p)
+        return lease_error_set(-EINVAL, "lease_segment_query: expected service and output pointer");
+    pthread_mutex_lock(&svc->mu);
+    struct lease__client *c = NULL;
+    struct lease__segment *seg = NULL;
+    int rc = seg_range_get(svc, client, seg_id, offset, 1, &c, &seg);
+    if (rc == 0)
+        seg_info_fill(svc, seg, offset, info_p);
+    pthread_mutex_unlock(&svc->mu);
+    return rc;
+}
+
+int lease_segment_hold(struct lease_service *svc, uint64_t client, uint64_t seg_id, uint64_t offset,
+                       uint64_t length, struct lease_segment_info *info_p)
+{
+    if (!svc || !info_p)
+        return lease_error_set(-EINVAL, "lease_segment_hold: expected service and output pointer");
+    pthread_mutex_lock(&svc->mu);
+    struct lease__client *c = NULL;
+    struct lease__segment *seg = NULL;
+    int rc = seg_range_get(svc, client, seg_id, offset, length, &c, &seg);
+    if (rc == 0 && needs_reg(seg->cls) && !seg->registered) {
+        /* Evicted while idle: the GPU needs the registration back first. */
+        rc = seg_register_locked(svc, seg);
+        if (rc == -ENOSPC || rc == -ENOMEM)
+            svc->st.cls[seg->cls].budget_refusals++;
+        if (rc < 0)
+            lease__fail_logged(svc, rc);
+    }
+    if (rc == 0) {
+        seg->holds++;
+        c->holds++;
+        seg->last_use = ++svc->tick;
+        seg_info_fill(svc, seg, offset, info_p);
+    }
+    pthread_mutex_unlock(&svc->mu);
+    return rc;
+}
+
+int lease_segment_unhold(struct lease_service *svc, uint64_t seg_id)
+{
+    if (!svc)
+        return lease_error_set(-EINVAL, "lease_segment_unhold: expected a service");
+    struct events ev;
+    events_init(&ev, 0, NULL, 0);
+    pthread_mutex_lock(&svc->mu);
+    struct lease__slot *s = NULL;
+    int rc = 0;
+    switch (lease__table_lookup(&svc->segs, seg_id, &s)) {
+    case LEASE__ID_NEVER:
+        rc = lease__fail(svc, -ENOENT, "segment id %#" PRIx64 " was never issued", seg_id);
+        break;
+    case LEASE__ID_STALE:
+    case LEASE__ID_FREED:
+        rc =
+            lease__fail(svc, -ESTALE, "segment id %#" PRIx64 " is stale: it holds no hold", seg_id);
+        break;
+    case LEASE__ID_LIVE:
+        break;
+    }
+    struct lease__segment *seg = rc == 0 ? s->obj : NULL;
+    if (rc == 0 && seg->holds == 0)
+        rc = lease__fail(svc, -EALREADY, "segment id %#" PRIx64 " has no hold to undo", seg_id);
+    if (rc == 0) {
+        struct lease__client *c = client_of(svc, seg->client);
+        seg->holds--;
+        c->holds--;
+        client_maybe_finalize(svc, c, &ev); /* a dropped client's last hold frees it */
+    }
+    pthread_mutex_unlock(&svc->mu);
+    events_fire(svc, &ev);
     return rc;
 }

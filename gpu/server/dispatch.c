@@ -464,6 +464,8 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
     }
+    /* The RELEASE_COMPLETEs of leases with no work pending go out together. */
+    ga_server__cork(c);
     if (rc == 0)
         rc = lease_release(srv->svc, c->client, n, ids, rcs);
     if (rc < 0) {
@@ -483,6 +485,7 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
             ga_dispatch__release_complete(c, rid, m->leases[i], ga_server__code_of(rcs[i]));
         }
     }
+    ga_server__uncork(c);
     free(ids);
     free(rcs);
     free(mine);
@@ -644,14 +647,33 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
                               "agent out of memory");
         return;
     }
+    /* The GPU waits on and writes the words through the lease service's
+     * registration: hold it (no eviction, no drain) until the work is done,
+     * and take the device address it registered. */
+    struct lease_segment_info bell_info = {0}, done_info = {0};
+    if (bell) {
+        rc = lease_segment_hold(srv->svc, c->client, bell->id, m->bell.offset, 8, &bell_info);
+        if (rc == 0)
+            j->bell_hold = bell->id;
+    }
+    if (rc == 0 && done) {
+        rc = lease_segment_hold(srv->svc, c->client, done->id, m->done.offset, 8, &done_info);
+        if (rc == 0)
+            j->done_hold = done->id;
+    }
     /* record_allocation: the lease cannot complete its release until this
      * work is done (lease_work_done in ga_server__complete). */
-    rc = lease_work_pin(srv->svc, c->client, lease, &j->ticket);
+    if (rc == 0)
+        rc = lease_work_pin(srv->svc, c->client, lease, &j->ticket);
     if (rc < 0) {
-        free(j);
         code = ga_server__code_of(rc);
         ga_server__send_error(c, rid, LT_MSG_SUBMIT, code, ga_dispatch__err(code, rc),
                               LT_INDEX_NONE, "%s", lease_error_last());
+        if (j->bell_hold)
+            lease_segment_unhold(srv->svc, j->bell_hold);
+        if (j->done_hold)
+            lease_segment_unhold(srv->svc, j->done_hold);
+        free(j);
         return;
     }
     j->kind = GA_JOB_WORK;
@@ -677,13 +699,13 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
     };
     if (bell) {
         w.bell.host = (uint64_t *)(void *)((unsigned char *)bell->map + m->bell.offset);
-        w.bell.dev = (uint64_t)(uintptr_t)w.bell.host;
+        w.bell.dev = bell_info.dev_ptr;
         w.bell.seq = m->bell_seq;
         bell->refs++;
     }
     if (done) {
         w.done.host = (uint64_t *)(void *)((unsigned char *)done->map + m->done.offset);
-        w.done.dev = (uint64_t)(uintptr_t)w.done.host;
+        w.done.dev = done_info.dev_ptr;
         w.done.seq = m->done_seq;
         done->refs++;
     }
@@ -697,6 +719,10 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
         if (done)
             ga_server__seg_unref(done);
         lease_work_done(srv->svc, j->ticket);
+        if (j->bell_hold)
+            lease_segment_unhold(srv->svc, j->bell_hold);
+        if (j->done_hold)
+            lease_segment_unhold(srv->svc, j->done_hold);
         free(j);
         ga_server__send_error(c, rid, LT_MSG_SUBMIT, why.code, why.err, LT_INDEX_NONE, "%s",
                               why.message);
@@ -954,6 +980,11 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
             ga_server__seg_unref(j->bell_seg);
         if (j->done_seg)
             ga_server__seg_unref(j->done_seg);
+        /* Last: the final hold of a dropped client lets its drain finish. */
+        if (j->bell_hold)
+            lease_segment_unhold(srv->svc, j->bell_hold);
+        if (j->done_hold)
+            lease_segment_unhold(srv->svc, j->done_hold);
         break;
     case GA_JOB_CTL:
         if (!c->closed)

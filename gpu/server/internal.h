@@ -70,6 +70,7 @@ struct ga_server__conn {
     bool dead;   /* close at the next sweep */
     bool closed; /* socket gone; freed once @inflight is 0 */
     bool polling_out;
+    bool corked;   /* replies are queued, sent together at ga_server__uncork */
     uint32_t caps; /* granted at HELLO */
     char name[LT_NAME_LEN];
     struct ga_server__out *oq_head, *oq_tail;
@@ -96,6 +97,7 @@ struct ga_server__job {
     uint16_t op;
     uint32_t flags;
     struct ga_server__seg *bell_seg, *done_seg;
+    uint64_t bell_hold, done_hold; /* segment ids held in the lease service, 0: none */
     struct ga_exec_result res;
     /* GA_JOB_CTL */
     struct ga_exec_ctl_result ctl;
@@ -156,6 +158,10 @@ void ga_server__log(const struct ga_server *srv, int level, const char *fmt, ...
 uint64_t ga_server__now_ns(void);
 /* Queues or sends one message to @c; a dead or closed client drops it. */
 void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
+/* Between these two, replies to @c are queued and then sent in as few
+ * sendmmsg calls as they fit (a release of 64 leases: 64 RELEASE_COMPLETEs). */
+void ga_server__cork(struct ga_server__conn *c);
+void ga_server__uncork(struct ga_server__conn *c);
 /* Sends an ERROR: @code, its errno (or @err when nonzero), the failing
  * batch @index (LT_INDEX_NONE), and a message. */
 void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,

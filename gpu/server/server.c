@@ -26,6 +26,7 @@
 #define GA_RECV_BURST 64 /* messages read from one client before serving others */
 #define GA_MAX_FDS 8     /* room for fds in one message's control data */
 #define GA_EPOLL_BATCH 64
+#define GA_SEND_BATCH 64 /* replies per sendmmsg */
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -105,7 +106,7 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
 {
     if (c->dead || c->closed)
         return;
-    if (!c->oq_head) {
+    if (!c->oq_head && !c->corked) {
         ssize_t n = send(c->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n == (ssize_t)len)
             return;
@@ -140,28 +141,59 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
         c->oq_head = o;
     c->oq_tail = o;
     c->oq_bytes += len;
-    ga_server__epoll_out(c, true);
+    if (!c->corked)
+        ga_server__epoll_out(c, true);
 }
 
+/* Sends what is queued, up to GA_SEND_BATCH messages per sendmmsg. */
 static void ga_server__flush(struct ga_server__conn *c)
 {
+    struct mmsghdr mm[GA_SEND_BATCH];
+    struct iovec iov[GA_SEND_BATCH];
     while (c->oq_head && !c->dead) {
-        struct ga_server__out *o = c->oq_head;
-        ssize_t n = send(c->fd, o->data, o->len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n != (ssize_t)o->len) {
-            ga_server__conn_kill(c, n < 0 ? "send failed" : "short send");
+        unsigned n = 0;
+        for (struct ga_server__out *o = c->oq_head; o && n < GA_SEND_BATCH; o = o->next, n++) {
+            iov[n] = (struct iovec){.iov_base = o->data, .iov_len = o->len};
+            mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
+        }
+        int sent = sendmmsg(c->fd, mm, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (sent <= 0) {
+            ga_server__conn_kill(c, sent < 0 ? "send failed" : "short send");
             return;
         }
-        c->oq_head = o->next;
-        if (!c->oq_head)
-            c->oq_tail = NULL;
-        c->oq_bytes -= o->len;
-        free(o);
+        for (int i = 0; i < sent; i++) {
+            struct ga_server__out *o = c->oq_head;
+            if (mm[i].msg_len != o->len) {
+                ga_server__conn_kill(c, "short send");
+                return;
+            }
+            c->oq_head = o->next;
+            if (!c->oq_head)
+                c->oq_tail = NULL;
+            c->oq_bytes -= o->len;
+            free(o);
+        }
+        if ((unsigned)sent < n)
+            break; /* the socket is full: wait for EPOLLOUT */
     }
-    if (!c->oq_head && !c->dead)
-        ga_server__epoll_out(c, false);
+    if (!c->dead)
+        ga_server__epoll_out(c, c->oq_head != NULL);
+}
+
+void ga_server__cork(struct ga_server__conn *c)
+{
+    c->corked = true;
+}
+
+void ga_server__uncork(struct ga_server__conn *c)
+{
+    if (!c->corked)
+        return;
+    c->corked = false;
+    if (c->oq_head && !c->dead && !c->closed)
+        ga_server__flush(c);
 }
 
 void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,

@@ -1505,6 +1505,152 @@ START_TEST(concurrent_grants_and_releases_keep_the_invariants)
 }
 END_TEST
 
+/* ---- segment queries and holds (doorbell and done words) ------------------ */
+
+START_TEST(segment_query_reports_class_registration_and_the_chunks_device_pointer)
+{
+    struct lease_backend be = fake_backend(256 * KiB);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t other = new_client(svc);
+    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 71, NULL);
+    uint64_t p = add_seg(svc, c, 512 * KiB, PINNED, 72, NULL);
+    uint64_t st = add_seg(svc, c, 64 * KiB, STAGED, 73, NULL);
+    struct lease_segment_info in;
+    ck_assert_int_eq(lease_segment_query(svc, c, m, 300 * KiB + 8, &in), 0);
+    ck_assert_uint_eq(in.size, 1 * MiB);
+    ck_assert_uint_eq(in.cls, MAPPED);
+    ck_assert_uint_eq(in.registered, 1);
+    ck_assert_uint_eq(in.chunk_bytes, 256 * KiB);
+    ck_assert_ptr_eq(in.host_base, fake.ops[0].base);
+    /* Chunk 1 is the fake's second registration: its own device pointer. */
+    ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + 2 * (1ull << 30) + 44 * KiB + 8);
+    ck_assert_uint_eq(in.leases, 0);
+    ck_assert_uint_eq(in.holds, 0);
+    /* The host address and the lease's agree. */
+    uint64_t l = must_grant(svc, c, m, 300 * KiB, 4096, MAPPED);
+    struct lease_info li;
+    ck_assert_int_eq(lease_query(svc, c, l, &li), 0);
+    ck_assert_ptr_eq(li.host_addr, (char *)in.host_base + 300 * KiB);
+    ck_assert_uint_eq(li.dev_ptr + 8, in.dev_ptr);
+    ck_assert_int_eq(lease_segment_query(svc, c, m, 0, &in), 0);
+    ck_assert_uint_eq(in.leases, 1);
+    /* PINNED: registered, no device pointer; STAGED: neither. */
+    ck_assert_int_eq(lease_segment_query(svc, c, p, 4096, &in), 0);
+    ck_assert_uint_eq(in.cls, PINNED);
+    ck_assert_uint_eq(in.registered, 1);
+    ck_assert_uint_eq(in.dev_ptr, 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, st, 0, &in), 0);
+    ck_assert_uint_eq(in.cls, STAGED);
+    ck_assert_uint_eq(in.registered, 0);
+    ck_assert_uint_eq(in.dev_ptr, 0);
+    /* Refusals. */
+    assert_error(lease_segment_query(svc, c, m, 1 * MiB, &in), -ERANGE, "1048576 (segment size)");
+    assert_error(lease_segment_query(svc, other, m, 0, &in), -EPERM, "another client");
+    assert_error(lease_segment_query(svc, c, m + (5ull << 32), 0, &in), -ENOENT, "never issued");
+    assert_error(lease_segment_query(svc, c, m, 0, NULL), -EINVAL, "output pointer");
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(held_segment_is_never_evicted_or_removed_and_is_reregistered_when_needed)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 0, 2 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t a = add_seg(svc, c, 1 * MiB, MAPPED, 74, NULL);
+    uint64_t b = add_seg(svc, c, 1 * MiB, MAPPED, 75, NULL);
+    void *base_b = fake.ops[1].base;
+    struct lease_segment_info in;
+    ck_assert_int_eq(lease_segment_hold(svc, c, a, 64, 8, &in), 0);
+    ck_assert_uint_eq(in.holds, 1);
+    ck_assert_uint_ne(in.dev_ptr, 0);
+    uint64_t dev_a = in.dev_ptr;
+    /* A is least recently used by age, but held: B is evicted instead. */
+    uint64_t cseg = add_seg(svc, c, 1 * MiB, MAPPED, 76, NULL);
+    ck_assert_int_eq(fake.ops[2].op, 'U');
+    ck_assert_ptr_eq(fake.ops[2].base, base_b);
+    ck_assert_int_eq(lease_segment_query(svc, c, b, 0, &in), 0);
+    ck_assert_uint_eq(in.registered, 0);
+    ck_assert_uint_eq(in.dev_ptr, 0);
+    assert_error(lease_segment_remove(svc, c, a), -EBUSY, "held by 1 GPU operations");
+    /* With A and C both held nothing is evictable: holding B is refused. */
+    ck_assert_int_eq(lease_segment_hold(svc, c, cseg, 0, 8, &in), 0);
+    assert_error(lease_segment_hold(svc, c, b, 0, 8, &in), -ENOSPC, "0 of them idle");
+    ck_assert_uint_eq(stats(svc).cls[MAPPED].budget_refusals, 1);
+    /* C unheld: holding B evicts C and registers B again, with a fresh pointer. */
+    ck_assert_int_eq(lease_segment_unhold(svc, cseg), 0);
+    uint64_t regs = fake.regs;
+    ck_assert_int_eq(lease_segment_hold(svc, c, b, 4096, 8, &in), 0);
+    ck_assert_uint_eq(fake.regs, regs + 1);
+    ck_assert_uint_eq(in.registered, 1);
+    ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + fake.regs * (1ull << 30) + 4096);
+    ck_assert_int_eq(lease_segment_query(svc, c, a, 64, &in), 0);
+    ck_assert_uint_eq(in.dev_ptr, dev_a);
+    /* Range checks, and undoing more holds than taken. */
+    assert_error(lease_segment_hold(svc, c, a, 1 * MiB - 4, 8, &in), -ERANGE, "segment range");
+    ck_assert_int_eq(lease_segment_unhold(svc, a), 0);
+    assert_error(lease_segment_unhold(svc, a), -EALREADY, "no hold");
+    assert_error(lease_segment_unhold(svc, a + (5ull << 32)), -ENOENT, "never issued");
+    ck_assert_int_eq(lease_segment_remove(svc, c, a), 0);
+    assert_error(lease_segment_unhold(svc, a), -ESTALE, "stale");
+    ck_assert_int_eq(lease_segment_unhold(svc, b), 0);
+    lease_service_destroy(svc);
+    ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
+START_TEST(holds_never_span_a_registration_chunk)
+{
+    struct lease_backend be = fake_backend(256 * KiB);
+    struct lease_service *svc = new_svc(&be, 0, 2 * MiB);
+    uint64_t c = new_client(svc);
+    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 77, NULL);
+    struct lease_segment_info in;
+    assert_error(lease_segment_hold(svc, c, m, 256 * KiB - 8, 16, &in), -EINVAL,
+                 "chunk boundary (chunk size 262144)");
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB - 8, 8, &in), 0);
+    ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + 1 * (1ull << 30) + 256 * KiB - 8);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB, 8, &in), 0);
+    ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + 2 * (1ull << 30));
+    ck_assert_uint_eq(in.holds, 2);
+    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+START_TEST(dropped_client_drains_only_after_its_last_hold)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 1 * MiB, 1 * MiB);
+    int fds0 = count_fds();
+    uint64_t c = new_client(svc);
+    int fd_m = -1, fd_p = -1;
+    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 78, &fd_m);
+    uint64_t p = add_seg(svc, c, 1 * MiB, PINNED, 79, &fd_p);
+    must_grant(svc, c, p, 0, 4096, PINNED);
+    struct lease_segment_info in;
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 8, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 16, 8, &in), 0);
+    /* No lease waits for work, but the GPU may still touch the words. */
+    ck_assert_int_eq(lease_client_drop(svc, c), 0);
+    ck_assert_uint_eq(rec.drained, 0);
+    ck_assert(fd_open(fd_m) && fd_open(fd_p));
+    ck_assert_uint_eq(fake.live, 2);
+    assert_error(lease_segment_hold(svc, c, m, 8, 8, &in), -ESHUTDOWN, "being dropped");
+    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    ck_assert_uint_eq(rec.drained, 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    ck_assert_uint_eq(rec.drained, 1);
+    ck_assert_uint_eq(rec.last_drained, c);
+    ck_assert(!fd_open(fd_m) && !fd_open(fd_p));
+    ck_assert_uint_eq(fake.live, 0);
+    ck_assert_int_eq(count_fds(), fds0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
 static Suite *lease_suite(void)
 {
     Suite *s = suite_create("lease");
@@ -1546,6 +1692,13 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, client_drop_reclaims_everything_after_work_drains);
     tcase_add_test(tc, client_drop_with_nothing_pending_drains_at_once);
     tcase_add_test(tc, destroy_unregisters_unmaps_and_closes_everything);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("segment_holds");
+    tcase_add_test(tc, segment_query_reports_class_registration_and_the_chunks_device_pointer);
+    tcase_add_test(tc, held_segment_is_never_evicted_or_removed_and_is_reregistered_when_needed);
+    tcase_add_test(tc, holds_never_span_a_registration_chunk);
+    tcase_add_test(tc, dropped_client_drains_only_after_its_last_hold);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stats_and_threads");

@@ -151,6 +151,44 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
  * Returns 0, -EBUSY (a lease is not yet release-complete), or an id error. */
 int lease_segment_remove(struct lease_service *svc, uint64_t client, uint64_t seg_id);
 
+/* What the service knows about a segment, for callers that reach its bytes
+ * outside a lease (doorbell and completion words in MAPPED segments). */
+struct lease_segment_info {
+    uint64_t size;
+    uint32_t cls;         /* enum lease_class: the segment's own */
+    uint32_t registered;  /* 1 while registered (PINNED, MAPPED); 0 for STAGED or evicted */
+    void *host_base;      /* the service's mapping of the whole segment */
+    uint64_t chunk_bytes; /* the registration chunk: dev_ptr is contiguous within one */
+    uint64_t dev_ptr;     /* MAPPED and registered: the device address of the asked offset
+                             (per chunk, as kernels and cuStreamWaitValue64 use it); else 0 */
+    uint64_t leases;      /* leases not yet release-complete */
+    uint64_t holds;       /* lease_segment_hold calls not yet undone */
+};
+
+/* Describes segment @seg_id of @client, with dev_ptr for byte @offset.
+ * Returns 0, an id error (-ENOENT, -ESTALE, -EPERM, -ESHUTDOWN) or -ERANGE
+ * (@offset not inside). Registers nothing: an evicted segment reads as
+ * registered = 0 and dev_ptr = 0. */
+int lease_segment_query(struct lease_service *svc, uint64_t client, uint64_t seg_id,
+                        uint64_t offset, struct lease_segment_info *info_p);
+
+/* Keeps segment @seg_id of @client registered and alive for GPU work that
+ * reads or writes [@offset, @offset + @length) outside any lease (a doorbell
+ * or done word): re-registers it first if it was evicted, then neither LRU
+ * eviction nor lease_segment_remove (-EBUSY) nor a dropped client's drain
+ * touches it until lease_segment_unhold. Fills *@info_p as
+ * lease_segment_query, dev_ptr for @offset. Returns 0, an id error, -ERANGE,
+ * -EINVAL (the range spans a registration chunk), or -ENOSPC / -ENOMEM /
+ * a backend error when re-registration fails (nothing held then). */
+int lease_segment_hold(struct lease_service *svc, uint64_t client, uint64_t seg_id, uint64_t offset,
+                       uint64_t length, struct lease_segment_info *info_p);
+
+/* Undoes one lease_segment_hold on @seg_id. Needs no client: it works after
+ * lease_client_drop, and the last hold of a dropped client lets its drain
+ * finish (on_client_drained may run before this returns). Returns 0, -ENOENT,
+ * -ESTALE or -EALREADY (no hold). */
+int lease_segment_unhold(struct lease_service *svc, uint64_t seg_id);
+
 /* ---- leases ----------------------------------------------------------- */
 
 /* Serve the request as STAGED when the class budget (or RLIMIT_MEMLOCK)
