@@ -80,6 +80,8 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
+    /* Best effort: on failure registration faults the pages in itself. */
+    (void)lease__populate(base, seg->size);
     for (uint32_t i = 0; i < seg->nchunks; i++) {
         uint64_t off = (uint64_t)i * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
