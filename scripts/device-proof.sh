@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole GPU proof in one command, for the lent H200 machine:
+#
+#   scripts/device-proof.sh [BUILD_DIR]      (default: build-device, made by `make device-build`)
+#
+# 1. every GPU test (ctest -L gpu) and the agent's self-test (scripts/device-check.sh);
+# 2. the arch gate: an agent built for sm_120 must refuse this GPU (if BUILD_DIR/extra has one);
+# 3. the benchmarks, each against its baseline in the same run: segment registration,
+#    lease round trips, the doorbell, the scan paths, io_uring staging;
+# 4. the pipeline: stagingd stages a store, the CUDA agent verifies and scans it.
+# Logs go to $OUT (when set); a short table of results comes last.
+set -u
+build=${1:-build-device}
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+log="$out/proof.log"
+: >"$log"
+rows=()
+row() { rows+=("$(printf '%-30s %s' "$1" "$2")"); }
+section() { printf '\n==== %s ====\n' "$*" | tee -a "$log"; }
+
+# run <name> <timeout> <cmd...>: output to the log; the last lines to stdout.
+run() {
+    local name=$1 limit=$2
+    shift 2
+    section "$name: $*"
+    timeout "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    tail -n "${TAIL:-12}" "$log"
+    return $rc
+}
+
+section "device"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,pci.bus_id --format=csv,noheader | tee -a "$log"
+
+# 1. tests
+OUT="$out" scripts/device-check.sh "$build" >"$out/check.txt" 2>&1
+check_rc=$?
+sed -n '/==== device check: results ====/,$p' "$out/check.txt"
+row "GPU tests + self-test" "$([[ $check_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $check_rc)")"
+
+# 2. the arch gate
+wrong="$build/extra/lease-agent-sm120"
+if [[ -x "$wrong" ]]; then
+    section "arch gate: an sm_120 build on this GPU"
+    "$wrong" --self-test --bytes 1M >"$out/arch.txt" 2>&1
+    rc=$?
+    cat "$out/arch.txt" | tee -a "$log" | grep -iE 'sm_|refus|build' | head -4
+    if [[ $rc -ne 0 ]] && grep -q "sm_120" "$out/arch.txt"; then row "sm_120 build refused" "PASS"; else row "sm_120 build refused" "FAIL"; fi
+fi
+
+B=$build
+# 3. benchmarks
+TAIL=4 run reg-bench 120 "$B/bench/reg-bench" --size-gib 4 --repeat 3 && row reg-bench done || row reg-bench FAIL
+if [[ -x "$B/bench/lease-bench" ]]; then
+    TAIL=8 run lease-bench 90 "$B/bench/lease-bench" --spawn "$B/gpu/lease-agent" -- --pinned-budget 1G --mapped-budget 256M && row lease-bench done || row lease-bench FAIL
+fi
+TAIL=6 run doorbell-bench 90 "$B/gpu/doorbell-bench" --iters 2000 && row doorbell-bench done || row doorbell-bench FAIL
+TAIL=14 run scan-bench 150 "$B/gpu/scan-bench" --sizes 16M,256M,2G && row scan-bench done || row scan-bench FAIL
+TAIL=8 run stage-bench 150 "$B/stagingd/stage-bench" --file /dev/shm/stage.bin --size 4GiB --threads 1,4,8,16 --repeat 3 && row stage-bench done || row stage-bench FAIL
+rm -f /dev/shm/stage.bin
+
+# 4. the pipeline on the GPU: make demo's script with the CUDA agent and a 4 GiB store
+section "pipeline: scripts/demo.sh with a 4 GiB store in /dev/shm"
+DEMO_DATA=/dev/shm/demo-data DEMO_SIZE=${PROOF_STORE:-4GiB} timeout 240 scripts/demo.sh "$B" \
+    >"$out/demo.txt" 2>&1
+demo_rc=$?
+cat "$out/demo.txt" >>"$log"
+sed -n '/== Summary/,$p' "$out/demo.txt" | sed 's/\x1b\[[0-9;]*m//g'
+row "pipeline (demo.sh, GPU)" "$([[ $demo_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $demo_rc)")"
+rm -rf /dev/shm/demo-data
+
+section "summary"
+printf '%s\n' "${rows[@]}" | tee -a "$log"
