@@ -91,7 +91,7 @@ static int sd__phys_bytes(uint64_t *bytes_p)
 
 int sd_pool_config_default(struct sd_pool_config *config_p)
 {
-    uint64_t phys;
+    uint64_t phys = 0;
     int rc = sd__phys_bytes(&phys);
     if (rc < 0)
         return rc;
@@ -146,7 +146,7 @@ static int sd__config_check(const struct sd_pool_config *c)
         sd__log(c->log, c->log_ctx, "config: expected at least one class with bytes, found none");
         return -EINVAL;
     }
-    uint64_t phys;
+    uint64_t phys = 0;
     int rc = sd__phys_bytes(&phys);
     if (rc < 0) {
         sd__log(c->log, c->log_ctx, "config: cannot read physical memory size: %s", strerror(-rc));

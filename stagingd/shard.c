@@ -186,7 +186,7 @@ static int shard_layout_compute(uint32_t type, uint32_t dim, uint64_t records, u
         return sd__err(err, err_len, -EINVAL,
                        "%s: block size: expected a multiple of 8 in %u..%u, found %u", name,
                        SD_SHARD_BLOCK_MIN, SD_SHARD_BLOCK_MAX, block_size);
-    struct shard_layout l;
+    struct shard_layout l = {0};
     if (__builtin_mul_overflow(records, (uint64_t)dim * elem, &l.payload_len))
         return sd__err(err, err_len, -EOVERFLOW,
                        "%s: %" PRIu64 " records x %u elements x %u bytes overflows 64 bits", name,
@@ -216,7 +216,7 @@ static int shard_header_build(const char *name, uint32_t type, uint32_t dim, uin
                               uint32_t block_size, char *err, size_t err_len,
                               struct sd_shard_header *h_p)
 {
-    struct shard_layout l;
+    struct shard_layout l = {0};
     int rc = shard_layout_compute(type, dim, records, block_size, name, err, err_len, &l);
     if (rc < 0)
         return rc;
@@ -309,7 +309,7 @@ int sd_shard_header_validate(const struct sd_shard_header *h, const char *name, 
                            "%s: reserved header field at %zu: expected 0, found %" PRIu64, name,
                            offsetof(struct sd_shard_header, reserved) + 8 * i, h->reserved[i]);
 
-    struct shard_layout l;
+    struct shard_layout l = {0};
     int rc = shard_layout_compute(h->record_type, h->dim, h->record_count, h->block_size, name, err,
                                   err_len, &l);
     if (rc < 0)
