@@ -7,6 +7,9 @@
  *                  i.e. the two round trips of (b) with no agent behind them
  *   (b) single     one LEASE_REQUEST (1 entry) -> LEASE_GRANT, one
  *                  LEASE_RELEASE -> RELEASE_COMPLETE; p50 / p99
+ *
+ *   It asks for LT_CAP_RC_BATCH, so a release's completions come back in
+ *   one RELEASE_COMPLETE_BATCH; --singles asks for one packet per lease.
  *   (c) batched    64 leases per LEASE_REQUEST and per LEASE_RELEASE,
  *                  several batches in flight: leases granted and released
  *                  per second
@@ -55,6 +58,7 @@ struct lb_opts {
     uint32_t window;       /* (c), (d): requests in flight */
     uint64_t segment_bytes;
     uint32_t mem_class;
+    bool singles; /* do not ask for LT_CAP_RC_BATCH */
 };
 
 static uint64_t lb_now_ns(void)
@@ -172,7 +176,7 @@ static const union lt_msg_buffer *lb_expect(struct lb_conn *c, uint16_t type)
     return &c->rx[0];
 }
 
-static void lb_connect(struct lb_conn *c, const char *path)
+static void lb_connect(struct lb_conn *c, const char *path, uint32_t caps)
 {
     c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -183,11 +187,32 @@ static void lb_connect(struct lb_conn *c, const char *path)
     struct lt_msg_hello h;
     lt_msg_init(&h, sizeof h, LT_MSG_HELLO, c->next_rid++);
     h.version_min = h.version_max = LT_PROTO_VERSION;
+    h.caps = caps;
     lt_name_set(h.name, sizeof h.name, "lease-bench");
     lb_send(c, &h, sizeof h, -1);
     const struct lt_msg_hello_reply *r = (const void *)lb_expect(c, LT_MSG_HELLO_REPLY)->bytes;
-    fprintf(stderr, "lease-bench: connected to '%s'%s\n", r->agent_name,
-            (r->caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "");
+    fprintf(stderr, "lease-bench: connected to '%s'%s, release completes %s\n", r->agent_name,
+            (r->caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "",
+            (r->caps & LT_CAP_RC_BATCH) ? "batched" : "one per lease");
+}
+
+/* How many leases a RELEASE_COMPLETE or RELEASE_COMPLETE_BATCH @m completes;
+ * dies on any status but LT_OK, or on another type. */
+static uint32_t lb_released(const union lt_msg_buffer *m)
+{
+    if (m->hdr.type == LT_MSG_RELEASE_COMPLETE) {
+        const struct lt_msg_release_complete *r = (const void *)m->bytes;
+        if (r->status != LT_OK)
+            lb_die("release: %s", lt_error_name(r->status));
+        return 1;
+    }
+    if (m->hdr.type != LT_MSG_RELEASE_COMPLETE_BATCH)
+        lb_die("expected a release completion, found %s", lt_msg_type_name(m->hdr.type));
+    const struct lt_msg_release_complete_batch *b = (const void *)m->bytes;
+    for (uint32_t k = 0; k < b->count; k++)
+        if (b->entries[k].status != LT_OK)
+            lb_die("release: %s", lt_error_name(b->entries[k].status));
+    return b->count;
 }
 
 /* A sealed, pre-faulted memfd offered as @cls; returns the segment id. */
@@ -325,10 +350,8 @@ static void lb_single(struct lb_conn *c, const struct lb_opts *o, struct lt_segm
         const struct lt_msg_lease_grant *g = (const void *)lb_expect(c, LT_MSG_LEASE_GRANT)->bytes;
         len = lb_release(&out, c->next_rid++, g);
         lb_send(c, out.bytes, len, -1);
-        const struct lt_msg_release_complete *rc =
-            (const void *)lb_expect(c, LT_MSG_RELEASE_COMPLETE)->bytes;
-        if (rc->status != LT_OK)
-            lb_die("release: %s", lt_error_name(rc->status));
+        if (lb_recv(c) != 1 || lb_released(&c->rx[0]) != 1)
+            lb_die("expected one release completion for one lease");
         if (i >= o->iters / 10)
             t[i - o->iters / 10] = lb_now_ns() - t0;
     }
@@ -394,11 +417,13 @@ static double lb_pipeline(struct lb_conn *c, const struct lb_opts *o, struct lt_
                 size_t len = lb_release(&out, lb_rid(slots[s].round, 1, s), g);
                 slots[s].left = g->count;
                 lb_send(c, out.bytes, len, -1);
-            } else if (m->hdr.type == LT_MSG_RELEASE_COMPLETE) {
-                const struct lt_msg_release_complete *r = (const void *)m->bytes;
-                if (r->status != LT_OK)
-                    lb_die("release: %s", lt_error_name(r->status));
-                if (--slots[s].left != 0)
+            } else if (m->hdr.type == LT_MSG_RELEASE_COMPLETE ||
+                       m->hdr.type == LT_MSG_RELEASE_COMPLETE_BATCH) {
+                uint32_t got = lb_released(m);
+                if (got > slots[s].left)
+                    lb_die("%u release completions for %u leases", got, slots[s].left);
+                slots[s].left -= got;
+                if (slots[s].left != 0)
                     continue;
                 done++;
                 if (started < rounds) {
@@ -484,7 +509,8 @@ static void lb_usage(FILE *f)
             "  --cycles N         grant+submit+release cycles (default 100000)\n"
             "  --window N         batches / cycles in flight, 1..%d (default 4)\n"
             "  --segment-bytes N  the segment offered, a multiple of 4096 (default 2097152)\n"
-            "  --class pinned|mapped  the segment's and the leases' class (default pinned)\n",
+            "  --class pinned|mapped  the segment's and the leases' class (default pinned)\n"
+            "  --singles          one RELEASE_COMPLETE per lease (no LT_CAP_RC_BATCH)\n",
             LB_BATCH, LB_MAX_WINDOW);
 }
 
@@ -512,6 +538,9 @@ static void lb_args(int argc, char **argv, struct lb_opts *o)
             o->agent_args = argv + i + 1;
             o->nagent_args = argc - i - 1;
             break;
+        } else if (strcmp(a, "--singles") == 0) {
+            o->singles = true;
+            continue;
         } else if (strcmp(a, "--help") == 0) {
             lb_usage(stdout);
             exit(0);
@@ -571,7 +600,7 @@ int main(int argc, char **argv)
     struct lb_conn *c = calloc(1, sizeof(*c));
     if (!c)
         lb_die("out of memory");
-    lb_connect(c, o.socket);
+    lb_connect(c, o.socket, o.singles ? 0u : LT_CAP_RC_BATCH);
     struct lt_segment_id seg = lb_offer(c, o.segment_bytes, o.mem_class);
 
     double pp50, pp99, gr50, gr99;

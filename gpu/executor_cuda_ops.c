@@ -437,7 +437,9 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     const uint32_t max_grid = (uint32_t)per_sm * (uint32_t)x->sms;
     const bool bufs_needed = cmd->path != CX_PATH_MAPPED;
     const bool bounce_query = type == KN_SCAN_F16 || cmd->path == CX_PATH_STAGED;
-    const uint64_t off_q = CX_ALIGN(((uint64_t)max_grid + 1) * 8);
+    /* The running k keys, then each launch's grid * k candidates. */
+    const uint32_t k = a->k ? a->k : 1;
+    const uint64_t off_q = CX_ALIGN(((uint64_t)max_grid + 1) * k * 8);
     const uint64_t off_buf0 = CX_ALIGN(off_q + (uint64_t)a->dim * 4);
     const uint64_t total = bufs_needed ? off_buf0 + 2 * CX_ALIGN(cmd->chunk) : off_buf0;
     struct cx_dmem d = {0};
@@ -454,8 +456,8 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         rc = cx__fill(cmd, query, qh, (uint64_t)a->dim * 4, st, 0);
     if (rc < 0)
         goto out;
-    /* The running best key starts empty. */
-    GA_CU_GOTO(cuMemsetD32Async(d.base, 0, 2, st), rc, out);
+    /* The running best keys start empty. */
+    GA_CU_GOTO(cuMemsetD32Async(d.base, 0, (size_t)k * 2, st), rc, out);
     CUdeviceptr bufs[2] = {d.base + off_buf0, d.base + off_buf0 + CX_ALIGN(cmd->chunk)};
     if (bufs_needed && (rc = cx__fork(&d, cmd->xs, st)) < 0)
         goto out;
@@ -474,9 +476,9 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
             .n = n,
             .index_base = off / rec,
             .query = query,
-            .cand = d.base + 8, /* after the k = 1 running key */
+            .cand = d.base + (uint64_t)k * 8, /* after the k running keys */
             .dim = a->dim,
-            .k = 1,
+            .k = k,
             .query_in_smem = smem != 0,
         };
         cx__scan_shape(esz, a->dim, data, &sa.vec_bytes, &sa.group);
@@ -488,17 +490,17 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
             cuLaunchKernel(fn, grid, 1, 1, KN_SCAN_THREADS, 1, 1, smem, st, scan_params, NULL), rc,
             out);
         CUdeviceptr cand = d.base;
-        unsigned int count = grid + 1, k = 1;
-        void *reduce_params[] = {&cand, &count, &k};
+        unsigned int count = (grid + 1) * k, rk = k;
+        void *reduce_params[] = {&cand, &count, &rk};
         GA_CU_GOTO(cuLaunchKernel(x->k_reduce, 1, 1, 1, KN_SCAN_REDUCE_THREADS, 1, 1, 0, st,
                                   reduce_params, NULL),
                    rc, out);
         if ((rc = cx__chunk_out(cmd, st, i)) < 0)
             goto out;
     }
-    GA_CU_GOTO(
-        cuMemcpyDtoHAsync(x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES, d.base, 8, st), rc,
-        out);
+    GA_CU_GOTO(cuMemcpyDtoHAsync(x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES, d.base,
+                                 (size_t)k * 8, st),
+               rc, out);
 out:;
     int r2 = cx__dmem_release(&d, cmd->xs, st);
     return rc < 0 ? rc : r2;
@@ -587,28 +589,51 @@ static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
     res->status = LT_E_CHECKSUM_MISMATCH;
 }
 
+_Static_assert(KN_SCAN_MAX_K * 8 <= CX_RESULT_SLOT_BYTES, "k scan keys fit a result slot");
+_Static_assert(LT_SCAN_MAX_K == KN_SCAN_MAX_K, "the protocol's top-k limit is the kernels'");
+
 static void cx__scan_result(const struct cx *x, const struct cx_cmd *cmd,
                             struct ga_exec_result *res)
 {
+    const struct lt_op_vector_scan *a = &cmd->w.args.scan;
     struct lt_scan_result *s = &res->result.scan;
+    struct lt_scan_hit hits[KN_SCAN_MAX_K];
+    const uint32_t k = a->k ? a->k : 1;
+    const uint64_t real = cmd->records < k ? cmd->records : k;
     s->records_scanned = cmd->records;
     s->best_index = LT_BLOCK_NONE;
-    if (cmd->records == 0) {
-        res->status = LT_OK;
-        return;
+    /* The reduce kernel leaves the k best keys, best first; the first
+     * min(records, k) must be real, distinct records, strictly falling. */
+    for (uint32_t i = 0; i < k; i++) {
+        uint64_t key;
+        memcpy(&key, x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES + (size_t)i * 8, 8);
+        hits[i] = (struct lt_scan_hit){.index = LT_BLOCK_NONE};
+        if (i >= real)
+            continue;
+        uint64_t prev = 0;
+        if (i > 0)
+            memcpy(&prev,
+                   x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES + (size_t)(i - 1) * 8, 8);
+        uint64_t index = kn_scan_key_index(key);
+        if (key < KN_SCAN_KEY_REAL_MIN || index >= cmd->records || (i > 0 && key >= prev)) {
+            ga__err("scan: inconsistent result from the GPU: key %u of %u is %#" PRIx64
+                    " after %" PRIu64 " records",
+                    i, k, key, cmd->records);
+            res->status = LT_E_GPU_FAULT;
+            return;
+        }
+        hits[i].index = index;
+        hits[i].score_bits = lt_f32_to_bits(kn_scan_key_score((uint32_t)(key >> 32)));
     }
-    uint64_t key;
-    memcpy(&key, x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES, 8);
-    uint64_t index = kn_scan_key_index(key);
-    if (key < KN_SCAN_KEY_REAL_MIN || index >= cmd->records) {
-        ga__err("scan: inconsistent result from the GPU: key %#" PRIx64 " after %" PRIu64
-                " records",
-                key, cmd->records);
-        res->status = LT_E_GPU_FAULT;
-        return;
+    if (real > 0) {
+        s->best_index = hits[0].index;
+        s->best_score_bits = hits[0].score_bits;
     }
-    s->best_index = index;
-    s->best_score_bits = lt_f32_to_bits(kn_scan_key_score((uint32_t)(key >> 32)));
+    /* Through the lease's host mapping (PINNED, MAPPED and STAGED alike),
+     * before the result goes to the server, which only then sends the
+     * COMPLETION. */
+    if (a->k)
+        memcpy(cmd->w.host + a->hits_offset, hits, (size_t)a->k * sizeof hits[0]);
     res->status = LT_OK;
 }
 

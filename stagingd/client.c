@@ -400,7 +400,7 @@ void sd_client_config_default(struct sd_client_config *config_p)
 {
     memset(config_p, 0, sizeof(*config_p));
     config_p->name = "stagingd";
-    config_p->caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD;
+    config_p->caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_RC_BATCH;
     config_p->backoff_min_ms = 10;
     config_p->backoff_max_ms = 2000;
     config_p->handshake_timeout_ms = 5000;

@@ -342,37 +342,46 @@ static void sd_client__quiet_retire(struct sd_client__agent *a, struct lt_lease_
     }
 }
 
-static void sd_client__release_complete(struct sd_client *c, struct sd_client__agent *a,
-                                        struct sd_client__pending *p,
-                                        const struct lt_msg_release_complete *m)
+/* The lease record @lease holds for release @p, or NULL (after breaking
+ * the connection) when that release does not hold it. */
+static struct sd_client__lease_rec *
+sd_client__released_rec(struct sd_client *c, struct sd_client__agent *a,
+                        struct sd_client__pending *p, struct lt_lease_id lease, const char *what)
 {
-    uint64_t key = lt_lease_id_to_u64(m->lease);
-    struct sd_client__lease_rec *rec = sd_client__map_get(&a->leases, key);
+    struct sd_client__lease_rec *rec = sd_client__map_get(&a->leases, lt_lease_id_to_u64(lease));
     if (!rec || !rec->releasing || rec->release_rid != p->rid) {
         sd_client__break(c, a, -EPROTO,
-                         "RELEASE_COMPLETE #%llu for lease %u:%u, which that "
+                         "%s #%llu for lease %u:%u, which that "
                          "release does not hold (already completed?)",
-                         (unsigned long long)p->rid, m->lease.slot, m->lease.gen);
-        return;
+                         what, (unsigned long long)p->rid, lease.slot, lease.gen);
+        return NULL;
     }
-    sd_client__map_del(&a->leases, key);
+    return rec;
+}
+
+/* One lease of release @p completed with @status (held: checked by the
+ * caller); @p is freed when it was the release's last lease. */
+static void sd_client__release_done(struct sd_client *c, struct sd_client__agent *a,
+                                    struct sd_client__pending *p, struct sd_client__lease_rec *rec,
+                                    struct lt_lease_id lease, uint32_t status)
+{
+    sd_client__map_del(&a->leases, lt_lease_id_to_u64(lease));
     if (rec->quiet)
-        sd_client__quiet_retire(a, m->lease);
+        sd_client__quiet_retire(a, lease);
     char msg[SD_CLIENT_MSG_LEN] = "";
-    if (m->status != LT_OK)
+    if (status != LT_OK)
         snprintf(msg, sizeof(msg),
                  "agent %s: release of lease %u:%u completed with %s (%s); "
                  "the bytes are not reusable on its word",
-                 a->path, m->lease.slot, m->lease.gen, lt_error_name(m->status),
-                 lt_error_describe(m->status));
+                 a->path, lease.slot, lease.gen, lt_error_name(status), lt_error_describe(status));
     struct sd_client_release r = {
         .agent = a->index,
         .request_id = p->rid,
         .tag = p->tag,
         .lease = rec->lease,
-        .status = m->status,
-        .err = lt_error_errno(m->status),
-        .reusable = m->status == LT_OK,
+        .status = status,
+        .err = lt_error_errno(status),
+        .reusable = status == LT_OK,
         .message = msg,
     };
     free(rec);
@@ -382,6 +391,48 @@ static void sd_client__release_complete(struct sd_client *c, struct sd_client__a
     SD_CLIENT__CALL(c, on_release, &r);
     if (last)
         sd_client__pending_free(p);
+}
+
+static void sd_client__release_complete(struct sd_client *c, struct sd_client__agent *a,
+                                        struct sd_client__pending *p,
+                                        const struct lt_msg_release_complete *m)
+{
+    struct sd_client__lease_rec *rec =
+        sd_client__released_rec(c, a, p, m->lease, "RELEASE_COMPLETE");
+    if (rec)
+        sd_client__release_done(c, a, p, rec, m->lease, m->status);
+}
+
+/* A RELEASE_COMPLETE_BATCH: exactly its entries as single RELEASE_COMPLETEs,
+ * in order. Every entry is checked first, so a bad batch delivers nothing. */
+static void sd_client__release_complete_batch(struct sd_client *c, struct sd_client__agent *a,
+                                              struct sd_client__pending *p,
+                                              const struct lt_msg_release_complete_batch *m)
+{
+    if (!(a->hello.caps & LT_CAP_RC_BATCH)) {
+        sd_client__break(c, a, -EPROTO,
+                         "RELEASE_COMPLETE_BATCH #%llu, but the agent did not grant "
+                         "LT_CAP_RC_BATCH (caps 0x%x)",
+                         (unsigned long long)p->rid, a->hello.caps);
+        return;
+    }
+    if (m->count > p->remaining) {
+        sd_client__break(c, a, -EPROTO,
+                         "RELEASE_COMPLETE_BATCH #%llu of %u leases: expected at most the %u "
+                         "the release still holds",
+                         (unsigned long long)p->rid, m->count, p->remaining);
+        return;
+    }
+    for (uint32_t k = 0; k < m->count; k++)
+        if (!sd_client__released_rec(c, a, p, m->entries[k].lease, "RELEASE_COMPLETE_BATCH"))
+            return;
+    /* The validator refused duplicates, so @p lives until the last entry. */
+    for (uint32_t k = 0; k < m->count; k++) {
+        struct lt_lease_id lease = m->entries[k].lease;
+        struct sd_client__lease_rec *rec =
+            sd_client__map_get(&a->leases, lt_lease_id_to_u64(lease));
+        sd_client__release_done(c, a, p, rec, lease, m->entries[k].status);
+    }
 }
 
 /* The release was refused as a whole: its leases are held again. */
@@ -477,6 +528,10 @@ void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t
         return;
     }
     if (p->type == LT_MSG_LEASE_RELEASE) {
+        if (type == LT_MSG_RELEASE_COMPLETE_BATCH) {
+            sd_client__release_complete_batch(c, a, p, buf);
+            return;
+        }
         if (!err_msg) {
             sd_client__release_complete(c, a, p, buf);
             return;
@@ -702,7 +757,7 @@ int sd_client_submit(struct sd_client *c, const struct sd_client_lease *lease,
                      const struct sd_client_work *work, uint64_t tag, uint64_t *request_id_p)
 {
     struct sd_client__agent *a = sd_client__agent_get(c, lease->agent);
-    struct sd_client__lease_rec *rec;
+    struct sd_client__lease_rec *rec = NULL;
     struct sd_client__pending *p;
     struct lt_msg_submit m;
     int rc = sd_client__need_ready(c, a, lease->agent);
@@ -775,7 +830,7 @@ int sd_client_lease_release(struct sd_client *c, const struct sd_client_lease *l
     struct lt_msg_lease_release *m = (struct lt_msg_lease_release *)(void *)&buf;
     m->count = n;
     for (unsigned k = 0; k < n; k++) {
-        struct sd_client__lease_rec *rec;
+        struct sd_client__lease_rec *rec = NULL;
         if (leases[k].agent != agent)
             return sd_client__fail(c, -EINVAL,
                                    "release entry %u: lease of agent %u in a "

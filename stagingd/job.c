@@ -84,6 +84,8 @@ struct sd_job__result {
     /* scan */
     int has_hit;
     struct kn_scan_hit hit;
+    struct kn_scan_hit *hits; /* the shard's top min(records, k), best first */
+    size_t nhits;
     uint64_t records;
 };
 
@@ -99,7 +101,8 @@ struct sd_job__slot {
     struct sd_pool_buf buf;
     int have_buf;
     int quarantine; /* the agent did not give the bytes back: never reuse */
-    uint64_t payload_len, read_len, sums_off, query_off, lease_len;
+    uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
+    uint32_t k; /* scan: hits the agent writes at hits_off */
     uint32_t block_size, dim, type;
     unsigned ops_todo;     /* ops still without a result */
     unsigned ops_inflight; /* submitted and unanswered */
@@ -391,8 +394,10 @@ void sd_job_destroy(struct sd_job *job)
             sd_pool_free(job->env.pool, &s->buf);
         sd_shard_close(s->sh);
     }
-    for (size_t i = 0; i < job->nshards; i++)
+    for (size_t i = 0; i < job->nshards; i++) {
         free(job->res[i].why);
+        free(job->res[i].hits);
+    }
     pthread_mutex_destroy(&job->qmu);
     free(job->slots);
     free(job->res);
@@ -556,8 +561,12 @@ static int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     const uint64_t sums_off = read_len;
     const uint64_t query_off =
         sd_job__round_up(sums_off + ((job->ops & SD_JOB__OP_VERIFY) ? 8 * nblocks : 0), 64);
-    const uint64_t lease_len =
-        query_off + ((job->ops & SD_JOB__OP_SCAN) ? (uint64_t)h->dim * es : 0);
+    /* The agent writes the scan's top-k hits (16 bytes each) behind the query. */
+    const uint32_t k = job->cfg.k < LT_SCAN_MAX_K ? (uint32_t)job->cfg.k : LT_SCAN_MAX_K;
+    const uint64_t hits_off = sd_job__round_up(query_off + (uint64_t)h->dim * es, 8);
+    const uint64_t lease_len = (job->ops & SD_JOB__OP_SCAN)
+                                   ? hits_off + (uint64_t)k * sizeof(struct lt_scan_hit)
+                                   : query_off;
     if ((job->ops & SD_JOB__OP_SCAN) && sd_job__query(job, h->record_type, h->dim) < 0) {
         sd_job__result_fail(job, idx, SD_JOB__RES_FAILED, "out of memory for a %u-element query",
                             h->dim);
@@ -616,6 +625,8 @@ static int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     s->read_len = read_len;
     s->sums_off = sums_off;
     s->query_off = query_off;
+    s->hits_off = hits_off;
+    s->k = k;
     s->lease_len = lease_len;
     s->block_size = h->block_size;
     s->dim = h->dim;
@@ -667,6 +678,47 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
 
 /* ---- results ---- */
 
+/* Copies the top-k hits the agent wrote into slot @s's lease to @res:
+ * min(records, k) real hits, indices below records, strictly falling in
+ * rank, the first the completion's best. Returns 0, or -1 (the slot failed
+ * with a message) when they are not that or memory runs out. */
+static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
+                             const union lt_op_result *r)
+{
+    const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
+    const unsigned char *at = (const unsigned char *)s->buf.base + s->hits_off;
+    struct kn_scan_hit *hits = calloc(n ? n : 1, sizeof *hits);
+    if (!hits) {
+        sd_job__slot_fail(s, "out of memory for %" PRIu64 " scan hits", n);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        struct lt_scan_hit h;
+        memcpy(&h, at + i * sizeof h, sizeof h);
+        hits[i].score = lt_f32_from_bits(h.score_bits);
+        hits[i].index = h.index;
+        hits[i].shard = 0;
+        int ok = h.index < r->scan.records_scanned && h.reserved == 0;
+        if (ok && i == 0)
+            ok = h.index == r->scan.best_index && h.score_bits == r->scan.best_score_bits;
+        else if (ok)
+            ok = kn_scan_key(hits[i].score, h.index) <
+                 kn_scan_key(hits[i - 1].score, hits[i - 1].index);
+        if (!ok) {
+            free(hits);
+            sd_job__slot_fail(s,
+                              "the agent's top-%u hits are inconsistent: hit %" PRIu64
+                              " (record %" PRIu64 " of %" PRIu64 ") out of range or order",
+                              s->k, i, h.index, r->scan.records_scanned);
+            return -1;
+        }
+    }
+    free(res->hits);
+    res->hits = hits;
+    res->nhits = (size_t)n;
+    return 0;
+}
+
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
                           const union lt_op_result *r)
 {
@@ -703,6 +755,8 @@ static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
         if (status == LT_OK) {
             res->records = r->scan.records_scanned;
             if (r->scan.best_index != LT_BLOCK_NONE) {
+                if (sd_job__hits_take(s, res, r) < 0)
+                    return;
                 res->has_hit = 1;
                 res->hit.score = lt_f32_from_bits(r->scan.best_score_bits);
                 res->hit.index = r->scan.best_index;
@@ -1097,6 +1151,8 @@ static void sd_job__submit(struct sd_job__slot *s)
                 .dim = s->dim,
                 .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
                 .metric = LT_SCAN_DOT,
+                .hits_offset = s->hits_off,
+                .k = s->k,
             };
         }
         if (bell)
@@ -1387,15 +1443,19 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 
 static void sd_job__merge_topk(struct sd_job *job)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < job->nshards; i++)
+    size_t n = 0, total = 0;
+    for (size_t i = 0; i < job->nshards; i++) {
         n += job->res[i].has_hit;
+        total += job->res[i].has_hit ? job->res[i].nhits : 0;
+    }
     if (n == 0 || job->topk)
         return;
     const struct kn_scan_hit **lists = calloc(n, sizeof *lists);
     size_t *counts = calloc(n, sizeof *counts);
     uint32_t *ids = calloc(n, sizeof *ids);
-    size_t k = job->cfg.k < n ? job->cfg.k : n;
+    /* Each shard's top min(k, LT_SCAN_MAX_K): the merge is the true
+     * top-k of all records for k up to LT_SCAN_MAX_K. */
+    size_t k = job->cfg.k < total ? job->cfg.k : total;
     job->topk = calloc(k, sizeof *job->topk);
     if (!lists || !counts || !ids || !job->topk) {
         free(job->topk);
@@ -1406,8 +1466,8 @@ static void sd_job__merge_topk(struct sd_job *job)
     for (size_t i = 0; i < job->nshards; i++) {
         if (!job->res[i].has_hit)
             continue;
-        lists[j] = &job->res[i].hit;
-        counts[j] = 1;
+        lists[j] = job->res[i].hits;
+        counts[j] = job->res[i].nhits;
         ids[j] = (uint32_t)i;
         j++;
     }

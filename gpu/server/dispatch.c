@@ -110,8 +110,9 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     struct lt_msg_hello_reply r;
     lt_msg_init(&r, sizeof r, LT_MSG_HELLO_REPLY, m->hdr.request_id);
     r.version = LT_PROTO_VERSION;
-    r.caps =
-        (m->caps & srv->ex->caps & LT_CAP_CLIENT_KNOWN) | (srv->ex->caps & LT_CAP_HOST_BACKEND);
+    /* Batched release-completes are the server's own, whatever the executor. */
+    r.caps = (m->caps & srv->ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
+             (srv->ex->caps & LT_CAP_HOST_BACKEND);
     r.client_id = c->id;
     r.max_lease_batch = LT_MAX_BATCH;
     r.max_streams = srv->ex->max_streams;
@@ -420,6 +421,14 @@ out:
 static void ga_dispatch__release_complete(struct ga_server__conn *c, uint64_t rid,
                                           struct lt_lease_id lease, uint32_t status)
 {
+    struct lt_msg_release_complete_batch *b = c->rcb;
+    if (b && b->hdr.request_id == rid && b->count < LT_MAX_BATCH) {
+        b->entries[b->count].lease = lease;
+        b->entries[b->count].status = status;
+        b->entries[b->count].reserved = 0;
+        b->count++;
+        return;
+    }
     struct lt_msg_release_complete r;
     lt_msg_init(&r, sizeof r, LT_MSG_RELEASE_COMPLETE, rid);
     r.lease = lease;
@@ -464,7 +473,18 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
     }
-    /* The RELEASE_COMPLETEs of leases with no work pending go out together. */
+    /* The RELEASE_COMPLETEs of leases with no work pending go out together:
+     * one RELEASE_COMPLETE_BATCH when the client has LT_CAP_RC_BATCH, else
+     * one packet each in a sendmmsg. Leases whose work is still running
+     * complete later, each in its own RELEASE_COMPLETE. */
+    union {
+        uint64_t align;
+        unsigned char bytes[LT_MSG_MAX_BYTES];
+    } bb;
+    if (c->caps & LT_CAP_RC_BATCH) {
+        c->rcb = (struct lt_msg_release_complete_batch *)(void *)bb.bytes;
+        lt_msg_init(c->rcb, sizeof(*c->rcb), LT_MSG_RELEASE_COMPLETE_BATCH, rid);
+    }
     ga_server__cork(c);
     if (rc == 0)
         rc = lease_release(srv->svc, c->client, n, ids, rcs);
@@ -483,6 +503,14 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
             if (mine[i])
                 ga_server__map_del(&c->releases, ids[i], NULL);
             ga_dispatch__release_complete(c, rid, m->leases[i], ga_server__code_of(rcs[i]));
+        }
+    }
+    if (c->rcb) {
+        struct lt_msg_release_complete_batch *b = c->rcb;
+        c->rcb = NULL;
+        if (b->count > 0) {
+            b->hdr.length = (uint32_t)(sizeof(*b) + b->count * sizeof(b->entries[0]));
+            ga_server__send(c, b, b->hdr.length);
         }
     }
     ga_server__uncork(c);
@@ -582,6 +610,18 @@ static int ga_dispatch__args(const struct lt_msg_submit *m, const struct lease_i
         if (e == LT_OK) {
             what = "query";
             e = lt_range_check(a->query_offset, (uint64_t)a->dim * lt_elem_size(a->elem), len);
+        }
+        if (e == LT_OK && a->k != 0) {
+            what = "top-k hits";
+            e = lt_range_check(a->hits_offset, (uint64_t)a->k * sizeof(struct lt_scan_hit), len);
+            if (e == LT_OK && (base + a->hits_offset) % 8 != 0) {
+                *code_p = LT_E_MISALIGNED;
+                snprintf(msg, msglen,
+                         "VECTOR_SCAN: hits must be 8-aligned in memory; "
+                         "the lease starts at segment offset %" PRIu64,
+                         li->offset);
+                return -1;
+            }
         }
         break;
     }

@@ -595,9 +595,13 @@ static void hx__checksum(const struct ga_exec_work *w, struct ga_exec_result *r)
     r->status = LT_E_CHECKSUM_MISMATCH;
 }
 
-/* The best record by dot product, from the C reference (kr_scan_topk with
- * k = 1): the same ranking as the GPU's scan kernels. The query is stored in
- * the records' element type; it is widened to floats first. */
+LT_STATIC_ASSERT(LT_SCAN_MAX_K == KN_SCAN_MAX_K, "the protocol's top-k limit is the kernels'");
+
+/* The best records by dot product, from the C reference (kr_scan_topk with
+ * the op's k, 1 when 0): the same ranking as the GPU's scan kernels. The
+ * query is stored in the records' element type; it is widened to floats
+ * first. With k > 0 the k hits go to the lease at hits_offset (the server
+ * checked the range and alignment) before the result is returned. */
 static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
 {
     const struct lt_op_vector_scan *a = &w->args.scan;
@@ -619,8 +623,9 @@ static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
             memcpy(&q[i], qb + 4 * (size_t)i, 4);
         }
     }
-    struct kn_scan_hit hit;
-    long got = n ? kr_scan_topk(w->host + a->offset, a->elem, n, a->dim, q, 1, &hit) : 0;
+    const uint32_t k = a->k ? a->k : 1;
+    struct kn_scan_hit hits[KN_SCAN_MAX_K];
+    long got = n ? kr_scan_topk(w->host + a->offset, a->elem, n, a->dim, q, k, hits) : 0;
     free(q);
     if (got < 0) {
         r->status = LT_E_BAD_VALUE;
@@ -628,9 +633,17 @@ static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
     }
     s->records_scanned = n;
     s->best_index = LT_BLOCK_NONE;
-    if (got == 1) {
-        s->best_index = hit.index;
-        memcpy(&s->best_score_bits, &hit.score, 4);
+    if (got >= 1) {
+        s->best_index = hits[0].index;
+        memcpy(&s->best_score_bits, &hits[0].score, 4);
+    }
+    for (uint32_t i = 0; a->k && i < a->k; i++) {
+        struct lt_scan_hit h = {.index = LT_BLOCK_NONE};
+        if (i < (uint64_t)got) {
+            memcpy(&h.score_bits, &hits[i].score, 4);
+            h.index = hits[i].index;
+        }
+        memcpy(w->host + a->hits_offset + (size_t)i * sizeof h, &h, sizeof h);
     }
     r->status = LT_OK;
 }

@@ -79,6 +79,9 @@ struct ga_server__conn {
     uint32_t segments;              /* listed in srv->segs */
     uint64_t seg_bytes_registered;  /* sizes of its listed PINNED and MAPPED segments */
     struct ga_server__map releases; /* lease id -> the LEASE_RELEASE's request id */
+    /* While a LEASE_RELEASE from a client granted LT_CAP_RC_BATCH is being
+     * answered: the RELEASE_COMPLETE_BATCH its completions gather in. */
+    struct lt_msg_release_complete_batch *rcb;
     uint64_t leases_granted;
     uint64_t submits;
 };
@@ -159,7 +162,8 @@ uint64_t ga_server__now_ns(void);
 /* Queues or sends one message to @c; a dead or closed client drops it. */
 void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
 /* Between these two, replies to @c are queued and then sent in as few
- * sendmmsg calls as they fit (a release of 64 leases: 64 RELEASE_COMPLETEs). */
+ * sendmmsg calls as they fit (a release of 64 leases: 64 RELEASE_COMPLETEs, or
+ * one RELEASE_COMPLETE_BATCH for a client granted LT_CAP_RC_BATCH). */
 void ga_server__cork(struct ga_server__conn *c);
 void ga_server__uncork(struct ga_server__conn *c);
 /* Sends an ERROR: @code, its errno (or @err when nonzero), the failing

@@ -163,6 +163,7 @@ struct auto_state {
     unsigned nleases;
     struct lt_msg_submit queue[AUTO_MAX]; /* submits waiting for their bell */
     unsigned nqueue;
+    uint32_t caps; /* granted at HELLO */
 };
 
 static void auto_die(const char *why)
@@ -246,6 +247,7 @@ static void auto_handle(struct auto_state *s, union lt_msg_buffer *b, size_t n, 
     case LT_MSG_HELLO: {
         struct lt_msg_hello_reply m;
         fake_hello_reply(&m, h->request_id, ((struct lt_msg_hello *)(void *)b)->caps, s->max_batch);
+        s->caps = m.caps;
         auto_send(s, &m, sizeof(m));
         break;
     }
@@ -308,7 +310,14 @@ static void auto_handle(struct auto_state *s, union lt_msg_buffer *b, size_t n, 
         break;
     }
     case LT_MSG_LEASE_RELEASE: {
+        /* With LT_CAP_RC_BATCH granted, as the real agent: one batch for
+         * the whole release; otherwise one RELEASE_COMPLETE per lease. */
         const struct lt_msg_lease_release *q = (const void *)b;
+        union lt_msg_buffer bo;
+        struct lt_msg_release_complete_batch *rb = (void *)&bo;
+        lt_msg_init(rb, sizeof(*rb) + q->count * sizeof(rb->entries[0]),
+                    LT_MSG_RELEASE_COMPLETE_BATCH, h->request_id);
+        rb->count = q->count;
         for (uint32_t k = 0; k < q->count; k++) {
             struct lt_msg_release_complete m;
             lt_msg_init(&m, sizeof(m), LT_MSG_RELEASE_COMPLETE, h->request_id);
@@ -320,8 +329,13 @@ static void auto_handle(struct auto_state *s, union lt_msg_buffer *b, size_t n, 
                     auto_die("release of a lease with queued work (the client never does this)");
             if (m.status == LT_OK)
                 s->leases[slot].live = 0;
-            auto_send(s, &m, sizeof(m));
+            rb->entries[k].lease = m.lease;
+            rb->entries[k].status = m.status;
+            if (!(s->caps & LT_CAP_RC_BATCH))
+                auto_send(s, &m, sizeof(m));
         }
+        if (s->caps & LT_CAP_RC_BATCH)
+            auto_send(s, rb, rb->hdr.length);
         break;
     }
     default:

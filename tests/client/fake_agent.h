@@ -4,7 +4,8 @@
  * one thread can play both sides), and an automatic one in a forked
  * process that serves HELLO, offers, leases, submits (CHECKSUM_VERIFY,
  * computed with the C reference over the memfd it was given, honouring
- * doorbell and completion words) and releases, and can kill itself
+ * doorbell and completion words) and releases (one RELEASE_COMPLETE_BATCH
+ * per release when LT_CAP_RC_BATCH was asked for), and can kill itself
  * mid-run. */
 #ifndef TESTS_CLIENT_FAKE_AGENT_H
 #define TESTS_CLIENT_FAKE_AGENT_H

@@ -425,6 +425,23 @@ static void release_complete_send(struct fake *f, uint64_t rid, struct lt_lease_
     fake_send(f, &m, sizeof(m), -1);
 }
 
+/* A RELEASE_COMPLETE_BATCH answering release @rid: @n leases, @st their statuses. */
+static void release_batch_send(struct fake *f, uint64_t rid, const struct lt_lease_id *leases,
+                               const uint32_t *st, uint32_t n)
+{
+    union lt_msg_buffer m;
+    struct lt_msg_release_complete_batch *b = (void *)&m;
+    size_t len = sizeof(*b) + n * sizeof(b->entries[0]);
+    ck_assert_int_eq(lt_msg_init(b, len, LT_MSG_RELEASE_COMPLETE_BATCH, rid), LT_OK);
+    b->count = n;
+    for (uint32_t k = 0; k < n; k++) {
+        b->entries[k].lease = leases[k];
+        b->entries[k].status = st[k];
+    }
+    ck_assert_int_eq(lt_validate(b, len, NULL), LT_OK);
+    fake_send(f, b, len, -1);
+}
+
 /* ---- handshake ---- */
 
 START_TEST(test_handshake_sends_hello_and_adopts_agent_limits)
@@ -450,7 +467,7 @@ START_TEST(test_handshake_sends_hello_and_adopts_agent_limits)
     const struct lt_msg_hello *h = (const void *)&b;
     ck_assert_uint_eq(h->version_min, 1);
     ck_assert_uint_eq(h->version_max, 1);
-    ck_assert_uint_eq(h->caps, LT_CAP_DOORBELL | LT_CAP_DONE_WORD);
+    ck_assert_uint_eq(h->caps, LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_RC_BATCH);
     ck_assert_str_eq(h->name, "test-client");
 
     struct lt_msg_hello_reply hr;
@@ -975,6 +992,139 @@ START_TEST(test_buffer_reusable_only_after_its_release_complete)
     ck_assert_ptr_nonnull(strstr(evs[base + 2].msg, "LT_E_GPU_FAULT"));
     ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
     ck_assert_uint_eq(info.leases, 0);
+
+    sd_client_destroy(c);
+    fake_close(&f);
+    munmap(b1, MIB);
+    close(fd1);
+}
+END_TEST
+
+/* Release @rel delivered nothing before the disconnect at event @d: its
+ * leases come back only as failures (no reuse permit) after it. */
+static void release_fails_after(int d, uint64_t rel)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < nev; i++) {
+        if (evs[i].kind != EV_RELEASE || evs[i].rid != rel)
+            continue;
+        ck_assert_int_gt((int)i, d);
+        ck_assert_int_eq(evs[i].reusable, 0);
+        ck_assert_int_lt(evs[i].err, 0);
+        n++;
+    }
+    ck_assert_uint_eq(n, 2);
+}
+
+/* A RELEASE_COMPLETE_BATCH is delivered exactly as its entries would be as
+ * single RELEASE_COMPLETEs (same callbacks, order, tags, reuse permits),
+ * mixes with singles for the same release, and retires the release's quiet
+ * submits; a batch naming a lease its release does not hold, or sent
+ * without the cap granted, breaks the connection and delivers nothing. */
+START_TEST(test_release_batch_acts_as_single_completes)
+{
+    struct sd_client *c = client_new(5, 50);
+    int fd1;
+    void *b1 = memfd_seg(MIB, &fd1);
+    ck_assert_int_eq(sd_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
+    struct fake f;
+    union lt_msg_buffer b;
+    unsigned agent;
+    uint64_t rng = SEED ^ 0xba7c;
+    fake_listen(&f, g_path);
+    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    handshake(&f, c, LT_CAP_RC_BATCH, 8, 1, NULL);
+
+    enum { N = 5 };
+    struct sd_client_lease_req r[N];
+    for (unsigned k = 0; k < N; k++)
+        r[k] = (struct sd_client_lease_req){
+            .segment = 1, .offset = 65536 * k + 4096 * (rng_next(&rng) % 8), .length = 4096};
+    struct sd_client_lease l[N];
+    lease_all(&f, c, r, N, 1, l);
+    uint64_t quiet_rid, rel;
+    struct sd_client_work w = checksum_work(0, 2048, 2048);
+    w.flags = LT_SUBMIT_F_QUIET;
+    ck_assert_int_eq(sd_client_submit(c, &l[0], &w, 5, &quiet_rid), 0);
+    recv_type(&f, c, &b, LT_MSG_SUBMIT);
+    ck_assert_int_eq(sd_client_lease_release(c, l, N, 91, &rel), 0);
+    recv_type(&f, c, &b, LT_MSG_LEASE_RELEASE);
+
+    /* two in one batch, out of request order, one failed */
+    unsigned base = nev;
+    struct lt_lease_id ids[2] = {l[3].id, l[1].id};
+    uint32_t st[2] = {LT_OK, LT_E_GPU_FAULT};
+    release_batch_send(&f, rel, ids, st, 2);
+    pump_until(c, base + 2);
+    pump_for(c, 20);
+    ck_assert_uint_eq(nev, base + 2);
+    for (unsigned k = 0; k < 2; k++) {
+        ck_assert_int_eq(evs[base + k].kind, EV_RELEASE);
+        ck_assert_uint_eq(evs[base + k].rid, rel);
+        ck_assert_uint_eq(evs[base + k].tag, 91);
+        ck_assert(lt_lease_id_eq(evs[base + k].lease.id, ids[k]));
+    }
+    ck_assert_uint_eq(evs[base].lease.offset, r[3].offset);
+    ck_assert_int_eq(evs[base].reusable, 1);
+    ck_assert_int_eq(evs[base + 1].reusable, 0);
+    ck_assert_int_eq(evs[base + 1].err, -EIO);
+    ck_assert_ptr_nonnull(strstr(evs[base + 1].msg, "LT_E_GPU_FAULT"));
+    struct sd_client_agent_info info;
+    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    ck_assert_uint_eq(info.in_flight, 2); /* the release and the quiet submit */
+    ck_assert_uint_eq(info.leases, 3);
+
+    /* a single for the same release, then a batch with the rest */
+    release_complete_send(&f, rel, l[4].id, LT_OK);
+    pump_until(c, base + 3);
+    ck_assert(lt_lease_id_eq(evs[base + 2].lease.id, l[4].id));
+    struct lt_lease_id rest[2] = {l[2].id, l[0].id};
+    uint32_t ok2[2] = {LT_OK, LT_OK};
+    release_batch_send(&f, rel, rest, ok2, 2);
+    pump_until(c, base + 5);
+    ck_assert(lt_lease_id_eq(evs[base + 3].lease.id, l[2].id));
+    ck_assert(lt_lease_id_eq(evs[base + 4].lease.id, l[0].id));
+    ck_assert_int_eq(evs[base + 4].reusable, 1);
+    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    ck_assert_uint_eq(info.in_flight, 0); /* the quiet submit retired with its lease */
+    ck_assert_uint_eq(info.leases, 0);
+    ck_assert_int_eq(sd_client_wait(c, 0, quiet_rid, 0), 0);
+
+    /* a batch naming one held lease and one of an earlier release: nothing delivered */
+    struct sd_client_lease m[2];
+    lease_all(&f, c, r, 2, 10, m);
+    ck_assert_int_eq(sd_client_lease_release(c, m, 2, 92, &rel), 0);
+    recv_type(&f, c, &b, LT_MSG_LEASE_RELEASE);
+    base = nev;
+    struct lt_lease_id bad[2] = {m[0].id, l[3].id};
+    release_batch_send(&f, rel, bad, ok2, 2);
+    pump_until(c, base + 1);
+    pump_for(c, 20);
+    int d = ev_find(EV_DISCONNECT, 0);
+    ck_assert_int_ge(d, (int)base);
+    ck_assert_msg(strstr(evs[d].msg, "RELEASE_COMPLETE_BATCH") &&
+                      strstr(evs[d].msg, "does not answer"),
+                  "message: %s", evs[d].msg);
+    release_fails_after(d, rel);
+    fake_drop(&f);
+
+    /* reconnected without the cap granted: a batch is a protocol error */
+    handshake(&f, c, 0, 8, 1, NULL);
+    lease_all(&f, c, r, 2, 20, m);
+    ck_assert_int_eq(sd_client_lease_release(c, m, 2, 93, &rel), 0);
+    recv_type(&f, c, &b, LT_MSG_LEASE_RELEASE);
+    base = nev;
+    struct lt_lease_id good[2] = {m[1].id, m[0].id};
+    release_batch_send(&f, rel, good, ok2, 2);
+    pump_until(c, base + 1);
+    pump_for(c, 20);
+    d = -1;
+    for (unsigned i = base; i < nev; i++)
+        if (evs[i].kind == EV_DISCONNECT && d < 0)
+            d = (int)i;
+    ck_assert_int_ge(d, 0);
+    ck_assert_msg(strstr(evs[d].msg, "did not grant"), "message: %s", evs[d].msg);
+    release_fails_after(d, rel);
 
     sd_client_destroy(c);
     fake_close(&f);
@@ -1868,6 +2018,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, test_submit_replies_out_of_order_match_by_request_id);
     tcase_add_test(tc, test_agent_errors_surface_with_the_agents_message);
     tcase_add_test(tc, test_buffer_reusable_only_after_its_release_complete);
+    tcase_add_test(tc, test_release_batch_acts_as_single_completes);
     tcase_add_test(tc, test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmits);
     tcase_add_test(tc, test_two_agents_are_independent_connections);
     tcase_add_test(tc, test_sends_queue_in_order_while_the_socket_is_full);

@@ -257,9 +257,12 @@ size_t e2e_cpu_topk(const char *store, uint64_t seed, uint32_t k, struct kn_scan
     ck_assert_msg(sd_store_open(store, err, sizeof err, &st) == 0, "%s", err);
     size_t n = sd_store_count(st);
     ck_assert_uint_le(n, cap);
+    static struct kn_scan_hit shard_top[64][KN_SCAN_MAX_K];
     const struct kn_scan_hit *lists[64];
     size_t counts[64];
     uint32_t ids[64];
+    uint64_t records = 0;
+    ck_assert_uint_le(k, KN_SCAN_MAX_K);
     for (size_t i = 0; i < n; i++) {
         struct sd_shard *sh = NULL;
         ck_assert_int_eq(sd_store_shard_open(st, i, err, sizeof err, &sh), 0);
@@ -273,17 +276,19 @@ size_t e2e_cpu_topk(const char *store, uint64_t seed, uint32_t k, struct kn_scan
         ck_assert_ptr_nonnull(q);
         sd_job_query_make(seed, h->record_type, h->dim, q);
         long got =
-            kr_scan_topk(payload, h->record_type, h->record_count, h->dim, q, 1, &per_shard_p[i]);
-        ck_assert_int_eq(got, 1);
-        lists[i] = &per_shard_p[i];
-        counts[i] = 1;
+            kr_scan_topk(payload, h->record_type, h->record_count, h->dim, q, k, shard_top[i]);
+        ck_assert_int_eq(got, h->record_count < k ? (long)h->record_count : (long)k);
+        per_shard_p[i] = shard_top[i][0];
+        lists[i] = shard_top[i];
+        counts[i] = (size_t)got;
         ids[i] = (uint32_t)i;
+        records += h->record_count;
         free(q);
         free(payload);
         sd_shard_close(sh);
     }
     long rows = kr_topk_merge(lists, counts, n, ids, k, out_p);
-    ck_assert_int_gt(rows, 0);
+    ck_assert_int_eq(rows, records < k ? (long)records : (long)k);
     sd_store_close(st);
     return (size_t)rows;
 }

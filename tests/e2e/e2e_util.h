@@ -68,9 +68,11 @@ void e2e_sleep_ms(int ms);
  * the first bad block in @bad_block_p[i]. Returns the shard count. */
 size_t e2e_cpu_verify(const char *store, int *rc_p, uint64_t *bad_block_p, size_t cap);
 
-/* The reference the job must match: each shard's best record against
- * sd_job_query_make(@seed, ...) (kr_scan_topk, k = 1), merged across
- * shards with kr_topk_merge into @k rows. Returns the rows written. */
+/* The reference the job must match: the true top-@k (1..KN_SCAN_MAX_K) of
+ * all records against sd_job_query_make(@seed, ...): each shard's top-k
+ * (kr_scan_topk) merged across shards with kr_topk_merge into @out_p, and
+ * each shard's best in @per_shard_p. Returns the rows written,
+ * min(k, records). */
 size_t e2e_cpu_topk(const char *store, uint64_t seed, uint32_t k, struct kn_scan_hit *out_p,
                     struct kn_scan_hit *per_shard_p, size_t cap);
 

@@ -96,6 +96,8 @@ static void rnd_name(char *dst, size_t cap)
 #define V_ALL_REFUSED 0x200u
 #define V_NEW 0x100u      /* EVENT_RECORD: creates an event */
 #define V_RERECORD 0x200u /* EVENT_RECORD: records an issued one */
+#define V_TOPK 0x400u     /* SUBMIT (scan): k hits asked for */
+#define V_NO_TOPK 0x800u  /* SUBMIT (scan): k 0, the single best only */
 
 #define COUNT_RANDOM UINT32_MAX
 
@@ -111,7 +113,7 @@ static void fill_word(struct lt_word_ref *w, uint64_t *seq)
     *seq = 1 + rnd_below(UINT64_MAX);
 }
 
-static void fill_args(uint32_t op, union lt_op_args *a)
+static void fill_args(uint32_t op, unsigned variant, union lt_op_args *a)
 {
     switch (op) {
     case LT_OP_CHECKSUM_VERIFY:
@@ -129,6 +131,10 @@ static void fill_args(uint32_t op, union lt_op_args *a)
         a->scan.offset = es * rnd_below(1ull << 36);
         a->scan.length = (uint64_t)a->scan.dim * es * (1 + rnd_below(1u << 16));
         a->scan.query_offset = es * rnd_below(1ull << 36);
+        if ((variant & V_TOPK) || (!(variant & V_NO_TOPK) && rnd_below(4))) {
+            a->scan.k = 1 + (uint32_t)rnd_below(LT_SCAN_MAX_K);
+            a->scan.hits_offset = 8 * rnd_below(1ull << 36);
+        }
         break;
     }
     case LT_OP_COPY_H2D:
@@ -282,6 +288,15 @@ static struct msg build(uint16_t type, unsigned variant, uint32_t count)
         r->status = (uint32_t)rnd_below(LT_E__COUNT);
         break;
     }
+    case LT_MSG_RELEASE_COMPLETE_BATCH: {
+        struct lt_msg_release_complete_batch *r = (void *)m.p;
+        uint32_t base = (uint32_t)rnd_below(UINT32_MAX - 2 * LT_MAX_BATCH);
+        for (uint32_t k = 0; k < count; k++) {
+            r->entries[k].lease = lt_lease_id_make(base + k, rnd_gen());
+            r->entries[k].status = (uint32_t)rnd_below(LT_E__COUNT);
+        }
+        break;
+    }
     case LT_MSG_SUBMIT: {
         struct lt_msg_submit *s = (void *)m.p;
         uint32_t flags = (uint32_t)rnd() & LT_SUBMIT_F_KNOWN;
@@ -297,7 +312,7 @@ static struct msg build(uint16_t type, unsigned variant, uint32_t count)
             fill_word(&s->bell, &s->bell_seq);
         if (flags & LT_SUBMIT_F_SIGNAL_DONE)
             fill_word(&s->done, &s->done_seq);
-        fill_args(s->op, &s->args);
+        fill_args(s->op, variant, &s->args);
         break;
     }
     case LT_MSG_COMPLETION: {
@@ -436,6 +451,8 @@ static validator_fn validator_for(uint32_t type)
         return lt_validate_lease_release;
     case LT_MSG_RELEASE_COMPLETE:
         return lt_validate_release_complete;
+    case LT_MSG_RELEASE_COMPLETE_BATCH:
+        return lt_validate_release_complete_batch;
     case LT_MSG_SUBMIT:
         return lt_validate_submit;
     case LT_MSG_COMPLETION:
@@ -535,7 +552,7 @@ START_TEST(largest_batches_pass_and_fit_the_buffer)
 {
     rng_seed(2);
     const uint16_t batched[] = {LT_MSG_LEASE_REQUEST, LT_MSG_LEASE_GRANT, LT_MSG_LEASE_RELEASE,
-                                LT_MSG_STATS_REPLY};
+                                LT_MSG_STATS_REPLY, LT_MSG_RELEASE_COMPLETE_BATCH};
     for (size_t i = 0; i < sizeof batched / sizeof *batched; i++) {
         struct lt_msg_info info = lt_msg_info(batched[i]);
         struct msg m = build(batched[i], V_ANY, info.max_count);
@@ -770,6 +787,8 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO, 0, lt_msg_hello, version_max, 0xffff, LT_OK),
     CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 31, LT_E_UNKNOWN_FLAGS),
     CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, LT_CAP_HOST_BACKEND, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 5, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, LT_CAP_RC_BATCH, LT_OK),
     NAME_CASES(LT_MSG_HELLO, 0, 0, lt_msg_hello, name),
 
     /* HELLO_REPLY */
@@ -777,7 +796,8 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, version, 2, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved0, 1, LT_E_RESERVED_NONZERO),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved1, 1u << 31, LT_E_RESERVED_NONZERO),
-    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 4, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 5, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_RC_BATCH, LT_OK),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, client_id, 0, LT_E_BAD_ID),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, max_lease_batch, 0, LT_E_BAD_VALUE),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, max_lease_batch, LT_MAX_BATCH + 1, LT_E_BAD_VALUE),
@@ -847,6 +867,19 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_RELEASE_COMPLETE, 0, lt_msg_release_complete, status, LT_E__COUNT, LT_E_BAD_VALUE),
     CW(LT_MSG_RELEASE_COMPLETE, 0, lt_msg_release_complete, reserved, 1, LT_E_RESERVED_NONZERO),
 
+    /* RELEASE_COMPLETE_BATCH */
+    COUNT_CASES(LT_MSG_RELEASE_COMPLETE_BATCH, LT_MAX_BATCH, LT_E_BATCH_EMPTY),
+    CW(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_msg_release_complete_batch, reserved, 1, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_msg_release_complete_batch, reserved, 1u << 31, LT_E_RESERVED_NONZERO),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, lease.gen, 0, LT_E_BAD_ID),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, lease, 0, LT_E_BAD_ID),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, status, LT_E__COUNT, LT_E_BAD_VALUE),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, status, UINT32_MAX, LT_E_BAD_VALUE),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, status, LT_E__COUNT - 1, LT_OK),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, reserved, 1, LT_E_RESERVED_NONZERO),
+    CE(LT_MSG_RELEASE_COMPLETE_BATCH, 0, lt_release_complete_entry, reserved, 1u << 31, LT_E_RESERVED_NONZERO),
+    CK(LT_MSG_RELEASE_COMPLETE_BATCH, 0, K_DUP, 0, whole_lease_id, id, 0, LT_E_DUPLICATE_ID),
+
     /* SUBMIT: the common part */
     CW(LT_MSG_SUBMIT, 0, lt_msg_submit, lease.gen, 0, LT_E_BAD_ID),
     CW(LT_MSG_SUBMIT, 0, lt_msg_submit, stream, 3, LT_E_BAD_ID), /* slot 3, generation 0 */
@@ -901,7 +934,21 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.scan.query_offset, UINT64_MAX - 1, LT_E_RANGE_OVERFLOW),
     CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.scan.query_offset, SEGMAX, LT_E_OUT_OF_RANGE),
     CK(LT_MSG_SUBMIT, SCAN, K_ADD, 0, lt_msg_submit, args.scan.query_offset, 1, LT_E_MISALIGNED),
-    CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.bytes[32], 1, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.bytes[48], 1, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.bytes[63], 0x80, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_SUBMIT, SCAN, lt_msg_submit, args.scan.reserved, 1, LT_E_RESERVED_NONZERO),
+    /* SUBMIT: vector scan top-k */
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.k, LT_SCAN_MAX_K + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.k, UINT32_MAX, LT_E_BAD_VALUE),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.k, LT_SCAN_MAX_K, LT_OK),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.k, 1, LT_OK),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.hits_offset, UINT64_MAX - 7, LT_E_RANGE_OVERFLOW),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.hits_offset, SEGMAX, LT_E_OUT_OF_RANGE),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.hits_offset, SEGMAX - 8, LT_E_OUT_OF_RANGE),
+    CK(LT_MSG_SUBMIT, SCAN | V_TOPK, K_ADD, 0, lt_msg_submit, args.scan.hits_offset, 4, LT_E_MISALIGNED),
+    CW(LT_MSG_SUBMIT, SCAN | V_TOPK, lt_msg_submit, args.scan.reserved, 1u << 31, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_SUBMIT, SCAN | V_NO_TOPK, lt_msg_submit, args.scan.hits_offset, 8, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_SUBMIT, SCAN | V_NO_TOPK, lt_msg_submit, args.scan.hits_offset, 1ull << 63, LT_E_RESERVED_NONZERO),
     /* SUBMIT: copy arguments */
     CK(LT_MSG_SUBMIT, COPY, K_RANGE_WRAP, 0, lt_msg_submit, args.copy.offset, 0, LT_E_RANGE_OVERFLOW),
     CK(LT_MSG_SUBMIT, COPY, K_RANGE_AT_LIMIT, 0, lt_msg_submit, args.copy.offset, 0, LT_OK),
@@ -1505,6 +1552,28 @@ START_TEST(replies_match_their_requests)
     ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
     rc->lease.gen = lt_gen_next(rc->lease.gen); /* the same slot, a stale generation */
     ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    free(r.p);
+    /* release -> release-complete batch: every entry names a released lease */
+    r = build(LT_MSG_RELEASE_COMPLETE_BATCH, V_ANY, 3);
+    struct lt_msg_release_complete_batch *rb = (void *)r.p;
+    rb->hdr.request_id = rq->hdr.request_id;
+    rb->entries[0].lease = rq->leases[3];
+    rb->entries[1].lease = rq->leases[0];
+    rb->entries[2].lease = rq->leases[4];
+    ck_assert_int_eq(lt_validate(r.p, r.len, NULL), LT_OK);
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    rb->entries[1].lease.gen = lt_gen_next(rb->entries[1].lease.gen);
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    rb->entries[1].lease = rq->leases[1];
+    rb->hdr.request_id++;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_REQUEST_ID);
+    free(r.p);
+    free(q.p);
+    /* a batch answers nothing but a release */
+    q = build(LT_MSG_SEGMENT_RETIRE, V_ANY, 0);
+    r = build(LT_MSG_RELEASE_COMPLETE_BATCH, V_ANY, 1);
+    ((struct lt_header *)(void *)r.p)->request_id = ((struct lt_header *)(void *)q.p)->request_id;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_WRONG_TYPE);
     free(r.p);
     free(q.p);
 

@@ -19,9 +19,14 @@
 
 #include "harness.h"
 #include "kernels/blockhash_ref.h"
+#include "kernels/scan_ref.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
+
+/* Clients that ask for every cap but batched release-completes keep the
+ * per-lease RELEASE_COMPLETE path tested. */
+#define CAPS_SINGLES (LT_CAP_CLIENT_KNOWN & ~LT_CAP_RC_BATCH)
 
 static struct th_agent ag;
 
@@ -215,7 +220,7 @@ END_TEST
 START_TEST(test_release_completes_only_after_doorbell_gated_work)
 {
     union lt_msg_buffer buf;
-    int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
     struct data_seg d;
     data_seg_make(&d, 0x5eed02);
     struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 1);
@@ -297,12 +302,232 @@ START_TEST(test_release_completes_only_after_doorbell_gated_work)
 }
 END_TEST
 
+/* Sends one LEASE_RELEASE of @n leases; returns its request id. */
+static uint64_t release_many_send(int c, const struct lt_lease_id *leases, uint32_t n)
+{
+    union lt_msg_buffer req;
+    struct lt_msg_lease_release *r = (void *)req.bytes;
+    size_t len = sizeof *r + n * sizeof r->leases[0];
+    uint64_t rid = th_rid();
+    ck_assert_int_eq(lt_msg_init(r, len, LT_MSG_LEASE_RELEASE, rid), LT_OK);
+    r->count = n;
+    memcpy(r->leases, leases, n * sizeof *leases);
+    ck_assert_int_eq(th_send(c, r, len, NULL, 0), 0);
+    return rid;
+}
+
+/* With LT_CAP_RC_BATCH, every lease of a release that completes inside it
+ * (granted ones and refused ones) comes back in one RELEASE_COMPLETE_BATCH;
+ * a lease whose work is still gated completes later in a single
+ * RELEASE_COMPLETE. Without the cap, a client gets one packet per lease. */
+START_TEST(test_release_batch_with_cap_singles_without)
+{
+    union lt_msg_buffer buf;
+    struct lt_msg_hello_reply hr;
+    uint64_t rng = 0x5eedba7c;
+    int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, &hr);
+    ck_assert_uint_eq(hr.caps & LT_CAP_RC_BATCH, LT_CAP_RC_BATCH);
+    int o = th_hello(ag.sock, CAPS_SINGLES, &hr);
+    ck_assert_uint_eq(hr.caps & LT_CAP_RC_BATCH, 0);
+
+    struct data_seg d;
+    data_seg_make(&d, 0x5eed0b);
+    struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 11);
+    volatile uint64_t *words;
+    struct lt_segment_id bseg = bell_seg_make(c, &words);
+
+    enum { N = 37 };
+    struct lt_lease_id ids[N + 2];
+    for (uint32_t i = 0; i < N; i++) {
+        uint64_t off = 4096 * (th_rand(&rng) % 200);
+        struct lt_lease_grant_entry g = th_lease(c, seg, off, 4096, LT_CLASS_PINNED);
+        ck_assert_uint_eq(g.status, LT_OK);
+        ids[i] = g.lease;
+    }
+    /* one lease with doorbell-gated work, one already released (stale) */
+    struct lt_lease_grant_entry gated = th_lease(c, seg, 0, d.size, LT_CLASS_PINNED);
+    ck_assert_uint_eq(gated.status, LT_OK);
+    struct lt_msg_submit s;
+    checksum_submit(&s, gated.lease, &d);
+    s.flags = LT_SUBMIT_F_WAIT_BELL;
+    s.bell = (struct lt_word_ref){.segment = bseg, .offset = 0};
+    s.bell_seq = 3;
+    uint64_t srid = th_submit_send(c, &s);
+    struct lt_lease_grant_entry gone = th_lease(c, seg, 4096, 4096, LT_CLASS_PINNED);
+    uint64_t rid = th_release_send(c, gone.lease);
+    th_expect(c, &buf, LT_MSG_RELEASE_COMPLETE_BATCH);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(
+        ((const struct lt_msg_release_complete_batch *)(const void *)buf.bytes)->count, 1);
+    ids[N] = gated.lease;
+    ids[N + 1] = gone.lease;
+    /* shuffle, so the batch's order is not the grant order */
+    for (uint32_t i = N + 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(th_rand(&rng) % (i + 1));
+        struct lt_lease_id t = ids[i];
+        ids[i] = ids[j];
+        ids[j] = t;
+    }
+    union lt_msg_buffer req;
+    struct lt_msg_lease_release *rq = (void *)req.bytes;
+    lt_msg_init(rq, sizeof *rq + (N + 2) * sizeof(struct lt_lease_id), LT_MSG_LEASE_RELEASE, 1);
+    rq->count = N + 2;
+    memcpy(rq->leases, ids, sizeof ids);
+    rid = release_many_send(c, ids, N + 2);
+    rq->hdr.request_id = rid;
+
+    th_expect(c, &buf, LT_MSG_RELEASE_COMPLETE_BATCH);
+    const struct lt_msg_release_complete_batch *b = (const void *)buf.bytes;
+    ck_assert_uint_eq(b->hdr.request_id, rid);
+    ck_assert_int_eq(lt_validate_reply_matches(rq, b), LT_OK);
+    ck_assert_uint_eq(b->count, N + 1); /* all but the gated lease */
+    uint32_t ok = 0, stale = 0;
+    for (uint32_t k = 0; k < b->count; k++) {
+        ck_assert(!lt_lease_id_eq(b->entries[k].lease, gated.lease));
+        if (lt_lease_id_eq(b->entries[k].lease, gone.lease)) {
+            ck_assert_uint_eq(b->entries[k].status, LT_E_STALE_ID);
+            stale++;
+        } else {
+            ck_assert_uint_eq(b->entries[k].status, LT_OK);
+            ok++;
+        }
+    }
+    ck_assert_uint_eq(ok, N);
+    ck_assert_uint_eq(stale, 1);
+    th_expect_silence(c, 100);
+    /* the gated lease completes after its work, on its own */
+    __atomic_store_n(&words[0], 3, __ATOMIC_RELEASE);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, srid);
+    th_expect(c, &buf, LT_MSG_RELEASE_COMPLETE);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert(lt_lease_id_eq(
+        ((const struct lt_msg_release_complete *)(const void *)buf.bytes)->lease, gated.lease));
+
+    /* the same release from a client without the cap: one packet per lease */
+    struct lt_segment_id oseg = th_offer(o, d.fd, d.size, LT_CLASS_PINNED, 12);
+    enum { M = 9 };
+    struct lt_lease_id oid[M];
+    for (uint32_t i = 0; i < M; i++) {
+        struct lt_lease_grant_entry g =
+            th_lease(o, oseg, 4096 * (th_rand(&rng) % 200), 4096, LT_CLASS_PINNED);
+        ck_assert_uint_eq(g.status, LT_OK);
+        oid[i] = g.lease;
+    }
+    rid = release_many_send(o, oid, M);
+    unsigned seen = 0;
+    for (uint32_t i = 0; i < M; i++) {
+        th_expect(o, &buf, LT_MSG_RELEASE_COMPLETE);
+        const struct lt_msg_release_complete *rc = (const void *)buf.bytes;
+        ck_assert_uint_eq(rc->hdr.request_id, rid);
+        ck_assert_uint_eq(rc->status, LT_OK);
+        for (uint32_t k = 0; k < M; k++)
+            if (lt_lease_id_eq(rc->lease, oid[k]))
+                seen |= 1u << k;
+    }
+    ck_assert_uint_eq(seen, (1u << M) - 1);
+    th_expect_silence(o, 50);
+    close(o);
+    close(c);
+    close(d.fd);
+}
+END_TEST
+
+/* VECTOR_SCAN with k writes the k best records (kr_scan_topk's ranking)
+ * into the lease at hits_offset before its COMPLETION; past the records
+ * scanned the hits read "none"; k 0 leaves the lease alone; a hits range
+ * outside the lease is refused. */
+START_TEST(test_scan_writes_topk_hits_into_the_lease)
+{
+    union lt_msg_buffer buf;
+    uint64_t rng = 0x70b4c;
+    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
+    void *p = NULL;
+    int fd = th_memfd(MiB, TH_GOOD_SEALS, 0x5eed70, &p);
+    unsigned char *m = p;
+    enum { DIM = 24, N = 300, QOFF = 32768, HOFF = 40960 };
+    float *rec = (float *)(void *)m, *q = (float *)(void *)(m + QOFF);
+    for (size_t i = 0; i < (size_t)N * DIM; i++)
+        rec[i] = (float)((int64_t)(th_rand(&rng) % 2000001) - 1000000) / 1e6f;
+    for (size_t i = 0; i < DIM; i++)
+        q[i] = (float)((int64_t)(th_rand(&rng) % 2000001) - 1000000) / 1e6f;
+    struct lt_segment_id seg = th_offer(c, fd, MiB, LT_CLASS_PINNED, 70);
+    struct lt_lease_grant_entry g = th_lease(c, seg, 0, 64 * KiB, LT_CLASS_PINNED);
+    ck_assert_uint_eq(g.status, LT_OK);
+
+    const uint32_t ks[] = {17, 1, KN_SCAN_MAX_K};
+    const uint64_t ns[] = {N, N, 10};
+    for (size_t t = 0; t < 3; t++) {
+        const uint32_t k = ks[t];
+        memset(m + HOFF, 0xa5, KN_SCAN_MAX_K * sizeof(struct lt_scan_hit));
+        struct lt_msg_submit sc = {.lease = g.lease, .op = LT_OP_VECTOR_SCAN};
+        sc.args.scan = (struct lt_op_vector_scan){.offset = 0,
+                                                  .length = ns[t] * DIM * 4,
+                                                  .query_offset = QOFF,
+                                                  .dim = DIM,
+                                                  .elem = LT_ELEM_F32,
+                                                  .metric = LT_SCAN_DOT,
+                                                  .hits_offset = HOFF,
+                                                  .k = k};
+        uint64_t rid = th_submit_send(c, &sc);
+        th_expect(c, &buf, LT_MSG_COMPLETION);
+        ck_assert_uint_eq(buf.hdr.request_id, rid);
+        const struct lt_msg_completion *cp = completion_of(&buf);
+        ck_assert_uint_eq(cp->status, LT_OK);
+        ck_assert_uint_eq(cp->result.scan.records_scanned, ns[t]);
+        struct kn_scan_hit ref[KN_SCAN_MAX_K];
+        long want = kr_scan_topk(rec, KN_SCAN_F32, ns[t], DIM, q, k, ref);
+        ck_assert_int_eq(want, ns[t] < k ? (long)ns[t] : (long)k);
+        ck_assert_uint_eq(cp->result.scan.best_index, ref[0].index);
+        for (uint32_t i = 0; i < k; i++) {
+            struct lt_scan_hit h;
+            memcpy(&h, m + HOFF + (size_t)i * sizeof h, sizeof h);
+            ck_assert_uint_eq(h.reserved, 0);
+            if (i < (uint32_t)want) {
+                ck_assert_uint_eq(h.index, ref[i].index);
+                ck_assert(memcmp(&h.score_bits, &ref[i].score, 4) == 0);
+            } else {
+                ck_assert_uint_eq(h.index, LT_BLOCK_NONE);
+                ck_assert_uint_eq(h.score_bits, 0);
+            }
+        }
+        /* nothing past the k hits is touched */
+        if (k < KN_SCAN_MAX_K)
+            ck_assert_uint_eq(m[HOFF + (size_t)k * sizeof(struct lt_scan_hit)], 0xa5);
+    }
+
+    /* k 0: the single best only, the hits area untouched */
+    memset(m + HOFF, 0xa5, 16);
+    struct lt_msg_submit sc = {.lease = g.lease, .op = LT_OP_VECTOR_SCAN};
+    sc.args.scan = (struct lt_op_vector_scan){.offset = 0,
+                                              .length = (uint64_t)N * DIM * 4,
+                                              .query_offset = QOFF,
+                                              .dim = DIM,
+                                              .elem = LT_ELEM_F32,
+                                              .metric = LT_SCAN_DOT};
+    uint64_t rid = th_submit_send(c, &sc);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(completion_of(&buf)->status, LT_OK);
+    ck_assert_uint_eq(m[HOFF], 0xa5);
+
+    /* hits that would run past the lease's 64 KiB */
+    sc.args.scan.k = 2;
+    sc.args.scan.hits_offset = 64 * KiB - 24;
+    rid = th_submit_send(c, &sc);
+    th_expect_error(c, &buf, rid, LT_E_OUT_OF_RANGE);
+    munmap(p, MiB);
+    close(c);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_streams_and_events_order_work)
 {
     union lt_msg_buffer buf;
     struct lt_event_id none = {0, 0};
     struct lt_stream_id dflt = {0, 0};
-    int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
     struct data_seg d;
     data_seg_make(&d, 0x5eed03);
     struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 2);
@@ -328,6 +553,15 @@ START_TEST(test_streams_and_events_order_work)
     ck_assert_uint_eq(th_ctl(c, LT_MSG_EVENT_QUERY, dflt, e2, none, 0, &buf)->ready, 0);
     ck_assert_uint_eq(th_ctl(c, LT_MSG_STREAM_QUERY, st, none, none, 0, &buf)->ready, 0);
     ck_assert_uint_eq(th_ctl(c, LT_MSG_STREAM_QUERY, dflt, none, none, 0, &buf)->ready, 1);
+    /* e1 must be stamped before the silence starts: a worker slowed down by
+     * a loaded machine could otherwise stamp it inside the silence. */
+    int e1_ready = 0;
+    for (int i = 0; i < 2000 && !e1_ready; i++) {
+        e1_ready = th_ctl(c, LT_MSG_EVENT_QUERY, dflt, e1, none, 0, &buf)->ready;
+        if (!e1_ready)
+            usleep(1000);
+    }
+    ck_assert_msg(e1_ready, "event e1, recorded before the gated submit, never completed");
     uint64_t sync = th_ctl_send(c, LT_MSG_EVENT_SYNCHRONIZE, dflt, e2, none, 0);
     uint64_t ssync = th_ctl_send(c, LT_MSG_STREAM_SYNCHRONIZE, st, none, none, 0);
     th_expect_silence(c, 100);
@@ -430,8 +664,8 @@ END_TEST
 START_TEST(test_foreign_stale_and_out_of_range_ids_are_refused)
 {
     union lt_msg_buffer buf;
-    int a = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
-    int b = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int a = th_hello(ag.sock, CAPS_SINGLES, NULL);
+    int b = th_hello(ag.sock, CAPS_SINGLES, NULL);
     struct data_seg d;
     data_seg_make(&d, 0x5eed04);
     struct lt_segment_id seg = th_offer(a, d.fd, d.size, LT_CLASS_PINNED, 4);
@@ -678,7 +912,7 @@ START_TEST(test_mutated_requests_get_valid_answers)
 {
     union lt_msg_buffer buf;
     uint64_t seed = 0x0ddba11ull;
-    int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
     struct data_seg d;
     data_seg_make(&d, 0x5eed05);
     struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 5);
@@ -800,7 +1034,7 @@ START_TEST(test_killed_client_leaves_nothing_behind)
     ck_assert_int_ge(child, 0);
     if (child == 0) {
         close(p[0]);
-        int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+        int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
         struct data_seg d;
         data_seg_make(&d, 0x5eed06);
         struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 6);
@@ -889,7 +1123,7 @@ END_TEST
 START_TEST(test_sigterm_cancels_waiting_work_and_removes_files)
 {
     union lt_msg_buffer buf;
-    int c = th_hello(ag.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
     struct data_seg d;
     data_seg_make(&d, 0x5eed07);
     struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 7);
@@ -1013,7 +1247,7 @@ START_TEST(test_client_and_inflight_limits_are_enforced)
     signal(SIGPIPE, SIG_IGN);
     th_agent_start(&a, NULL, extra);
     union lt_msg_buffer buf;
-    int c1 = th_hello(a.sock, LT_CAP_CLIENT_KNOWN, NULL);
+    int c1 = th_hello(a.sock, CAPS_SINGLES, NULL);
     int c2 = th_hello(a.sock, 0, NULL);
     int c3 = th_connect(a.sock);
     th_expect_error(c3, &buf, 0, LT_E_LIMIT);
@@ -1071,6 +1305,8 @@ static Suite *server_suite(void)
     tcase_add_test(tc, test_hello_grants_known_caps_and_reports_limits);
     tcase_add_test(tc, test_checksum_verify_reports_the_corrupted_block);
     tcase_add_test(tc, test_release_completes_only_after_doorbell_gated_work);
+    tcase_add_test(tc, test_release_batch_with_cap_singles_without);
+    tcase_add_test(tc, test_scan_writes_topk_hits_into_the_lease);
     tcase_add_test(tc, test_streams_and_events_order_work);
     tcase_add_test(tc, test_all_or_nothing_grants_nothing_on_one_refusal);
     tcase_add_test(tc, test_foreign_stale_and_out_of_range_ids_are_refused);

@@ -47,7 +47,8 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_DONE_WORD (1u << 1)    /* submits may signal a completion word */
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
-#define LT_CAP_CLIENT_KNOWN (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING)
+#define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LT_CAP_CLIENT_KNOWN (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH)
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_HOST_BACKEND)
 
 /* ---- Message types ---- */
@@ -82,9 +83,10 @@ enum lt_msg_type {
     LT_MSG_STATS_REQUEST = 26,
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
+    LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
 };
 #define LT_MSG_TYPE_FIRST 1
-#define LT_MSG_TYPE_LAST 28
+#define LT_MSG_TYPE_LAST 29
 
 /* ---- Operations (submit) ---- */
 
@@ -106,6 +108,7 @@ enum lt_scan_metric {
     LT_SCAN_L2 = 2,  /* best = smallest squared Euclidean distance */
 };
 #define LT_SCAN_DIM_MAX 65536u
+#define LT_SCAN_MAX_K 64u /* hits a VECTOR_SCAN may write (kernels' KN_SCAN_MAX_K) */
 
 /* ---- The header ---- */
 
@@ -239,6 +242,25 @@ struct lt_msg_release_complete {
     uint32_t reserved;
 };
 
+/* One lease's outcome in a RELEASE_COMPLETE_BATCH. */
+struct lt_release_complete_entry {
+    struct lt_lease_id lease;
+    uint32_t status; /* enum lt_error */
+    uint32_t reserved;
+};
+
+/* agent -> client granted LT_CAP_RC_BATCH: count RELEASE_COMPLETEs of one
+ * LEASE_RELEASE (request_id is the release's) in one packet; each entry
+ * means exactly what a RELEASE_COMPLETE with its lease and status means.
+ * A release's leases may be answered by several batches and singles, each
+ * lease exactly once. */
+struct lt_msg_release_complete_batch {
+    struct lt_header hdr;
+    uint32_t count; /* 1..LT_MAX_BATCH, no lease twice */
+    uint32_t reserved;
+    struct lt_release_complete_entry entries[];
+};
+
 /* ---- Work ---- */
 
 /* Submit flags. */
@@ -269,6 +291,21 @@ struct lt_op_vector_scan {
     uint32_t dim;          /* 1..LT_SCAN_DIM_MAX elements per record */
     uint16_t elem;         /* enum lt_elem */
     uint16_t metric;       /* enum lt_scan_metric */
+    /* Top-k: with k 1..LT_SCAN_MAX_K the agent writes k struct lt_scan_hit
+     * at hits_offset (a multiple of 8, inside the lease), best first,
+     * before it sends the COMPLETION; with k 0 both are 0 and only the
+     * COMPLETION's single best is reported. */
+    uint64_t hits_offset;
+    uint32_t k;
+    uint32_t reserved;
+};
+
+/* One VECTOR_SCAN hit in the lease; hits past the records scanned have
+ * index LT_BLOCK_NONE and score bits 0. */
+struct lt_scan_hit {
+    uint32_t score_bits; /* binary32 bit pattern */
+    uint32_t reserved;
+    uint64_t index; /* record index within the scanned range */
 };
 
 struct lt_op_copy_h2d {
@@ -550,6 +587,17 @@ LT_ASSERT_FIELD(lt_msg_release_complete, status, 32);
 LT_ASSERT_FIELD(lt_msg_release_complete, reserved, 36);
 LT_ASSERT_SIZE(lt_msg_release_complete, 40);
 
+LT_ASSERT_FIELD(lt_release_complete_entry, lease, 0);
+LT_ASSERT_FIELD(lt_release_complete_entry, status, 8);
+LT_ASSERT_FIELD(lt_release_complete_entry, reserved, 12);
+LT_ASSERT_SIZE(lt_release_complete_entry, 16);
+
+LT_ASSERT_FIELD(lt_msg_release_complete_batch, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_release_complete_batch, count, 24);
+LT_ASSERT_FIELD(lt_msg_release_complete_batch, reserved, 28);
+LT_ASSERT_FIELD(lt_msg_release_complete_batch, entries, 32);
+LT_ASSERT_SIZE(lt_msg_release_complete_batch, 32);
+
 LT_ASSERT_FIELD(lt_word_ref, segment, 0);
 LT_ASSERT_FIELD(lt_word_ref, offset, 8);
 LT_ASSERT_SIZE(lt_word_ref, 16);
@@ -567,7 +615,15 @@ LT_ASSERT_FIELD(lt_op_vector_scan, query_offset, 16);
 LT_ASSERT_FIELD(lt_op_vector_scan, dim, 24);
 LT_ASSERT_FIELD(lt_op_vector_scan, elem, 28);
 LT_ASSERT_FIELD(lt_op_vector_scan, metric, 30);
-LT_ASSERT_SIZE(lt_op_vector_scan, 32);
+LT_ASSERT_FIELD(lt_op_vector_scan, hits_offset, 32);
+LT_ASSERT_FIELD(lt_op_vector_scan, k, 40);
+LT_ASSERT_FIELD(lt_op_vector_scan, reserved, 44);
+LT_ASSERT_SIZE(lt_op_vector_scan, 48);
+
+LT_ASSERT_FIELD(lt_scan_hit, score_bits, 0);
+LT_ASSERT_FIELD(lt_scan_hit, reserved, 4);
+LT_ASSERT_FIELD(lt_scan_hit, index, 8);
+LT_ASSERT_SIZE(lt_scan_hit, 16);
 
 LT_ASSERT_FIELD(lt_op_copy_h2d, offset, 0);
 LT_ASSERT_FIELD(lt_op_copy_h2d, length, 8);
@@ -703,6 +759,10 @@ LT_STATIC_ASSERT(sizeof(struct lt_msg_lease_grant) +
 LT_STATIC_ASSERT(sizeof(struct lt_msg_lease_release) + LT_MAX_BATCH * sizeof(struct lt_lease_id) <=
                      LT_MSG_MAX_BYTES,
                  "a full release fits");
+LT_STATIC_ASSERT(sizeof(struct lt_msg_release_complete_batch) +
+                         LT_MAX_BATCH * sizeof(struct lt_release_complete_entry) <=
+                     LT_MSG_MAX_BYTES,
+                 "a full release-complete batch fits");
 LT_STATIC_ASSERT(sizeof(struct lt_msg_stats_reply) +
                          LT_MAX_STATS_CLIENTS * sizeof(struct lt_client_stats) <=
                      LT_MSG_MAX_BYTES,
@@ -879,6 +939,14 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.name = "ERROR";
         i.fixed = sizeof(struct lt_msg_error);
         i.dir = LT_DIR_EITHER;
+        break;
+    case LT_MSG_RELEASE_COMPLETE_BATCH:
+        i.name = "RELEASE_COMPLETE_BATCH";
+        i.fixed = sizeof(struct lt_msg_release_complete_batch);
+        i.entry = sizeof(struct lt_release_complete_entry);
+        i.min_count = 1;
+        i.max_count = LT_MAX_BATCH;
+        i.dir = LT_DIR_TO_CLIENT;
         break;
     default:
         i.reply = 0;

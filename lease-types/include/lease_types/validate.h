@@ -147,7 +147,8 @@ static inline enum lt_error lt__frame(const void *buf, size_t len, uint32_t lo, 
 LT_STATIC_ASSERT(offsetof(struct lt_msg_lease_request, count) == 24 &&
                      offsetof(struct lt_msg_lease_grant, count) == 24 &&
                      offsetof(struct lt_msg_lease_release, count) == 24 &&
-                     offsetof(struct lt_msg_stats_reply, client_count) == 24,
+                     offsetof(struct lt_msg_stats_reply, client_count) == 24 &&
+                     offsetof(struct lt_msg_release_complete_batch, count) == 24,
                  "every batch keeps its count at offset 24");
 
 /* ---- Handshake ---- */
@@ -352,6 +353,31 @@ static inline enum lt_error lt_validate_release_complete(const void *buf, size_t
     return LT_OK;
 }
 
+/* RELEASE_COMPLETE_BATCH: count 1..LT_MAX_BATCH matching the length,
+ * reserved zero; per entry an issued lease id, a known status, reserved
+ * zero; no lease twice. */
+static inline enum lt_error lt_validate_release_complete_batch(const void *buf, size_t len)
+{
+    const struct lt_msg_release_complete_batch *m =
+        (const struct lt_msg_release_complete_batch *)buf;
+    enum lt_error e =
+        lt__frame(buf, len, LT_MSG_RELEASE_COMPLETE_BATCH, LT_MSG_RELEASE_COMPLETE_BATCH);
+    if (e != LT_OK)
+        return e;
+    if (m->reserved != 0)
+        return LT_E_RESERVED_NONZERO;
+    for (uint32_t k = 0; k < m->count; k++) {
+        const struct lt_release_complete_entry *en = &m->entries[k];
+        if (!lt_lease_id_is_issued(en->lease))
+            return LT_E_BAD_ID;
+        if (!lt_error_is_known(en->status))
+            return LT_E_BAD_VALUE;
+        if (en->reserved != 0)
+            return LT_E_RESERVED_NONZERO;
+    }
+    return lt__keys_unique(m->entries, sizeof(struct lt_release_complete_entry), 8, m->count);
+}
+
 /* ---- Work ---- */
 
 /* A doorbell or completion word: when @used, an issued segment, an 8-aligned
@@ -411,8 +437,12 @@ static inline enum lt_error lt_validate_op_args(uint32_t op, const union lt_op_a
         const struct lt_op_vector_scan *s = &a->scan;
         uint32_t es = lt_elem_size(s->elem);
         uint64_t rec;
-        if (!lt_bytes_all_zero(a->bytes + sizeof *s, sizeof *a - sizeof *s))
+        if (!lt_bytes_all_zero(a->bytes + sizeof *s, sizeof *a - sizeof *s) || s->reserved != 0)
             return LT_E_RESERVED_NONZERO;
+        if (s->k == 0 && s->hits_offset != 0)
+            return LT_E_RESERVED_NONZERO;
+        if (s->k > LT_SCAN_MAX_K)
+            return LT_E_BAD_VALUE;
         if (es == 0 || s->dim == 0 || s->dim > LT_SCAN_DIM_MAX)
             return LT_E_BAD_VALUE;
         if (s->metric != LT_SCAN_DOT && s->metric != LT_SCAN_L2)
@@ -426,6 +456,14 @@ static inline enum lt_error lt_validate_op_args(uint32_t op, const union lt_op_a
             return e;
         if (s->query_offset % es != 0)
             return LT_E_MISALIGNED;
+        if (s->k != 0) {
+            e = lt_range_check(s->hits_offset, (uint64_t)s->k * sizeof(struct lt_scan_hit),
+                               LT_SEGMENT_SIZE_MAX);
+            if (e != LT_OK)
+                return e;
+            if (s->hits_offset % 8 != 0)
+                return LT_E_MISALIGNED;
+        }
         return LT_OK;
     }
     case LT_OP_COPY_H2D: {
@@ -785,6 +823,9 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
     case LT_MSG_ERROR:
         e = lt_validate_error(buf, len);
         break;
+    case LT_MSG_RELEASE_COMPLETE_BATCH:
+        e = lt_validate_release_complete_batch(buf, len);
+        break;
     default:
         return LT_E_UNKNOWN_TYPE; /* unreachable: the header check knows the types */
     }
@@ -829,7 +870,9 @@ static inline enum lt_error lt_validate_fd_count(uint32_t type, size_t nfds)
  * answer validated @req? Same request id (BAD_REQUEST_ID); type the
  * request's reply type or ERROR (WRONG_TYPE); an ERROR names the request's
  * type; echoed fields agree (BAD_VALUE), a grant's count equals the
- * request's (BAD_LENGTH), a release-complete names a released lease. */
+ * request's (BAD_LENGTH), a release-complete names a released lease, and
+ * so does every entry of a RELEASE_COMPLETE_BATCH (which answers a release
+ * too, for a client granted LT_CAP_RC_BATCH). */
 static inline enum lt_error lt_validate_reply_matches(const void *req, const void *reply)
 {
     const struct lt_header *q = (const struct lt_header *)req;
@@ -839,6 +882,19 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     if (r->type == LT_MSG_ERROR)
         return ((const struct lt_msg_error *)reply)->failed_type == q->type ? LT_OK
                                                                             : LT_E_BAD_VALUE;
+    if (q->type == LT_MSG_LEASE_RELEASE && r->type == LT_MSG_RELEASE_COMPLETE_BATCH) {
+        const struct lt_msg_lease_release *o = (const struct lt_msg_lease_release *)req;
+        const struct lt_msg_release_complete_batch *a =
+            (const struct lt_msg_release_complete_batch *)reply;
+        for (uint32_t j = 0; j < a->count; j++) {
+            uint32_t k = 0;
+            while (k < o->count && !lt_lease_id_eq(o->leases[k], a->entries[j].lease))
+                k++;
+            if (k == o->count)
+                return LT_E_BAD_VALUE;
+        }
+        return LT_OK;
+    }
     if (r->type != lt_msg_info(q->type).reply || r->type == 0)
         return LT_E_WRONG_TYPE;
     switch (r->type) {

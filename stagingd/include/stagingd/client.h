@@ -147,7 +147,7 @@ typedef void (*sd_client_log_fn)(void *ctx, const char *line);
 
 struct sd_client_config {
     const char *name;              /* HELLO name: 1..31 printable ASCII bytes */
-    uint32_t caps;                 /* LT_CAP_CLIENT_KNOWN bits wanted */
+    uint32_t caps;                 /* LT_CAP_CLIENT_KNOWN bits wanted (default: RC_BATCH too) */
     uint32_t backoff_min_ms;       /* first reconnect delay */
     uint32_t backoff_max_ms;       /* the delay doubles up to this; jitter takes up to half off */
     uint32_t handshake_timeout_ms; /* connect to ready */
