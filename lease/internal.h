@@ -58,8 +58,8 @@ int lease__fail_logged(const struct lease_service *svc, int rc);
 
 /* Validates @fd as described for lease_segment_add and maps it. */
 int lease__fd_map(int fd, uint64_t claimed_size, void **base_p);
-/* Write-populates the page tables of [base, base+len) on up to 8 threads
- * before registration; changes no byte. Returns 0 or -errno (-EINVAL on
+/* Write-populates the page tables of [base, base+len) before registration;
+ * changes no byte. Returns 0 or -errno (-EINVAL on
  * kernels without MADV_POPULATE_WRITE), which callers may ignore. */
 int lease__populate(void *base, uint64_t len);
 
