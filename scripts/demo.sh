@@ -152,7 +152,7 @@ if ((inflight > 0)); then
     echo "-- verify every block checksum on the agent (and again on the CPU: --cpu-verify)"
     job verify verify --cpu-verify
     echo
-    echo "-- vector scan: each shard's best match for a query, merged into a top-10"
+    echo "-- vector scan: each shard's top-10 for a query, merged into the global top-10"
     job scan scan --k 10 --query-seed 7
     best=$(sed -n 's/^  #1 *\(shard-[0-9]*\.sds\) *\([0-9]*\) *\([-0-9.e+]*\)$/\1 record \2, score \3/p' "$run/scan.out")
     [[ -n $best ]] && record "best match of the scan" "$best"

@@ -1553,7 +1553,7 @@ void sd_job_report(struct sd_job *job, FILE *out)
         size_t shown =
             job->cfg.list || job->ntopk <= SD_JOB__TOPK_SHOWN ? job->ntopk : SD_JOB__TOPK_SHOWN;
         fprintf(out,
-                "top-%u by dot product (query seed %" PRIu64 "; each shard's best match, "
+                "top-%u by dot product (query seed %" PRIu64 "; each shard's top-k, "
                 "merged across shards)%s\n",
                 job->cfg.k, job->cfg.query_seed, shown < job->ntopk ? ", first rows" : "");
         fprintf(out, "  %-5s %-18s %-12s %s\n", "rank", "shard", "record", "score");
