@@ -320,6 +320,18 @@ int th_expect_eof(int fd)
     }
 }
 
+/* lt_validate_reply_matches reads the request as the message its type
+ * names; handing it the request inside a full-size message buffer keeps
+ * that true for the compiler too (GCC -O3 otherwise warns about the
+ * branches for other types). */
+static enum lt_error th__reply_matches(const void *req, size_t req_len, const void *reply)
+{
+    union lt_msg_buffer copy;
+    memset(&copy, 0, sizeof copy);
+    memcpy(copy.bytes, req, req_len < sizeof copy ? req_len : sizeof copy);
+    return lt_validate_reply_matches(copy.bytes, reply);
+}
+
 int th_hello(const char *path, uint32_t caps, struct lt_msg_hello_reply *reply_p)
 {
     int fd = th_connect(path);
@@ -332,7 +344,7 @@ int th_hello(const char *path, uint32_t caps, struct lt_msg_hello_reply *reply_p
     ck_assert_int_eq(th_send(fd, &h, sizeof h, NULL, 0), 0);
     union lt_msg_buffer buf;
     th_expect(fd, &buf, LT_MSG_HELLO_REPLY);
-    ck_assert_int_eq(lt_validate_reply_matches(&h, buf.bytes), LT_OK);
+    ck_assert_int_eq(th__reply_matches(&h, sizeof h, buf.bytes), LT_OK);
     if (reply_p)
         memcpy(reply_p, buf.bytes, sizeof *reply_p);
     return fd;
@@ -377,7 +389,7 @@ struct lt_segment_id th_offer(int fd, int segfd, uint64_t size, uint32_t cls, ui
     ck_assert_int_eq(th_send(fd, &o, sizeof o, &segfd, 1), 0);
     union lt_msg_buffer buf;
     th_expect(fd, &buf, LT_MSG_SEGMENT_ACCEPT);
-    ck_assert_int_eq(lt_validate_reply_matches(&o, buf.bytes), LT_OK);
+    ck_assert_int_eq(th__reply_matches(&o, sizeof o, buf.bytes), LT_OK);
     return ((const struct lt_msg_segment_accept *)(const void *)buf.bytes)->segment;
 }
 
@@ -396,7 +408,7 @@ struct lt_lease_grant_entry th_lease(int fd, struct lt_segment_id seg, uint64_t 
     ck_assert_int_eq(th_send(fd, r, sizeof req.b, NULL, 0), 0);
     union lt_msg_buffer buf;
     th_expect(fd, &buf, LT_MSG_LEASE_GRANT);
-    ck_assert_int_eq(lt_validate_reply_matches(r, buf.bytes), LT_OK);
+    ck_assert_int_eq(th__reply_matches(r, sizeof req.b, buf.bytes), LT_OK);
     return ((const struct lt_msg_lease_grant *)(const void *)buf.bytes)->entries[0];
 }
 
