@@ -785,9 +785,9 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO, 0, lt_msg_hello, version_min, 2, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO, 0, lt_msg_hello, version_max, 0, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO, 0, lt_msg_hello, version_max, 0xffff, LT_OK),
-    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 31, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 31, LT_OK), /* a newer client's cap */
     CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, LT_CAP_HOST_BACKEND, LT_E_UNKNOWN_FLAGS),
-    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 5, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, 1u << 5, LT_OK),
     CW(LT_MSG_HELLO, 0, lt_msg_hello, caps, LT_CAP_RC_BATCH, LT_OK),
     NAME_CASES(LT_MSG_HELLO, 0, 0, lt_msg_hello, name),
 
@@ -1484,6 +1484,26 @@ START_TEST(fd_rule_allows_one_fd_with_offer_only)
 }
 END_TEST
 
+START_TEST(hello_reply_grants_only_what_was_asked)
+{
+    rng_seed(13);
+    struct msg q = build(LT_MSG_HELLO, V_ANY, 0);
+    struct msg r = build(LT_MSG_HELLO_REPLY, V_ANY, 0);
+    struct lt_msg_hello *h = (void *)q.p;
+    struct lt_msg_hello_reply *a = (void *)r.p;
+    /* a newer client asks for a cap this version does not know */
+    h->caps = LT_CAP_DOORBELL | LT_CAP_RC_BATCH | (1u << 30);
+    ck_assert_int_eq(lt_validate_hello(q.p, q.len), LT_OK);
+    a->hdr.request_id = h->hdr.request_id;
+    a->caps = LT_CAP_DOORBELL | LT_CAP_HOST_BACKEND; /* a subset, plus an agent-only bit */
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    a->caps = LT_CAP_DOORBELL | LT_CAP_TIMING; /* TIMING was not asked for */
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_UNKNOWN_FLAGS);
+    free(q.p);
+    free(r.p);
+}
+END_TEST
+
 START_TEST(replies_match_their_requests)
 {
     rng_seed(12);
@@ -1627,6 +1647,7 @@ static Suite *lease_types_suite(void)
     tcase_add_loop_test(tc, field_corruption_gives_its_code, 0, (int)N_CORRUPTIONS);
     tcase_add_test(tc, every_type_has_field_cases);
     tcase_add_test(tc, replies_match_their_requests);
+    tcase_add_test(tc, hello_reply_grants_only_what_was_asked);
     tcase_add_test(tc, receive_buffer_is_aligned_and_large_enough);
     suite_add_tcase(s, tc);
 

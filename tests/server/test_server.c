@@ -145,6 +145,13 @@ START_TEST(test_hello_grants_known_caps_and_reports_limits)
     ck_assert_uint_ne(r2.client_id, r.client_id);
     ck_assert_uint_eq(r2.caps, LT_CAP_HOST_BACKEND);
     close(e);
+
+    /* A newer client's unknown caps are not granted, and it is served. */
+    struct lt_msg_hello_reply r3;
+    int f = th_hello(ag.sock, LT_CAP_DOORBELL | (1u << 29), &r3);
+    ck_assert_uint_eq(r3.caps, LT_CAP_DOORBELL | LT_CAP_HOST_BACKEND);
+    th_stats(f, 0, &buf);
+    close(f);
     close(c);
 }
 END_TEST

@@ -49,7 +49,12 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
 #define LT_CAP_CLIENT_KNOWN (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH)
-#define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_HOST_BACKEND)
+#define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
+#define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
+/* A client may ask for caps this agent does not know (a newer client): the
+ * agent grants only known ones, so old agents keep serving new clients. An
+ * agent-only bit in a HELLO is refused, and a reply may grant only what was
+ * asked (plus agent-only bits). */
 
 /* ---- Message types ---- */
 

@@ -154,7 +154,8 @@ LT_STATIC_ASSERT(offsetof(struct lt_msg_lease_request, count) == 24 &&
 /* ---- Handshake ---- */
 
 /* HELLO: versions 1 <= min <= max with min <= LT_PROTO_VERSION (BAD_VERSION),
- * caps within LT_CAP_CLIENT_KNOWN, a valid name. */
+ * no agent-only cap (bits this version does not know are allowed: they are
+ * never granted), a valid name. */
 static inline enum lt_error lt_validate_hello(const void *buf, size_t len)
 {
     const struct lt_msg_hello *m = (const struct lt_msg_hello *)buf;
@@ -163,7 +164,7 @@ static inline enum lt_error lt_validate_hello(const void *buf, size_t len)
         return e;
     if (m->version_min == 0 || m->version_min > m->version_max || m->version_min > LT_PROTO_VERSION)
         return LT_E_BAD_VERSION;
-    if ((m->caps & ~LT_CAP_CLIENT_KNOWN) != 0)
+    if ((m->caps & LT_CAP_AGENT_ONLY) != 0)
         return LT_E_UNKNOWN_FLAGS;
     return lt_name_check(m->name, LT_NAME_LEN);
 }
@@ -898,6 +899,11 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     if (r->type != lt_msg_info(q->type).reply || r->type == 0)
         return LT_E_WRONG_TYPE;
     switch (r->type) {
+    case LT_MSG_HELLO_REPLY: {
+        const struct lt_msg_hello *o = (const struct lt_msg_hello *)req;
+        const struct lt_msg_hello_reply *a = (const struct lt_msg_hello_reply *)reply;
+        return (a->caps & ~(o->caps | LT_CAP_AGENT_ONLY)) == 0 ? LT_OK : LT_E_UNKNOWN_FLAGS;
+    }
     case LT_MSG_SEGMENT_ACCEPT: {
         const struct lt_msg_segment_offer *o = (const struct lt_msg_segment_offer *)req;
         const struct lt_msg_segment_accept *a = (const struct lt_msg_segment_accept *)reply;
@@ -939,7 +945,7 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     case LT_MSG_CTL_REPLY:
         return ((const struct lt_msg_ctl_reply *)reply)->request_type == q->type ? LT_OK
                                                                                  : LT_E_BAD_VALUE;
-    default: /* HELLO_REPLY, STATS_REPLY: nothing echoed */
+    default: /* STATS_REPLY: nothing echoed */
         return LT_OK;
     }
 }
