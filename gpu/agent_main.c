@@ -18,9 +18,11 @@
 #include "cu_call.h"
 #include "device_internal.h"
 #include "gpu/executor_cuda.h"
+#include "gpu/extra_images.h"
 #include "gpu/ga.h"
 #include "gpu/server.h"
 #include "kernels/blockhash_ref.h"
+#include "kernels/images.h"
 #include "lease/cuda_backend.h"
 
 #define AGENT_DEFAULT_BYTES (256u << 20)
@@ -33,13 +35,14 @@ struct agent_args {
     size_t bytes;
     uint32_t block_size;
     uint64_t seed;
+    const char *cubin_dir;
 };
 
 static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent --self-test [--device N] [--bytes N[K|M|G]] [--block-size N]\n"
-            "                   [--seed N]\n"
+            "                   [--seed N] [--cubin-dir DIR]\n"
             "\n"
             "  --self-test   open GPU N through the hardware gate (driver >= 580 / CUDA 13,\n"
             "                compute capability == the embedded cubins' arch), load every\n"
@@ -47,6 +50,8 @@ static void agent_usage(FILE *f)
             "                (device memory and mapped host memory) and with the C reference,\n"
             "                flip one bit and check that verify names exactly that block.\n"
             "                Prints one result line; exit 0 only if everything matched.\n"
+            "  --cubin-dir DIR  also load every DIR/*.cubin (SASS-only, this arch, kernels\n"
+            "                named k_*) with the embedded images; a bad file fails start-up.\n"
             "  defaults: --device 0 --bytes %u --block-size %u\n"
             "\n"
             "lease-agent links libcuda.so.1 from the NVIDIA driver: on a machine without the\n"
@@ -90,6 +95,13 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a)
             exit(0);
         } else if (strcmp(opt, "--self-test") == 0) {
             a->self_test = 1;
+            continue;
+        } else if (strcmp(opt, "--cubin-dir") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "lease-agent: --cubin-dir: expected a directory, found nothing\n");
+                return -EINVAL;
+            }
+            a->cubin_dir = argv[++i];
             continue;
         }
         if (i + 1 >= argc || agent_size_parse(argv[i + 1], &v) < 0) {
@@ -243,12 +255,75 @@ static int agent_self_test_run(struct ga_device *d, const struct agent_args *a,
     return 0;
 }
 
+/* The image table for ga_device_open: the embedded images, plus those of
+ * --cubin-dir when given. */
+struct agent_images {
+    struct kn_image *extra;
+    size_t extra_count;
+    struct kn_image *table; /* embedded + extra; NULL: the embedded table alone */
+};
+
+/* Loads @dir's cubins (NULL: none) and points @opts at the combined table.
+ * Returns 0 or a negative errno after saying why on stderr. */
+static int agent_images_prepare(const char *dir, struct agent_images *ai,
+                                struct ga_device_opts *opts)
+{
+    *ai = (struct agent_images){0};
+    if (!dir)
+        return 0;
+    char err[1024];
+    unsigned int arch = kn_images[0].arch;
+    int rc = ga_extra_images_load(dir, arch, &ai->extra, &ai->extra_count, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: error: --cubin-dir: %s\n", err);
+        return rc;
+    }
+    fprintf(stderr, "lease-agent: --cubin-dir %s: %zu extra image%s for sm_%u\n", dir,
+            ai->extra_count, ai->extra_count == 1 ? "" : "s", arch);
+    for (size_t i = 0; i < ai->extra_count; i++) {
+        const struct kn_image *img = &ai->extra[i];
+        fprintf(stderr, "lease-agent: extra image '%s' (%s/%s.cubin, %zu bytes, sm_%u), kernels:",
+                img->name, dir, img->name, img->size, img->arch);
+        for (size_t k = 0; k < img->kernel_count; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", img->kernels[k]);
+        fprintf(stderr, "\n");
+    }
+    size_t count = 0;
+    rc = ga_extra_images_combine(kn_images, kn_image_count, ai->extra, ai->extra_count, &ai->table,
+                                 &count, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "lease-agent: error: --cubin-dir %s: %s\n", dir, err);
+        ga_extra_images_free(ai->extra, ai->extra_count);
+        *ai = (struct agent_images){0};
+        return rc;
+    }
+    opts->images = ai->table;
+    opts->image_count = count;
+    opts->required_arch = arch;
+    return 0;
+}
+
+/* Call after ga_device_close: the device points into the table. */
+static void agent_images_release(struct agent_images *ai)
+{
+    free(ai->table);
+    ga_extra_images_free(ai->extra, ai->extra_count);
+    *ai = (struct agent_images){0};
+}
+
 static int agent_self_test(const struct agent_args *a)
 {
     struct ga_device *d = NULL;
     struct ga_device_opts opts = {.ordinal = a->device};
+    struct agent_images ai;
+    if (agent_images_prepare(a->cubin_dir, &ai, &opts) < 0) {
+        printf("lease-agent self-test FAIL: --cubin-dir %s refused (see the line above)\n",
+               a->cubin_dir);
+        return 1;
+    }
     int rc = ga_device_open(&opts, &d);
     if (rc < 0) {
+        agent_images_release(&ai);
         printf("lease-agent self-test FAIL: cannot open CUDA device %d: %s (see the lines "
                "above)\n",
                a->device, strerror(-rc));
@@ -286,6 +361,7 @@ out_free:
     free(b.gpu);
     free(b.ref);
     ga_device_close(d);
+    agent_images_release(&ai);
     return result;
 }
 
@@ -314,6 +390,9 @@ static void agent_server_usage(FILE *f)
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
+            "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
+            "                   GPU's arch, no PTX, kernels named k_*); any bad file, or a\n"
+            "                   kernel name already taken, fails start-up\n"
             "\n"
             "Server options (as lease-agent-host):\n");
     ga_server_cli_usage(f, "lease-agent");
@@ -393,15 +472,20 @@ static int agent_serve(struct ga_server_cli *cli, struct lease_backend *be, stru
     return rc < 0 || agent_faulted ? 1 : 0;
 }
 
-static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk)
+static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
+                            const char *cubin_dir)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
     ga_log_set_sink(agent_ga_log, NULL);
     struct ga_device *dev = NULL;
     struct ga_device_opts opts = {.ordinal = device};
+    struct agent_images ai;
+    if (agent_images_prepare(cubin_dir, &ai, &opts) < 0)
+        return 1;
     int rc = ga_device_open(&opts, &dev);
     if (rc < 0) {
+        agent_images_release(&ai);
         fprintf(stderr,
                 "lease-agent: error: the CUDA backend cannot start on device %d: %s (the lines "
                 "above say what was found and what is required). %s\n",
@@ -445,6 +529,7 @@ out_be:
     lease_backend_fini(&be);
 out_dev:
     ga_device_close(dev);
+    agent_images_release(&ai);
     return status;
 }
 
@@ -477,10 +562,10 @@ static int agent_serve_host(struct ga_server_cli *cli)
     return status;
 }
 
-/* Takes --backend and --device out of @argv (into *@rest_p, argv[0] kept)
- * and leaves the rest to ga_server_cli_parse. */
+/* Takes --backend, --device, --chunk-bytes and --cubin-dir out of @argv (into *@rest_p, argv[0]
+ * kept) and leaves the rest to ga_server_cli_parse. */
 static int agent_server_args(int argc, char **argv, enum agent_backend *backend_p, int *device_p,
-                             uint64_t *chunk_p, char **rest, int *nrest_p)
+                             uint64_t *chunk_p, const char **cubin_dir_p, char **rest, int *nrest_p)
 {
     int n = 0;
     rest[n++] = argv[0];
@@ -506,6 +591,14 @@ static int agent_server_args(int argc, char **argv, enum agent_backend *backend_
                 return -EINVAL;
             }
             *chunk_p = v;
+            continue;
+        } else if (strncmp(opt, "--cubin-dir", 11) == 0 && (opt[11] == '\0' || opt[11] == '=')) {
+            val = opt[11] == '=' ? opt + 12 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!val || !*val) {
+                fprintf(stderr, "lease-agent: --cubin-dir: expected a directory, found nothing\n");
+                return -EINVAL;
+            }
+            *cubin_dir_p = val;
             continue;
         } else {
             rest[n++] = argv[i];
@@ -542,10 +635,19 @@ static int agent_server_main(int argc, char **argv)
     enum agent_backend backend = AGENT_BACKEND_CUDA;
     int device = 0, nrest = 0;
     uint64_t chunk = 0;
+    const char *cubin_dir = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof(*rest));
     if (!rest)
         return 1;
-    if (agent_server_args(argc, argv, &backend, &device, &chunk, rest, &nrest) < 0) {
+    if (agent_server_args(argc, argv, &backend, &device, &chunk, &cubin_dir, rest, &nrest) < 0) {
+        free(rest);
+        return 2;
+    }
+    if (cubin_dir && backend != AGENT_BACKEND_CUDA) {
+        fprintf(stderr,
+                "lease-agent: --cubin-dir %s: expected the CUDA backend, found --backend "
+                "host (which loads no cubins)\n",
+                cubin_dir);
         free(rest);
         return 2;
     }
@@ -570,7 +672,7 @@ static int agent_server_main(int argc, char **argv)
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int status = backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&cli, device, chunk)
+    int status = backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&cli, device, chunk, cubin_dir)
                                                : agent_serve_host(&cli);
     free(rest); /* cli's strings point into argv, not here */
     return status;

@@ -438,3 +438,44 @@ int kn_cubin_check(const void *data, size_t size, unsigned int expected_arch,
     }
     return 0;
 }
+
+int kn_cubin_kernels_list(const void *data, size_t size, const char *prefix, const char **names,
+                          size_t max, char *err, size_t err_len)
+{
+    struct kn__elf e = {.b = data, .size = size, .err = err, .err_len = err_len};
+    if (err && err_len)
+        err[0] = '\0';
+    if ((!data && size) || (!names && max))
+        return kn__fail(&e, -EINVAL, "no image or no name array: expected buffers, found NULL");
+    size_t plen = prefix ? strlen(prefix) : 0;
+    unsigned int arch = 0;
+    size_t symtab = 0;
+    int rc = kn__ident_check(&e);
+    if (rc == 0)
+        rc = kn__arch_check(&e, 0, &arch);
+    if (rc == 0)
+        rc = kn__segments_check(&e);
+    if (rc == 0)
+        rc = kn__sections_find(&e);
+    if (rc == 0)
+        rc = kn__sections_check(&e, &symtab);
+    if (rc < 0 || !symtab)
+        return rc;
+    struct kn__symtab st = {.count = 0};
+    if ((rc = kn__symtab_open(&e, symtab, &st)) < 0)
+        return rc;
+    size_t found = 0;
+    for (size_t i = 1; i < st.count; i++) {
+        const char *entry = NULL;
+        if ((rc = kn__symbol_read(&e, &st, i, &entry)) < 0)
+            return rc;
+        if (!entry || strncmp(entry, prefix ? prefix : "", plen) != 0)
+            continue;
+        if (found < max)
+            names[found] = entry;
+        found++;
+    }
+    if (found > INT32_MAX)
+        return kn__fail(&e, -E2BIG, "too many kernels: found %zu", found);
+    return (int)found;
+}

@@ -43,4 +43,13 @@ int kn_cubin_check(const void *data, size_t size, unsigned int expected_arch,
                    const char *const *kernels, size_t kernel_count, struct kn_cubin_facts *facts_p,
                    char *err, size_t err_len);
 
+/* Lists the kernel entry symbols (defined, global, STT_FUNC with
+ * KN_STO_CUDA_ENTRY) of the cubin in @size bytes at @data whose names start
+ * with @prefix ("" or NULL: all), reading it with the same bounds checks as
+ * kn_cubin_check (any arch). Writes up to @max names to @names, pointers into
+ * @data (valid while it is). Returns the number of matching kernels, which may
+ * exceed @max, or a negative errno and a message in @err as kn_cubin_check. */
+int kn_cubin_kernels_list(const void *data, size_t size, const char *prefix, const char **names,
+                          size_t max, char *err, size_t err_len);
+
 #endif /* KERNELS_CUBIN_H */
