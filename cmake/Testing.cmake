@@ -8,6 +8,8 @@ function(lease_add_check_test name)
   cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE lease_build_flags lease::check ${T_LIBS})
+  # Small header-only helpers shared by suites (tests/*.h).
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
   set(labels ${T_LABELS})
   if(T_GPU)
     list(APPEND labels gpu)

@@ -12,6 +12,7 @@
 
 #include "stagingd/config.h"
 #include "stagingd/gen.h"
+#include "stagingd/pool.h"
 
 enum sd_config__type {
     SD_CFG_PATH,     /* char[SD_CONFIG_PATH_MAX] */
@@ -24,6 +25,7 @@ enum sd_config__type {
     SD_CFG_OP,       /* enum sd_job_op */
     SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
     SD_CFG_LEVEL,    /* enum sd_log_level */
+    SD_CFG_PAGES,    /* enum sd_pool_pages */
 };
 
 struct sd_config__key {
@@ -50,6 +52,8 @@ static const struct sd_config__key sd_config__keys[] = {
      "MAPPED pool for doorbell and done words (2MiB)"},
     {"segment-size", SD_CFG_SIZE, SD_OFF(segment_size), 0, 0, "SIZE",
      "largest pool segment (0: fits the largest shard)"},
+    {"pages", SD_CFG_PAGES, SD_OFF(pages), 0, 0, "auto|small|huge",
+     "pool pages: 2 MiB hugetlb pages while reserved ones are free (auto)"},
     {"batch", SD_CFG_UINT, SD_OFF(batch), 1, 256, "N",
      "leases per request or release at most (16)"},
     {"inflight", SD_CFG_UINT, SD_OFF(inflight), 1, 1024, "N",
@@ -303,6 +307,16 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
             return -EINVAL;
         }
         *(enum sd_doorbell_mode *)(void *)field = m;
+        return 0;
+    }
+    case SD_CFG_PAGES: {
+        enum sd_pool_pages pages;
+        if (sd_pool_pages_parse(value, &pages) < 0) {
+            sd_config__err(err, err_len, "%s: expected auto, small or huge, found '%s'", key,
+                           value);
+            return -EINVAL;
+        }
+        *(enum sd_pool_pages *)(void *)field = pages;
         return 0;
     }
     case SD_CFG_LEVEL: {

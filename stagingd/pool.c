@@ -66,6 +66,32 @@ const char *sd_mem_class_name(enum sd_mem_class mem_class)
     return "invalid";
 }
 
+const char *sd_pool_pages_name(enum sd_pool_pages pages)
+{
+    switch (pages) {
+    case SD_POOL_PAGES_AUTO:
+        return "auto";
+    case SD_POOL_PAGES_SMALL:
+        return "small";
+    case SD_POOL_PAGES_HUGE:
+        return "huge";
+    }
+    return "invalid";
+}
+
+int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p)
+{
+    static const enum sd_pool_pages all[] = {SD_POOL_PAGES_AUTO, SD_POOL_PAGES_SMALL,
+                                             SD_POOL_PAGES_HUGE};
+    for (size_t i = 0; text && i < sizeof(all) / sizeof(all[0]); i++) {
+        if (strcmp(text, sd_pool_pages_name(all[i])) == 0) {
+            *pages_p = all[i];
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 static int sd__class_valid(enum sd_mem_class mem_class)
 {
     return mem_class >= SD_CLASS_STAGED && mem_class <= SD_CLASS_MAX;
@@ -125,6 +151,12 @@ static int sd__config_check(const struct sd_pool_config *c)
     }
     if (c->flags & ~(unsigned)SD_POOL_PREFAULT_TOUCH) {
         sd__log(c->log, c->log_ctx, "config: unknown flags 0x%x", c->flags);
+        return -EINVAL;
+    }
+    if (c->pages != SD_POOL_PAGES_AUTO && c->pages != SD_POOL_PAGES_SMALL &&
+        c->pages != SD_POOL_PAGES_HUGE) {
+        sd__log(c->log, c->log_ctx, "config: expected pages auto (0), small (1) or huge (2), found %d",
+                (int)c->pages);
         return -EINVAL;
     }
     uint64_t total = 0;
@@ -208,6 +240,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     pool->page = (size_t)sysconf(_SC_PAGESIZE);
     pool->prefault_threads = config->prefault_threads;
     pool->flags = config->flags;
+    pool->pages = config->pages;
     pool->log = config->log;
     pool->log_ctx = config->log_ctx;
     pool->locks_ready = SD_CLASS_STAGED;
@@ -438,6 +471,8 @@ int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
         return -EINVAL;
     struct sd__class *cls = &pool->classes[mem_class];
     struct sd_pool_class_stats s = {.capacity = cls->capacity, .segments = cls->nsegs};
+    for (unsigned i = 0; i < cls->nsegs; i++) /* fixed since sd_pool_create */
+        s.huge_segments += pool->segs[cls->first_seg + i].page_size == SD_POOL_HUGE_PAGE;
     pthread_mutex_lock(&cls->stats_lock);
     s.in_use = cls->in_use;
     s.high_water = cls->high_water;
@@ -463,7 +498,8 @@ static void sd__segment_export(const struct sd__segment *seg, struct sd_pool_seg
                                     .mem_class = seg->mem_class,
                                     .fd = seg->fd,
                                     .base = seg->base,
-                                    .size = seg->size};
+                                    .size = seg->size,
+                                    .page_size = seg->page_size};
 }
 
 int sd_pool_segment_at(const struct sd_pool *pool, unsigned index,

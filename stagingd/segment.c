@@ -10,6 +10,9 @@
 #include "pool_internal.h"
 
 #define SD_SEGMENT_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef MFD_HUGE_2MB /* linux/memfd.h: log2 of the page size, shifted by MFD_HUGE_SHIFT */
+#define MFD_HUGE_2MB (21U << 26)
+#endif
 
 struct sd__prefault_job {
     pthread_t thread;
@@ -149,6 +152,110 @@ static int sd__segment_map(int fd, uint64_t size, unsigned char **base_p)
     return 0;
 }
 
+/* HugePages_Total and HugePages_Free from /proc/meminfo; -1 where unknown. */
+static void sd__huge_pages_count(long *total_p, long *free_p)
+{
+    *total_p = *free_p = -1;
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return;
+    char line[128];
+    while (fgets(line, sizeof(line), f)) {
+        long v;
+        if (sscanf(line, "HugePages_Total: %ld", &v) == 1)
+            *total_p = v;
+        else if (sscanf(line, "HugePages_Free: %ld", &v) == 1)
+            *free_p = v;
+    }
+    fclose(f);
+}
+
+/* Why a hugetlb segment could not be made, with the system's numbers. */
+static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
+{
+    long total, free_pages;
+    sd__huge_pages_count(&total, &free_pages);
+    unsigned long long need = (unsigned long long)(size / SD_POOL_HUGE_PAGE);
+    if (strcmp(step, "mmap") == 0 && rc == -ENOMEM)
+        snprintf(buf, len,
+                 "expected %llu free 2 MiB huge pages, found %ld free of %ld reserved "
+                 "(HugePages_Free, HugePages_Total in /proc/meminfo)",
+                 need, free_pages, total);
+    else
+        snprintf(buf, len, "%s of a 2 MiB hugetlb memfd failed: %s (%llu pages needed, %ld free)",
+                 step, strerror(-rc), need, free_pages);
+}
+
+/* A memfd of @size bytes on hugetlb (@huge) or base pages, mapped at a
+ * 2 MiB-aligned address. Returns 0 with the fd and mapping, or -errno with
+ * *step_p naming the call that failed; on failure nothing is left open.
+ * A hugetlb mapping reserves its pages when it is made, so a shortage of
+ * huge pages shows up here as ENOMEM, never as a later SIGBUS. */
+static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p,
+                            unsigned char **base_p, const char **step_p)
+{
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+    if (huge)
+        flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+    *step_p = "memfd_create";
+    int fd = memfd_create(name, flags);
+    if (fd < 0)
+        return -errno;
+    *step_p = "ftruncate";
+    int rc = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+    if (rc == 0) {
+        *step_p = "mmap";
+        rc = sd__segment_map(fd, size, base_p);
+    }
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *fd_p = fd;
+    return 0;
+}
+
+/* Opens the segment on the pages the pool asks for. -errno when none
+ * could be had; AUTO falls back to base pages once, for good, and says so. */
+static int sd__segment_open_paged(struct sd_pool *pool, const char *name, uint64_t size,
+                                  int *fd_p, unsigned char **base_p, uint64_t *page_p,
+                                  const char **step_p)
+{
+    int want_huge = pool->pages == SD_POOL_PAGES_HUGE ||
+                    (pool->pages == SD_POOL_PAGES_AUTO && !pool->huge_exhausted);
+    if (want_huge) {
+        int rc = sd__segment_open(name, size, 1, fd_p, base_p, step_p);
+        if (rc == 0) {
+            *page_p = SD_POOL_HUGE_PAGE;
+            return 0;
+        }
+        char why[256];
+        sd__huge_reason(*step_p, rc, size, why, sizeof(why));
+        if (pool->pages == SD_POOL_PAGES_HUGE) {
+            sd__pool_log(pool,
+                         "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
+                         "reserve more with `sysctl vm.nr_hugepages=N` or use pages = auto",
+                         name, (unsigned long long)size, why);
+            *step_p = NULL;
+            return rc;
+        }
+        pool->huge_exhausted = 1;
+        sd__pool_log(pool,
+                     "segment %s and any after it use %zu-byte pages, which the GPU agent "
+                     "registers several times slower than 2 MiB ones: %s; reserve huge pages "
+                     "with `sysctl vm.nr_hugepages=N`, or set pages = small to say nothing",
+                     name, pool->page, why);
+    }
+    int rc = sd__segment_open(name, size, 0, fd_p, base_p, step_p);
+    if (rc < 0)
+        return rc;
+    /* Where the system's shmem THP policy is "advise", this makes the
+     * pages 2 MiB folios too; elsewhere it changes nothing. */
+    (void)madvise(*base_p, (size_t)size, MADV_HUGEPAGE);
+    *page_p = pool->page;
+    return 0;
+}
+
 int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t id,
                        enum sd_mem_class mem_class, uint64_t size)
 {
@@ -161,29 +268,20 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
 
     int fd = -1;
     unsigned char *base = NULL;
+    uint64_t page_size = 0;
     int rc = -EIO;
     const char *step = "memfd_create";
 
     if (sd__pool_fault_hit())
         goto fail;
-    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        rc = -errno;
+    rc = sd__segment_open_paged(pool, name, size, &fd, &base, &page_size, &step);
+    if (rc < 0)
         goto fail;
-    }
-    step = "ftruncate";
-    if (ftruncate(fd, (off_t)size) != 0) {
-        rc = -errno;
-        goto fail;
-    }
-    step = "mmap";
+    step = "mapping";
     if (sd__pool_fault_hit()) {
         rc = -EIO;
         goto fail;
     }
-    rc = sd__segment_map(fd, size, &base);
-    if (rc < 0)
-        goto fail;
     step = "pre-faulting";
     if (sd__pool_fault_hit()) {
         rc = -EIO;
@@ -214,8 +312,13 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
         goto fail;
     }
 
-    *seg = (struct sd__segment){
-        .id = id, .mem_class = mem_class, .fd = fd, .base = base, .size = size, .carved = 0};
+    *seg = (struct sd__segment){.id = id,
+                                .mem_class = mem_class,
+                                .fd = fd,
+                                .base = base,
+                                .size = size,
+                                .page_size = page_size,
+                                .carved = 0};
     return 0;
 
 fail:

@@ -14,9 +14,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include "huge_pages.h"
 #include "pool_internal.h"
+
 #include "stagingd/pool.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -56,6 +59,9 @@ static struct sd_pool_config small_config(void)
     c.class_bytes[SD_CLASS_MAPPED] = 4 * MIB;
     c.segment_bytes = 4 * MIB; /* 2 + 4 + 1 segments */
     c.prefault_threads = 2;
+    /* Base pages: the same segments whether or not this machine has huge
+     * pages reserved (the page-backing tests below choose their own). */
+    c.pages = SD_POOL_PAGES_SMALL;
     memset(&captured, 0, sizeof(captured));
     c.log = capture_log;
     c.log_ctx = &captured;
@@ -95,24 +101,28 @@ static int count_pool_mappings(void)
     return n;
 }
 
-static long mapping_rss_kb(const void *base)
+/* kB of the mapping at @base that are in this process's page tables: Rss,
+ * plus the hugetlb pages smaps counts apart from it. */
+static long mapping_resident_kb(const void *base)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
     ck_assert_ptr_nonnull(f);
     char line[1024];
-    int inside = 0;
-    long kb = -1;
+    int inside = 0, found = 0;
+    long kb = 0;
     while (fgets(line, sizeof(line), f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
             inside = lo == (unsigned long)(uintptr_t)base;
-        else if (inside && strncmp(line, "Rss:", 4) == 0) {
-            kb = strtol(line + 4, NULL, 10);
-            break;
+            found |= inside;
+        } else if (inside && (strncmp(line, "Rss:", 4) == 0 ||
+                              strncmp(line, "Shared_Hugetlb:", 15) == 0 ||
+                              strncmp(line, "Private_Hugetlb:", 16) == 0)) {
+            kb += strtol(strchr(line, ':') + 1, NULL, 10);
         }
     }
     fclose(f);
-    return kb;
+    return found ? kb : -1;
 }
 
 /* Fills a buffer with a pattern that depends on @key and on the position. */
@@ -261,8 +271,14 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
         ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
                          F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
         ck_assert_int_eq(seals & F_SEAL_WRITE, 0);
+        /* hugetlb files only take whole-page sizes: shrink by one page. */
+        struct statfs sfs;
+        ck_assert_int_eq(fstatfs(s.fd, &sfs), 0);
+        ck_assert_msg((s.page_size == SD_POOL_HUGE_PAGE) == (sfs.f_type == HUGETLBFS_MAGIC),
+                      "segment %u: page size %llu, file system magic %#lx", s.id,
+                      (unsigned long long)s.page_size, (unsigned long)sfs.f_type);
         errno = 0;
-        ck_assert_int_eq(ftruncate(s.fd, (off_t)s.size / 2), -1);
+        ck_assert_int_eq(ftruncate(s.fd, (off_t)(s.size - s.page_size)), -1);
         ck_assert_int_eq(errno, EPERM);
         errno = 0;
         ck_assert_int_eq(ftruncate(s.fd, (off_t)s.size * 2), -1);
@@ -325,8 +341,9 @@ static void check_populated(unsigned flags)
         ck_assert_msg(resident == pages, "segment %u: %zu of %zu pages resident", s.id, resident,
                       pages);
         /* Mapped in this process's page tables, not only in the page cache. */
-        long rss = mapping_rss_kb(s.base);
-        ck_assert_msg(rss == (long)(s.size / 1024), "segment %u: Rss %ld kB, expected %llu kB",
+        long rss = mapping_resident_kb(s.base);
+        ck_assert_msg(rss == (long)(s.size / 1024),
+                      "segment %u: Rss + Hugetlb %ld kB, expected %llu kB",
                       s.id, rss, (unsigned long long)(s.size / 1024));
     }
     sd_pool_destroy(pool);
@@ -1020,6 +1037,131 @@ START_TEST(test_concurrent_threads_get_disjoint_buffers)
 }
 END_TEST
 
+/* --- page backing --- */
+
+/* Segments of @pool on hugetlb pages, checked against the file system. */
+static unsigned count_huge_segments(struct sd_pool *pool)
+{
+    unsigned huge = 0;
+    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
+        struct sd_pool_segment s;
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+        struct statfs sfs;
+        ck_assert_int_eq(fstatfs(s.fd, &sfs), 0);
+        int on_hugetlbfs = sfs.f_type == HUGETLBFS_MAGIC;
+        ck_assert_uint_eq(s.page_size, on_hugetlbfs ? SD_POOL_HUGE_PAGE : (uint64_t)sysconf(_SC_PAGESIZE));
+        huge += on_hugetlbfs;
+    }
+    unsigned counted = 0;
+    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+        struct sd_pool_class_stats st;
+        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_uint_le(st.huge_segments, st.segments);
+        counted += st.huge_segments;
+    }
+    ck_assert_uint_eq(counted, huge);
+    return huge;
+}
+
+START_TEST(test_pages_small_never_uses_hugetlb)
+{
+    struct sd_pool_config c = small_config();
+    c.pages = SD_POOL_PAGES_SMALL;
+    struct sd_pool *pool = create_or_fail(&c);
+    ck_assert_uint_eq(count_huge_segments(pool), 0);
+    ck_assert_uint_eq(captured.lines, 0); /* nothing to report */
+    sd_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_pages_huge_refuses_with_the_numbers_when_short)
+{
+    long free_pages = test_huge_pages_free();
+    if (free_pages > 1024) {
+        /* Asking for more would cost this test GiBs. */
+        printf("test_pages_huge_refuses...: %ld huge pages free, shortage not tried\n", free_pages);
+        return;
+    }
+    int fds = count_fds();
+    struct sd_pool_config c = small_config();
+    memset(c.class_bytes, 0, sizeof(c.class_bytes));
+    c.class_bytes[SD_CLASS_PINNED] = (uint64_t)(free_pages + 1) * SD_POOL_HUGE_PAGE;
+    c.segment_bytes = c.class_bytes[SD_CLASS_PINNED];
+    c.pages = SD_POOL_PAGES_HUGE;
+    struct sd_pool *pool = NULL;
+    int rc = sd_pool_create(&c, &pool);
+    ck_assert_msg(rc == -ENOMEM || rc == -EINVAL, "expected -ENOMEM (or -EINVAL without hugetlbfs), "
+                  "found %d; log:\n%s", rc, captured.all);
+    ck_assert_ptr_null(pool);
+    ck_assert_msg(strstr(captured.all, "pages = huge") && strstr(captured.all, "vm.nr_hugepages"),
+                  "log does not say why: %s", captured.all);
+    if (rc == -ENOMEM) {
+        char want[96];
+        snprintf(want, sizeof(want), "expected %ld free 2 MiB huge pages", free_pages + 1);
+        ck_assert_msg(strstr(captured.all, want), "log lacks '%s': %s", want, captured.all);
+    }
+    ck_assert_int_eq(count_fds(), fds);
+    ck_assert_int_eq(count_pool_mappings(), 0);
+}
+END_TEST
+
+START_TEST(test_pages_auto_falls_back_to_base_pages_and_says_why)
+{
+    long free_pages = test_huge_pages_free();
+    if (free_pages > 1024) {
+        printf("test_pages_auto_falls_back...: %ld huge pages free, shortage not tried\n",
+               free_pages);
+        return;
+    }
+    /* One 2 MiB segment more than the free huge pages can hold. */
+    struct sd_pool_config c = small_config();
+    memset(c.class_bytes, 0, sizeof(c.class_bytes));
+    c.class_bytes[SD_CLASS_STAGED] = (uint64_t)(free_pages + 1) * SD_POOL_HUGE_PAGE;
+    c.segment_bytes = SD_POOL_HUGE_PAGE;
+    c.pages = SD_POOL_PAGES_AUTO;
+    struct sd_pool *pool = create_or_fail(&c);
+    unsigned huge = count_huge_segments(pool);
+    ck_assert_uint_le(huge, (unsigned)free_pages);
+    ck_assert_uint_lt(huge, sd_pool_segment_count(pool));
+    /* Said once, with the reason, however many segments fell back. */
+    ck_assert_uint_eq(captured.lines, 1);
+    ck_assert_ptr_nonnull(strstr(captured.last, "registers several times slower"));
+    ck_assert_ptr_nonnull(strstr(captured.last, "huge pages"));
+    /* Buffers come from the mixed class as from any other. */
+    struct sd_pool_buf b[8];
+    for (unsigned i = 0; i < 8; i++) {
+        ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_STAGED, 64 * 1024, &b[i]), 0);
+        check_buf_placement(pool, &b[i], SD_CLASS_STAGED, 64 * 1024);
+        pattern_fill(b[i].base, b[i].len, i);
+    }
+    for (unsigned i = 0; i < 8; i++)
+        ck_assert_int_eq(sd_pool_free(pool, &b[i]), 0);
+    sd_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_pages_names_parse_both_ways)
+{
+    static const enum sd_pool_pages all[] = {SD_POOL_PAGES_AUTO, SD_POOL_PAGES_SMALL,
+                                             SD_POOL_PAGES_HUGE};
+    for (size_t i = 0; i < 3; i++) {
+        enum sd_pool_pages p = (enum sd_pool_pages)99;
+        ck_assert_int_eq(sd_pool_pages_parse(sd_pool_pages_name(all[i]), &p), 0);
+        ck_assert_int_eq(p, all[i]);
+    }
+    enum sd_pool_pages p = SD_POOL_PAGES_SMALL;
+    ck_assert_int_eq(sd_pool_pages_parse("HUGE", &p), -EINVAL);
+    ck_assert_int_eq(sd_pool_pages_parse("", &p), -EINVAL);
+    ck_assert_int_eq(p, SD_POOL_PAGES_SMALL);
+    ck_assert_str_eq(sd_pool_pages_name((enum sd_pool_pages)7), "invalid");
+    struct sd_pool_config c = small_config();
+    c.pages = (enum sd_pool_pages)7;
+    struct sd_pool *pool = NULL;
+    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(captured.last, "expected pages auto"));
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -1041,6 +1183,10 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, test_destroy_with_live_buffers_releases_everything_but_dup_fds);
     tcase_add_test(tc, test_defaults_follow_machine_memory);
     tcase_add_test(tc, test_concurrent_threads_get_disjoint_buffers);
+    tcase_add_test(tc, test_pages_small_never_uses_hugetlb);
+    tcase_add_test(tc, test_pages_huge_refuses_with_the_numbers_when_short);
+    tcase_add_test(tc, test_pages_auto_falls_back_to_base_pages_and_says_why);
+    tcase_add_test(tc, test_pages_names_parse_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "stagingd/log.h"
+#include "stagingd/pool.h"
 
 #define SD_CONFIG_AGENTS_MAX 16
 #define SD_CONFIG_SOCK_MAX 108 /* sizeof(sun_path) */
@@ -38,6 +39,7 @@ struct sd_config {
     uint64_t pinned_pool;             /* bytes; 0: sized to the store (job) */
     uint64_t mapped_pool;
     uint64_t segment_size; /* largest pool segment; 0: sized to the largest shard */
+    enum sd_pool_pages pages;
     unsigned batch;        /* leases per LEASE_REQUEST / LEASE_RELEASE at most */
     unsigned inflight;     /* shards staged, leased or worked on at once */
     enum sd_job_op op;
@@ -53,7 +55,7 @@ struct sd_config {
 };
 
 /* Fills @cfg_p with the defaults: no store, the agent's default socket,
- * inflight 4, batch 16, op verify, k 10, query seed 1, MAPPED 2 MiB,
+ * pages auto, inflight 4, batch 16, op verify, k 10, query seed 1, MAPPED 2 MiB,
  * doorbell auto, drain 10 s, agent timeout 30 s, log level info. */
 void sd_config_default(struct sd_config *cfg_p);
 

@@ -23,6 +23,23 @@ enum sd_mem_class {
 #define SD_POOL_SEGMENT_ALIGN ((uint64_t)2 << 20)
 /* Every buffer starts on a page of this size. */
 #define SD_POOL_BUF_ALIGN ((size_t)4096)
+/* The hugetlb page size segments use when they get huge pages. */
+#define SD_POOL_HUGE_PAGE ((uint64_t)2 << 20)
+
+/* Which pages back the segments (sd_pool_config.pages). The agent maps each
+ * segment afresh and builds its own page tables before it can register it:
+ * with 2 MiB pages that is 512 times fewer entries, and registration runs
+ * at the driver's speed (docs/staging-pool.md, "Huge pages"). */
+enum sd_pool_pages {
+    /* hugetlb pages while the system has free ones reserved
+     * (vm.nr_hugepages), base pages for the rest: the default. */
+    SD_POOL_PAGES_AUTO = 0,
+    /* Base pages only. */
+    SD_POOL_PAGES_SMALL = 1,
+    /* hugetlb pages for every segment, or sd_pool_create fails saying how
+     * many pages it needed and found free. */
+    SD_POOL_PAGES_HUGE = 2,
+};
 
 /* Receives one complete log line (no trailing newline). */
 typedef void (*sd_pool_log_fn)(void *ctx, const char *line);
@@ -44,6 +61,7 @@ struct sd_pool_config {
     /* Threads that pre-fault each segment (1 = the calling thread only). */
     unsigned prefault_threads;
     unsigned flags;
+    enum sd_pool_pages pages;
     /* Where errors and notices go; NULL means stderr. */
     sd_pool_log_fn log;
     void *log_ctx;
@@ -66,6 +84,7 @@ struct sd_pool_segment {
     int fd;     /* owned by the pool: dup it to keep it past sd_pool_destroy */
     void *base; /* this process's mapping, SD_POOL_SEGMENT_ALIGN-aligned */
     uint64_t size;
+    uint64_t page_size; /* of the pages backing it: the base page or SD_POOL_HUGE_PAGE */
 };
 
 struct sd_pool_class_stats {
@@ -77,6 +96,7 @@ struct sd_pool_class_stats {
     uint64_t live_buffers;   /* allocated and not yet freed */
     uint64_t alloc_failures; /* sd_pool_alloc calls that returned -ENOMEM */
     uint32_t segments;
+    uint32_t huge_segments; /* of those, backed by SD_POOL_HUGE_PAGE hugetlb pages */
 };
 
 struct sd_pool;
@@ -85,12 +105,17 @@ struct sd_pool;
 
 /* Proposes sizes from this machine's memory (sysconf(_SC_PHYS_PAGES)):
  * PINNED 1/8 of RAM, STAGED 1/16, MAPPED 1/512, each capped; 1 GiB segments;
- * a prefault thread per core up to 8. Callers override fields afterwards.
+ * a prefault thread per core up to 8; pages auto. Callers override fields afterwards.
  * Returns 0, or -errno when the machine's memory cannot be read. */
 int sd_pool_config_default(struct sd_pool_config *config_p);
 
 /* "STAGED", "PINNED", "MAPPED", or "invalid". */
 const char *sd_mem_class_name(enum sd_mem_class mem_class);
+
+/* "auto", "small", "huge", or "invalid"; and back. Parse returns 0, or
+ * -EINVAL for any other text. */
+const char *sd_pool_pages_name(enum sd_pool_pages pages);
+int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p);
 
 /* --- life cycle --- */
 
