@@ -56,11 +56,13 @@ int lease__fail_logged(const struct lease_service *svc, int rc);
 
 /* ---- segments: fd checks and mapping (segment.c) ---------------------- */
 
-/* Validates @fd as described for lease_segment_add and maps it. */
-int lease__fd_map(int fd, uint64_t claimed_size, void **base_p);
-/* Write-populates the page tables of [base, base+len) before registration;
- * changes no byte. Returns 0 or -errno (-EINVAL on
- * kernels without MADV_POPULATE_WRITE), which callers may ignore. */
+/* Validates @fd as described for lease_segment_add and maps it at a 2 MiB
+ * boundary; *page_p gets the size of the pages backing it. */
+int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p);
+/* Populates the page tables of [base, base+len) before registration (by
+ * read faults, which map shmem pages writable); changes no byte. Returns 0
+ * or -errno (-EINVAL on kernels without MADV_POPULATE_READ), which callers
+ * may ignore. */
 int lease__populate(void *base, uint64_t len);
 
 /* ---- the service's objects -------------------------------------------- */
@@ -83,6 +85,7 @@ struct lease__segment {
     enum lease_class cls;
     void *base;
     uint64_t size;
+    uint64_t page_size; /* of the pages backing the fd (hugetlb: the huge page) */
     bool registered;
     uint32_t nchunks;
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */

@@ -195,6 +195,11 @@ static int seg_register_locked(struct lease_service *svc, struct lease__segment 
 
 /* ---- object lifetimes (all locked) ------------------------------------ */
 
+static bool seg_huge(const struct lease__segment *seg)
+{
+    return seg->page_size > (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
 {
     seg_unregister_locked(svc, seg);
@@ -202,6 +207,8 @@ static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
     close(seg->fd);
     lease__table_remove(&svc->segs, seg->id);
     svc->st.cls[seg->cls].segments--;
+    if (seg_huge(seg))
+        svc->st.cls[seg->cls].huge_segments--;
     free(seg->chunk_dev);
     free(seg);
 }
@@ -537,7 +544,8 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
                            "3 (MAPPED), found %d",
                            (int)cls);
     void *base;
-    int rc = lease__fd_map(fd, claimed_size, &base);
+    uint64_t page_size = 0;
+    int rc = lease__fd_map(fd, claimed_size, &base, &page_size);
     if (rc < 0)
         return lease__fail_logged(svc, rc);
     struct lease__segment *seg = calloc(1, sizeof(*seg));
@@ -549,6 +557,7 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
     seg->cls = cls;
     seg->base = base;
     seg->size = claimed_size;
+    seg->page_size = page_size;
     seg->client = client;
     uint64_t chunk = chunk_of(svc, seg);
     uint64_t nchunks = (claimed_size + chunk - 1) / chunk;
@@ -633,8 +642,17 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
     seg->fd = fd;
     seg->last_use = ++svc->tick;
     svc->st.cls[cls].segments++;
+    if (seg_huge(seg))
+        svc->st.cls[cls].huge_segments++;
     uint64_t id = seg->id;
     pthread_mutex_unlock(&svc->mu);
+    if (needs_reg(cls))
+        lease__log(svc,
+                   "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
+                   "-byte pages, registered in %.1f ms (%.1f GB/s)",
+                   id, client, lease_class_name(cls), claimed_size, page_size,
+                   (double)(t1 - t0) / 1e6,
+                   t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
     *seg_id_p = id;
     return 0;
 

@@ -746,7 +746,7 @@ START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
         {"long", make_memfd(2 * MiB, GOOD_SEALS, 26), 1 * MiB, -EINVAL,
          "claimed size 1048576 bytes, found 2097152"},
         {"not page multiple", make_memfd(1 * MiB + 100, GOOD_SEALS, 27), 1 * MiB + 100, -EINVAL,
-         "multiple of the 4096-byte page, found 1048676"},
+         "multiple of its 4096-byte base page, found 1048676"},
         {"empty", make_memfd(0, GOOD_SEALS, 28), 0, -EINVAL, "above 0, claimed 0"},
         {"negative", -1, 1 * MiB, -EBADF, "found -1"},
     };
@@ -819,6 +819,96 @@ START_TEST(segment_ids_are_generation_checked_and_remove_closes_the_fd)
     ck_assert_int_eq(grant1(svc, c, seg2, 0, 4096, PINNED, 0, &r), 0);
     lease_service_destroy(svc);
     ck_assert_int_eq(count_fds(), before);
+}
+END_TEST
+
+/* A backend that records, at registration time, how much of the range is
+ * already in the agent's page tables (smaps Rss of the mapping). */
+struct rss_probe {
+    void *base;
+    long rss_kb;
+};
+
+static long vma_rss_kb(const void *start)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int inside = 0;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            inside = lo == (unsigned long)(uintptr_t)start;
+        else if (inside && strncmp(line, "Rss:", 4) == 0) {
+            kb = strtol(line + 4, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+static int rss_register(void *ctx, void *base, uint64_t length, enum lease_class cls,
+                        uint64_t *dev_ptr_p)
+{
+    (void)length;
+    (void)cls;
+    struct rss_probe *p = ctx;
+    p->base = base;
+    p->rss_kb = vma_rss_kb(base);
+    *dev_ptr_p = (uint64_t)(uintptr_t)base;
+    return 0;
+}
+
+static int rss_unregister(void *ctx, void *base, uint64_t length, enum lease_class cls)
+{
+    (void)ctx;
+    (void)base;
+    (void)length;
+    (void)cls;
+    return 0;
+}
+
+START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
+{
+    /* One thread populates the small segment; the large one is split
+     * between threads, its last slice longer than the others. */
+    static const uint64_t sizes[] = {4 * MiB, 130 * MiB};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        const uint64_t size = sizes[k];
+        struct rss_probe probe = {0};
+        struct lease_backend be = {.name = "rss probe",
+                                   .ctx = &probe,
+                                   .register_range = rss_register,
+                                   .unregister_range = rss_unregister};
+        struct lease_service_config cfg = {.budget_pinned = size, .budget_mapped = size};
+        struct lease_service *svc = NULL;
+        ck_assert_int_eq(lease_service_create(&cfg, &be, &svc), 0);
+        uint64_t c = 0;
+        ck_assert_int_eq(lease_client_add(svc, NULL, &c), 0);
+        int fd = make_memfd(size, GOOD_SEALS, 4242 + k); /* written, then unmapped */
+        uint64_t seg = 0;
+        ck_assert_int_eq(lease_segment_add(svc, c, fd, size, PINNED, &seg), 0);
+        /* Mapped on a 2 MiB boundary, every page in the page tables before
+         * the backend was called: the pin has no fault left to take. */
+        ck_assert_ptr_nonnull(probe.base);
+        ck_assert_uint_eq((uintptr_t)probe.base % (2 * MiB), 0);
+        ck_assert_msg(probe.rss_kb == (long)(size / 1024), "%llu MiB: Rss %ld kB",
+                      (unsigned long long)(size / MiB), probe.rss_kb);
+        unsigned char *want = malloc(size);
+        ck_assert_ptr_nonnull(want);
+        fill_random(want, size, 4242 + k);
+        ck_assert_int_eq(memcmp(probe.base, want, size), 0);
+        /* Populated by read, yet writable, and shared with the daemon's fd. */
+        ((unsigned char *)probe.base)[size - 1] ^= 0xff;
+        unsigned char last = 0;
+        ck_assert_int_eq(pread(fd, &last, 1, (off_t)(size - 1)), 1);
+        ck_assert_uint_eq(last, (unsigned char)(want[size - 1] ^ 0xff));
+        free(want);
+        ck_assert_int_eq(lease_client_drop(svc, c), 0);
+        lease_service_destroy(svc);
+    }
 }
 END_TEST
 
@@ -1280,9 +1370,9 @@ START_TEST(stats_text_names_every_class_and_client)
     ck_assert_uint_eq(strlen(buf), (size_t)n);
     ck_assert_ptr_nonnull(strstr(buf, "clients=1"));
     ck_assert_ptr_nonnull(strstr(buf, "STAGED: segments=0"));
-    ck_assert_ptr_nonnull(strstr(buf, "PINNED: segments=1 registered=1048576/2097152B leases=1 "
+    ck_assert_ptr_nonnull(strstr(buf, "PINNED: segments=1 (huge 0) registered=1048576/2097152B leases=1 "
                                       "leased=12288B registrations=1"));
-    ck_assert_ptr_nonnull(strstr(buf, "MAPPED: segments=0 registered=0/1048576B"));
+    ck_assert_ptr_nonnull(strstr(buf, "MAPPED: segments=0 (huge 0) registered=0/1048576B"));
     char want[64];
     snprintf(want, sizeof(want), "client %#" PRIx64 ": leases=1 bytes=12288 segments=1", c);
     ck_assert_ptr_nonnull(strstr(buf, want));
@@ -1672,6 +1762,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, wrong_kinds_of_fd_are_refused_and_left_open);
     tcase_add_test(tc, segment_ids_are_generation_checked_and_remove_closes_the_fd);
     tcase_add_test(tc, backend_failure_leaves_the_fd_with_the_caller);
+    tcase_add_test(tc, registration_finds_the_page_tables_populated_and_the_bytes_unchanged);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("budgets");

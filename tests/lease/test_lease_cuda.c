@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "huge_pages.h"
 #include "lease/cuda_backend.h"
 
 #define KiB 1024ull
@@ -132,6 +133,78 @@ START_TEST(mapped_chunks_read_the_daemons_bytes_through_device_pointers)
 }
 END_TEST
 
+
+/* stagingd's segments on 2 MiB hugetlb pages (its default where huge pages
+ * are reserved): both classes register, and the GPU reads the daemon's bytes
+ * by copy (PINNED) and through the device pointer (MAPPED). */
+START_TEST(hugetlb_segments_register_and_the_gpu_reads_them)
+{
+    const uint64_t size = 4 * MiB;
+    if (test_huge_pages_free() < (long)(2 * size / (2 * MiB))) {
+        printf("hugetlb case not run: %ld free 2 MiB huge pages, 4 needed "
+               "(scripts/device-proof.sh reserves them)\n", test_huge_pages_free());
+        return;
+    }
+    struct lease_backend be;
+    ck_assert_int_eq(lease_cuda_backend_init(primary, 0, &be), 0);
+    struct lease_service *svc = new_svc(&be, size, size);
+    uint64_t c;
+    ck_assert_int_eq(lease_client_add(svc, NULL, &c), 0);
+    uint8_t *ref = malloc(size);
+    uint8_t *back = malloc(size);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_ptr_nonnull(back);
+    CUdeviceptr d = 0;
+    ck_assert_int_eq(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    ck_assert_int_eq(cuMemAlloc(&d, size), CUDA_SUCCESS);
+    for (int k = 0; k < 2; k++) {
+        enum lease_class cls = k ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
+        int fd = memfd_create("lease-cuda-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
+                                                     MFD_HUGE_2MB);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+        void *daemon = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ck_assert_ptr_ne(daemon, MAP_FAILED);
+        fill_random(ref, size, 91 + (uint64_t)k);
+        memcpy(daemon, ref, size);
+        ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, SEALS), 0);
+        uint64_t seg = 0;
+        ck_assert_msg(lease_segment_add(svc, c, fd, size, cls, &seg) == 0, "%s",
+                      lease_error_last());
+        struct lease_stats st;
+        ck_assert_int_eq(lease_service_stats(svc, &st), 0);
+        ck_assert_uint_eq(st.cls[cls].huge_segments, 1);
+        struct lease_grant_req q = {seg, 0, size, cls, 0};
+        struct lease_grant_result r;
+        ck_assert_int_eq(lease_grant(svc, c, 1, &q, &r), 1);
+        ck_assert_msg(r.rc == 0, "grant: %s", lease_error_last());
+        ck_assert(registered(r.host_addr));
+        ck_assert_int_eq(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+        CUdeviceptr src = cls == LEASE_CLASS_MAPPED ? (CUdeviceptr)r.dev_ptr : 0;
+        if (cls == LEASE_CLASS_MAPPED) {
+            ck_assert_uint_ne(r.dev_ptr, 0);
+            ck_assert_int_eq(cuMemcpyDtoD(d, src, size), CUDA_SUCCESS); /* a zero-copy read */
+        } else {
+            ck_assert_int_eq(cuMemcpyHtoD(d, r.host_addr, size), CUDA_SUCCESS);
+        }
+        memset(back, 0, size);
+        ck_assert_int_eq(cuMemcpyDtoH(back, d, size), CUDA_SUCCESS);
+        ck_assert_msg(memcmp(back, ref, size) == 0, "%s: the GPU read other bytes",
+                      lease_class_name(cls));
+        int rc = 0;
+        ck_assert_int_eq(lease_release(svc, c, 1, &r.lease_id, &rc), 1);
+        ck_assert_int_eq(lease_segment_remove(svc, c, seg), 0);
+        munmap(daemon, size);
+    }
+    ck_assert_int_eq(cuMemFree(d), CUDA_SUCCESS);
+    ck_assert_int_eq(lease_client_drop(svc, c), 0);
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+    free(ref);
+    free(back);
+}
+END_TEST
+
 START_TEST(eviction_really_unregisters_and_the_next_lease_registers_again)
 {
     struct lease_backend be;
@@ -219,6 +292,7 @@ int main(void)
     tcase_add_test(tc, mapped_chunks_read_the_daemons_bytes_through_device_pointers);
     tcase_add_test(tc, eviction_really_unregisters_and_the_next_lease_registers_again);
     tcase_add_test(tc, driver_errors_are_named_and_mapped_to_errno);
+    tcase_add_test(tc, hugetlb_segments_register_and_the_gpu_reads_them);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -261,6 +261,7 @@ int lease_query(struct lease_service *svc, uint64_t client, uint64_t lease_id,
 struct lease_class_stats {
     uint64_t budget;           /* configured bytes (0 for STAGED) */
     uint64_t segments;         /* segments of this class */
+    uint64_t huge_segments;    /* of those, on hugetlb pages (MFD_HUGETLB) */
     uint64_t bytes_registered; /* bytes of those registered now */
     uint64_t live_leases;      /* granted with this class, not release-complete */
     uint64_t bytes_leased;

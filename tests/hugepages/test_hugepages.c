@@ -1,0 +1,172 @@
+/* Segments on 2 MiB hugetlb pages, from stagingd's pool to the agent's lease
+ * service (host backend): the pool makes, populates and seals them; the
+ * service accepts them, maps them on a 2 MiB boundary, counts them as huge
+ * and leases bytes that both sides see. Needs free reserved huge pages
+ * (vm.nr_hugepages); exits 77 (skipped) where there are too few. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "huge_pages.h"
+#include "lease/lease.h"
+#include "stagingd/pool.h"
+
+#define MIB ((uint64_t)1 << 20)
+/* PINNED 4 MiB + MAPPED 2 MiB: within an 8 MiB RLIMIT_MEMLOCK. */
+#define PINNED_BYTES (4 * MIB)
+#define MAPPED_BYTES (2 * MIB)
+#define PAGES_NEEDED ((PINNED_BYTES + MAPPED_BYTES) / SD_POOL_HUGE_PAGE)
+
+static char pool_log[8192];
+
+static void capture(void *ctx, const char *line)
+{
+    (void)ctx;
+    size_t used = strlen(pool_log);
+    snprintf(pool_log + used, sizeof(pool_log) - used, "%s\n", line);
+}
+
+static struct sd_pool *huge_pool(void)
+{
+    struct sd_pool_config c = {0};
+    c.class_bytes[SD_CLASS_PINNED] = PINNED_BYTES;
+    c.class_bytes[SD_CLASS_MAPPED] = MAPPED_BYTES;
+    c.segment_bytes = 2 * MIB;
+    c.prefault_threads = 2;
+    c.pages = SD_POOL_PAGES_HUGE;
+    c.log = capture;
+    pool_log[0] = '\0';
+    struct sd_pool *pool = NULL;
+    int rc = sd_pool_create(&c, &pool);
+    ck_assert_msg(rc == 0, "sd_pool_create(pages = huge): %s; log:\n%s", strerror(-rc), pool_log);
+    return pool;
+}
+
+START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
+{
+    struct sd_pool *pool = huge_pool();
+    ck_assert_uint_eq(sd_pool_segment_count(pool), PAGES_NEEDED);
+    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
+        struct sd_pool_segment s;
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+        ck_assert_uint_eq(s.page_size, SD_POOL_HUGE_PAGE);
+        struct statfs sfs;
+        ck_assert_int_eq(fstatfs(s.fd, &sfs), 0);
+        ck_assert_uint_eq((unsigned long)sfs.f_type, HUGETLBFS_MAGIC);
+        ck_assert_uint_eq((uint64_t)sfs.f_bsize, SD_POOL_HUGE_PAGE);
+        int seals = fcntl(s.fd, F_GET_SEALS);
+        ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+                         F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+        /* Populated: every huge page is resident in the pool's mapping. */
+        unsigned char vec[512];
+        ck_assert_int_eq(mincore(s.base, s.size, vec), 0);
+        for (uint64_t p = 0; p < s.size / (uint64_t)sysconf(_SC_PAGESIZE); p++)
+            ck_assert_msg(vec[p] & 1, "segment %u: page %" PRIu64 " not resident", s.id, p);
+    }
+    for (int k = SD_CLASS_PINNED; k <= SD_CLASS_MAPPED; k++) {
+        struct sd_pool_class_stats st;
+        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_uint_eq(st.huge_segments, st.segments);
+    }
+    ck_assert_str_eq(pool_log, ""); /* nothing fell back */
+    sd_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
+{
+    struct sd_pool *pool = huge_pool();
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
+                                       .budget_mapped = MAPPED_BYTES};
+    struct lease_service *svc = NULL;
+    ck_assert_msg(lease_service_create(&cfg, &be, &svc) == 0, "%s", lease_error_last());
+    uint64_t client = 0;
+    ck_assert_int_eq(lease_client_add(svc, NULL, &client), 0);
+
+    uint64_t ids[PAGES_NEEDED];
+    struct sd_pool_segment segs[PAGES_NEEDED];
+    for (unsigned i = 0; i < PAGES_NEEDED; i++) {
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &segs[i]), 0);
+        /* The agent takes over a copy of the fd, as SCM_RIGHTS would give it. */
+        int fd = fcntl(segs[i].fd, F_DUPFD_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        enum lease_class cls =
+            segs[i].mem_class == SD_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
+        int rc = lease_segment_add(svc, client, fd, segs[i].size, cls, &ids[i]);
+        ck_assert_msg(rc == 0, "segment %u: %s", segs[i].id, lease_error_last());
+    }
+    struct lease_stats st;
+    ck_assert_int_eq(lease_service_stats(svc, &st), 0);
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, PINNED_BYTES / (2 * MIB));
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_MAPPED].huge_segments, 1);
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].bytes_registered, PINNED_BYTES);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), PINNED_BYTES + MAPPED_BYTES);
+    char text[2048];
+    ck_assert_int_gt(lease_stats_format(svc, text, sizeof(text)), 0);
+    ck_assert_msg(strstr(text, "PINNED: segments=2 (huge 2)"), "stats text: %s", text);
+
+    for (unsigned i = 0; i < PAGES_NEEDED; i++) {
+        struct lease_segment_info info;
+        ck_assert_int_eq(lease_segment_query(svc, client, ids[i], 0, &info), 0);
+        ck_assert_uint_eq(info.registered, 1);
+        /* One page-table entry per huge page needs a 2 MiB-aligned mapping. */
+        ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
+        /* A lease straddling the huge-page boundary: what the pool writes,
+         * the agent reads, and back. */
+        struct lease_grant_req q = {ids[i], MIB - 4096, 2 * 4096,
+                                    segs[i].mem_class == SD_CLASS_MAPPED ? LEASE_CLASS_MAPPED
+                                                                         : LEASE_CLASS_PINNED,
+                                    0};
+        struct lease_grant_result r;
+        ck_assert_int_eq(lease_grant(svc, client, 1, &q, &r), 1);
+        ck_assert_msg(r.rc == 0, "grant: %s", lease_error_last());
+        unsigned char *daemon_view = (unsigned char *)segs[i].base + q.offset;
+        for (unsigned b = 0; b < q.length; b++)
+            daemon_view[b] = (unsigned char)(b * 7 + i);
+        ck_assert_int_eq(memcmp(r.host_addr, daemon_view, q.length), 0);
+        memset(r.host_addr, 0xa5, 64);
+        ck_assert_uint_eq(daemon_view[63], 0xa5);
+        int rc = 0;
+        ck_assert_int_eq(lease_release(svc, client, 1, &r.lease_id, &rc), 1);
+        ck_assert_int_eq(rc, 0);
+    }
+    ck_assert_int_eq(lease_client_drop(svc, client), 0);
+    ck_assert_int_eq(lease_service_stats(svc, &st), 0);
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, 0);
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_MAPPED].huge_segments, 0);
+    ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+    sd_pool_destroy(pool);
+}
+END_TEST
+
+int main(void)
+{
+    long free_pages = test_huge_pages_free();
+    if (free_pages < (long)PAGES_NEEDED) {
+        printf("skipped: %ld free 2 MiB huge pages, %llu needed (reserve them with "
+               "`sysctl vm.nr_hugepages=%llu`)\n",
+               free_pages, (unsigned long long)PAGES_NEEDED, (unsigned long long)PAGES_NEEDED);
+        return 77;
+    }
+    Suite *s = suite_create("hugepages");
+    TCase *tc = tcase_create("hugepages");
+    tcase_add_test(tc, test_pool_segments_are_sealed_populated_hugetlb_memfds);
+    tcase_add_test(tc, test_agent_accepts_leases_and_counts_hugetlb_segments);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
