@@ -1,5 +1,7 @@
 /* reg-bench: how fast the lease service makes a stagingd segment GPU-ready,
- * against a plain cuMemHostRegister of the same bytes, in one run.
+ * against a plain cuMemHostRegister of the same bytes, in one run, for
+ * segments on 4 KiB pages and on 2 MiB hugetlb pages (stagingd's default
+ * where huge pages are reserved).
  *
  *   same map  a memfd pre-faulted through a mapping, then
  *             cuMemHostRegister(PORTABLE [| DEVICEMAP]) of that mapping:
@@ -11,6 +13,9 @@
  *             lease_segment_add, which checks it, maps it again, populates
  *             the page tables and registers it through the CUDA backend
  *             (device pointer too for MAPPED)
+ *
+ * The last column compares ours with the plain register of pre-faulted
+ * 4 KiB memory ("same map" on the 4k row), the baseline issue #3 names.
  *
  * Teardown is timed as unregister + unmap on both sides.
  *
@@ -29,6 +34,7 @@
 #include <unistd.h>
 
 #include "gpu/ga.h"
+#include "huge_pages.h" /* tests/: HugePages_Free, MFD_HUGE_2MB */
 #include "lease/cuda_backend.h"
 #include "lease/lease.h"
 
@@ -39,11 +45,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A memfd of @size bytes, pre-faulted through its own mapping (as stagingd
- * does) and optionally sealed. Returns the fd; *map_p keeps the mapping. */
-static int make_segment(uint64_t size, int seal, void **map_p)
+/* A memfd of @size bytes on 4 KiB or (@huge) 2 MiB hugetlb pages,
+ * pre-faulted through its own mapping (as stagingd does) and optionally
+ * sealed. Returns the fd; *map_p keeps the mapping. */
+static int make_segment(uint64_t size, int seal, int huge, void **map_p)
 {
-    int fd = memfd_create("reg-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+    if (huge)
+        flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+    int fd = memfd_create("reg-bench", flags);
     if (fd < 0)
         return -errno;
     if (ftruncate(fd, (off_t)size) < 0)
@@ -71,11 +81,11 @@ fail:;
  * tables are built). @fresh 1: map the pre-faulted memfd again and register
  * that, as an agent would without the lease service: the pages exist, the
  * page tables of the new mapping do not. */
-static int baseline_once(uint64_t size, unsigned flags, int fresh, double *reg_s_p,
+static int baseline_once(uint64_t size, unsigned flags, int huge, int fresh, double *reg_s_p,
                          double *unreg_s_p)
 {
     void *daemon_map = NULL;
-    int fd = make_segment(size, 0, &daemon_map);
+    int fd = make_segment(size, 0, huge, &daemon_map);
     if (fd < 0)
         return fd;
     double tm = now_s();
@@ -113,10 +123,10 @@ static int baseline_once(uint64_t size, unsigned flags, int fresh, double *reg_s
 }
 
 static int ours_once(struct lease_service *svc, uint64_t client, uint64_t size,
-                     enum lease_class cls, double *reg_s_p, double *unreg_s_p)
+                     enum lease_class cls, int huge, double *reg_s_p, double *unreg_s_p)
 {
     void *daemon_map = NULL;
-    int fd = make_segment(size, 1, &daemon_map);
+    int fd = make_segment(size, 1, huge, &daemon_map);
     if (fd < 0)
         return fd;
     uint64_t seg = 0;
@@ -141,9 +151,6 @@ static int ours_once(struct lease_service *svc, uint64_t client, uint64_t size,
     return 0;
 }
 
-/* Where our path spends its time, by hand: the daemon's pre-faulted memfd
- * mapped a second time (as the agent does), its page tables populated on
- * one thread, then registered. Printed per run, for diagnosis. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -160,19 +167,39 @@ int main(int argc, char **argv)
 {
     uint64_t size = 4ull << 30;
     int repeat = 3;
+    int want_small = 1, want_huge = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--size-gib") == 0 && i + 1 < argc)
             size = strtoull(argv[++i], NULL, 10) << 30;
         else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
             repeat = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: reg-bench [--size-gib N] [--repeat N]\n");
+        else if (strcmp(argv[i], "--pages") == 0 && i + 1 < argc) {
+            const char *p = argv[++i];
+            want_small = strcmp(p, "4k") == 0 || strcmp(p, "both") == 0;
+            want_huge = strcmp(p, "huge") == 0 || strcmp(p, "both") == 0;
+            if (!want_small && !want_huge) {
+                fprintf(stderr, "reg-bench: --pages: expected 4k, huge or both, found '%s'\n", p);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k|huge|both]\n");
             return 2;
         }
     }
     if (repeat < 1 || repeat > 64 || size == 0) {
         fprintf(stderr, "reg-bench: expected 1..64 repeats and a size > 0\n");
         return 2;
+    }
+    uint64_t huge_need = size / (2ull << 20);
+    long huge_free = test_huge_pages_free();
+    if (want_huge && (size % (2ull << 20) || huge_free < (long)huge_need)) {
+        fprintf(stderr,
+                "reg-bench: hugetlb rows skipped: %" PRIu64 " free 2 MiB huge pages needed, %ld "
+                "free (reserve them with `sysctl vm.nr_hugepages=%" PRIu64 "`)\n",
+                huge_need, huge_free, huge_need);
+        want_huge = 0;
+        if (!want_small)
+            return 1;
     }
 
     struct ga_device *dev = NULL;
@@ -210,45 +237,63 @@ int main(int argc, char **argv)
         {"MAPPED", LEASE_CLASS_MAPPED, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP},
     };
     double gib = (double)size / (double)(1ull << 30);
-    char table[1024];
+    char table[2048];
     int used = snprintf(table, sizeof(table),
-                        "class   GiB | register GB/s: same map  fresh map   ours | ours/same  "
-                        "ours/fresh | teardown GB/s: fresh   ours\n");
+                        "class  pages  GiB | register GB/s: same map  fresh map   ours | ours/same "
+                        " ours/fresh  ours/4k-same | teardown GB/s: fresh   ours\n");
     int failed = 0;
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !failed; k++) {
-        double same_reg[64], same_unreg[64], fresh_reg[64], fresh_unreg[64], ours_reg[64],
-            ours_unreg[64];
-        for (int r = 0; r < repeat && !failed; r++) {
-            /* Rotate the order so no path always runs first. */
-            for (int step = 0; step < 3 && !failed; step++) {
-                switch ((step + r) % 3) {
-                case 0:
-                    rc = ours_once(svc, client, size, kinds[k].cls, &ours_reg[r], &ours_unreg[r]);
-                    break;
-                case 1:
-                    rc = baseline_once(size, kinds[k].flags, 1, &fresh_reg[r], &fresh_unreg[r]);
-                    break;
-                default:
-                    rc = baseline_once(size, kinds[k].flags, 0, &same_reg[r], &same_unreg[r]);
-                    break;
+        double small_same = 0; /* GB/s of the 4k same-map register: the issue's baseline */
+        for (int huge = 0; huge <= 1 && !failed; huge++) {
+            if ((huge && !want_huge) || (!huge && !want_small))
+                continue;
+            const char *pages = huge ? "2M" : "4k";
+            double same_reg[64], same_unreg[64], fresh_reg[64], fresh_unreg[64], ours_reg[64],
+                ours_unreg[64];
+            for (int r = 0; r < repeat && !failed; r++) {
+                /* Rotate the order so no path always runs first. */
+                for (int step = 0; step < 3 && !failed; step++) {
+                    switch ((step + r) % 3) {
+                    case 0:
+                        rc = ours_once(svc, client, size, kinds[k].cls, huge, &ours_reg[r],
+                                       &ours_unreg[r]);
+                        break;
+                    case 1:
+                        rc = baseline_once(size, kinds[k].flags, huge, 1, &fresh_reg[r],
+                                           &fresh_unreg[r]);
+                        break;
+                    default:
+                        rc = baseline_once(size, kinds[k].flags, huge, 0, &same_reg[r],
+                                           &same_unreg[r]);
+                        break;
+                    }
+                    failed = rc < 0;
                 }
-                failed = rc < 0;
+                if (!failed)
+                    fprintf(stderr,
+                            "reg-bench: %s %s run %d/%d: same map %.3f s, fresh map %.3f s, "
+                            "ours %.3f s\n",
+                            kinds[k].name, pages, r + 1, repeat, same_reg[r], fresh_reg[r],
+                            ours_reg[r]);
             }
-            if (!failed)
-                fprintf(stderr, "reg-bench: %s run %d/%d: same map %.3f s, fresh map %.3f s, "
-                                "ours %.3f s\n",
-                        kinds[k].name, r + 1, repeat, same_reg[r], fresh_reg[r], ours_reg[r]);
+            if (failed)
+                break;
+            double gb = (double)size / 1e9;
+            double sr = gb / median(same_reg, repeat), fr = gb / median(fresh_reg, repeat);
+            double orr = gb / median(ours_reg, repeat);
+            double fu = gb / median(fresh_unreg, repeat), ou = gb / median(ours_unreg, repeat);
+            (void)same_unreg;
+            if (!huge)
+                small_same = sr;
+            char vs_small[16] = "      -";
+            if (small_same > 0)
+                snprintf(vs_small, sizeof(vs_small), "%7.2fx", orr / small_same);
+            used += snprintf(table + used, sizeof(table) - (size_t)used,
+                             "%-6s %-5s %4.1f | %23.1f %10.1f %6.1f | %8.2fx %10.2fx %13s | "
+                             "%19.1f %6.1f\n",
+                             kinds[k].name, pages, gib, sr, fr, orr, orr / sr, orr / fr, vs_small,
+                             fu, ou);
         }
-        if (failed)
-            break;
-        double gb = (double)size / 1e9;
-        double sr = gb / median(same_reg, repeat), fr = gb / median(fresh_reg, repeat);
-        double orr = gb / median(ours_reg, repeat);
-        double fu = gb / median(fresh_unreg, repeat), ou = gb / median(ours_unreg, repeat);
-        (void)same_unreg;
-        used += snprintf(table + used, sizeof(table) - (size_t)used,
-                         "%-6s %4.1f | %23.1f %10.1f %6.1f | %8.2fx %9.2fx | %19.1f %6.1f\n",
-                         kinds[k].name, gib, sr, fr, orr, orr / sr, orr / fr, fu, ou);
     }
 
     struct lease_stats st;

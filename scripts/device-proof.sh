@@ -3,10 +3,12 @@
 #
 #   scripts/device-proof.sh [BUILD_DIR]      (default: build-device, made by `make device-build`)
 #
+# 0. reserves 2 MiB huge pages (PROOF_HUGEPAGES, default 3072 = 6 GiB; the old count is put
+#    back at the end): stagingd's segments use them by default, and reg-bench compares them;
 # 1. every GPU test (ctest -L gpu) and the agent's self-test (scripts/device-check.sh);
 # 2. the arch gate: an agent built for sm_120 must refuse this GPU (if BUILD_DIR/extra has one);
 # 3. the benchmarks, each against its baseline in the same run: segment registration,
-#    lease round trips, the doorbell, the scan paths, io_uring staging;
+#    populating before registering, lease round trips, the doorbell, the scan paths, io_uring staging;
 # 4. the pipeline: stagingd stages a store, the CUDA agent verifies and scans it.
 # Logs go to $OUT (when set); a short table of results comes last.
 set -u
@@ -33,6 +35,19 @@ run() {
 section "device"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,pci.bus_id --format=csv,noheader | tee -a "$log"
 
+# 0. huge pages
+huge_before=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+restore_huge() { echo "$huge_before" >/proc/sys/vm/nr_hugepages 2>/dev/null; }
+trap restore_huge EXIT
+section "huge pages: vm.nr_hugepages ${PROOF_HUGEPAGES:-3072} (was $huge_before)"
+if echo "${PROOF_HUGEPAGES:-3072}" >/proc/sys/vm/nr_hugepages 2>>"$log"; then
+    grep -E '^HugePages_(Total|Free)' /proc/meminfo | tee -a "$log"
+    row "huge pages reserved" "$(awk '/^HugePages_Total/ {print $2}' /proc/meminfo) x 2 MiB"
+else
+    echo "could not reserve huge pages (not root?): segments use 4 KiB pages" | tee -a "$log"
+    row "huge pages reserved" "none (not permitted)"
+fi
+
 # 1. tests
 OUT="$out" scripts/device-check.sh "$build" >"$out/check.txt" 2>&1
 check_rc=$?
@@ -51,7 +66,8 @@ fi
 
 B=$build
 # 3. benchmarks
-TAIL=4 run reg-bench 120 "$B/bench/reg-bench" --size-gib 4 --repeat 3 && row reg-bench done || row reg-bench FAIL
+TAIL=6 run reg-bench 180 "$B/bench/reg-bench" --size-gib 4 --repeat 3 --pages both && row reg-bench done || row reg-bench FAIL
+TAIL=7 run populate-bench 120 "$B/bench/populate-bench" --size-gib 4 --repeat 3 && row populate-bench done || row populate-bench FAIL
 if [[ -x "$B/bench/lease-bench" ]]; then
     TAIL=8 run lease-bench 90 "$B/bench/lease-bench" --spawn "$B/gpu/lease-agent" -- --pinned-budget 1G --mapped-budget 256M && row lease-bench done || row lease-bench FAIL
 fi
