@@ -558,6 +558,7 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
     pc.class_bytes[SD_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
+    pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
     pc.log = capture_log;
     struct sd_pool *pool = NULL;
     ck_assert_int_eq(sd_pool_create(&pc, &pool), 0);
@@ -1890,6 +1891,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     pc.class_bytes[SD_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
+    pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
     pc.log = capture_log;
     ck_assert_int_eq(sd_pool_create(&pc, &x->pool), 0);
 

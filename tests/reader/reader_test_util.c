@@ -126,6 +126,7 @@ struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
     c.class_bytes[SD_CLASS_PINNED] = pinned;
     c.segment_bytes = segment;
     c.prefault_threads = 1;
+    c.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
     c.log = rt_log_fn;
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);
