@@ -1,7 +1,8 @@
 /* reg-bench: how fast the lease service makes a stagingd segment GPU-ready,
  * against a plain cuMemHostRegister of the same bytes, in one run, for
- * segments on 4 KiB pages and on 2 MiB hugetlb pages (stagingd's default
- * where huge pages are reserved).
+ * segments on 4 KiB pages, on 2 MiB hugetlb pages (stagingd's default
+ * where huge pages are reserved) and (--pages thp) on base-page memfds that
+ * ask for shmem THP.
  *
  *   same map  a memfd pre-faulted through a mapping, then
  *             cuMemHostRegister(PORTABLE [| DEVICEMAP]) of that mapping:
@@ -45,13 +46,22 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A memfd of @size bytes on 4 KiB or (@huge) 2 MiB hugetlb pages,
- * pre-faulted through its own mapping (as stagingd does) and optionally
- * sealed. Returns the fd; *map_p keeps the mapping. */
-static int make_segment(uint64_t size, int seal, int huge, void **map_p)
+/* Which pages back a segment: what stagingd's pool can get. */
+enum backing {
+    BACKING_4K,      /* base pages */
+    BACKING_HUGETLB, /* 2 MiB hugetlb pages (MFD_HUGETLB), reserved by the admin */
+    BACKING_THP,     /* base-page memfd asking for 2 MiB shmem folios (MADV_HUGEPAGE) */
+    BACKING_COUNT,
+};
+static const char *const backing_names[BACKING_COUNT] = {"4k", "huge", "thp"};
+
+/* A memfd of @size bytes on @backing pages, pre-faulted through its own
+ * mapping (as stagingd does) and optionally sealed. Returns the fd; *map_p
+ * keeps the mapping. */
+static int make_segment(uint64_t size, int seal, enum backing backing, void **map_p)
 {
     unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
-    if (huge)
+    if (backing == BACKING_HUGETLB)
         flags |= MFD_HUGETLB | MFD_HUGE_2MB;
     int fd = memfd_create("reg-bench", flags);
     if (fd < 0)
@@ -61,6 +71,8 @@ static int make_segment(uint64_t size, int seal, int huge, void **map_p)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         goto fail;
+    if (backing == BACKING_THP)
+        (void)madvise(p, size, MADV_HUGEPAGE); /* as stagingd does on base pages */
     if (madvise(p, size, MADV_POPULATE_WRITE) < 0) {
         for (uint64_t off = 0; off < size; off += 4096)
             ((volatile char *)p)[off] = 1;
@@ -81,11 +93,11 @@ fail:;
  * tables are built). @fresh 1: map the pre-faulted memfd again and register
  * that, as an agent would without the lease service: the pages exist, the
  * page tables of the new mapping do not. */
-static int baseline_once(uint64_t size, unsigned flags, int huge, int fresh, double *reg_s_p,
-                         double *unreg_s_p)
+static int baseline_once(uint64_t size, unsigned flags, enum backing backing, int fresh,
+                         double *reg_s_p, double *unreg_s_p)
 {
     void *daemon_map = NULL;
-    int fd = make_segment(size, 0, huge, &daemon_map);
+    int fd = make_segment(size, 0, backing, &daemon_map);
     if (fd < 0)
         return fd;
     double tm = now_s();
@@ -123,10 +135,11 @@ static int baseline_once(uint64_t size, unsigned flags, int huge, int fresh, dou
 }
 
 static int ours_once(struct lease_service *svc, uint64_t client, uint64_t size,
-                     enum lease_class cls, int huge, double *reg_s_p, double *unreg_s_p)
+                     enum lease_class cls, enum backing backing, double *reg_s_p,
+                     double *unreg_s_p)
 {
     void *daemon_map = NULL;
-    int fd = make_segment(size, 1, huge, &daemon_map);
+    int fd = make_segment(size, 1, backing, &daemon_map);
     if (fd < 0)
         return fd;
     uint64_t seg = 0;
@@ -167,22 +180,32 @@ int main(int argc, char **argv)
 {
     uint64_t size = 4ull << 30;
     int repeat = 3;
-    int want_small = 1, want_huge = 1;
+    int want[BACKING_COUNT] = {1, 1, 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--size-gib") == 0 && i + 1 < argc)
             size = strtoull(argv[++i], NULL, 10) << 30;
         else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
             repeat = atoi(argv[++i]);
         else if (strcmp(argv[i], "--pages") == 0 && i + 1 < argc) {
-            const char *p = argv[++i];
-            want_small = strcmp(p, "4k") == 0 || strcmp(p, "both") == 0;
-            want_huge = strcmp(p, "huge") == 0 || strcmp(p, "both") == 0;
-            if (!want_small && !want_huge) {
-                fprintf(stderr, "reg-bench: --pages: expected 4k, huge or both, found '%s'\n", p);
-                return 2;
+            /* A comma-separated list of backings. */
+            char list[64];
+            snprintf(list, sizeof(list), "%s", argv[++i]);
+            memset(want, 0, sizeof(want));
+            for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                int b = 0;
+                while (b < BACKING_COUNT && strcmp(t, backing_names[b]) != 0)
+                    b++;
+                if (b == BACKING_COUNT) {
+                    fprintf(stderr,
+                            "reg-bench: --pages: expected a list of 4k, huge, thp, found '%s'\n", t);
+                    return 2;
+                }
+                want[b] = 1;
             }
         } else {
-            fprintf(stderr, "usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k|huge|both]\n");
+            fprintf(stderr,
+                    "usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k,huge,thp]\n");
             return 2;
         }
     }
@@ -192,15 +215,30 @@ int main(int argc, char **argv)
     }
     uint64_t huge_need = size / (2ull << 20);
     long huge_free = test_huge_pages_free();
-    if (want_huge && (size % (2ull << 20) || huge_free < (long)huge_need)) {
+    if (want[BACKING_HUGETLB] && (size % (2ull << 20) || huge_free < (long)huge_need)) {
         fprintf(stderr,
                 "reg-bench: hugetlb rows skipped: %" PRIu64 " free 2 MiB huge pages needed, %ld "
                 "free (reserve them with `sysctl vm.nr_hugepages=%" PRIu64 "`)\n",
                 huge_need, huge_free, huge_need);
-        want_huge = 0;
-        if (!want_small)
-            return 1;
+        want[BACKING_HUGETLB] = 0;
     }
+    char thp_policy[128] = "";
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
+    if (thp) {
+        if (!fgets(thp_policy, sizeof(thp_policy), thp))
+            thp_policy[0] = '\0';
+        fclose(thp);
+    }
+    if (want[BACKING_THP] && (strstr(thp_policy, "[never]") || strstr(thp_policy, "[deny]") ||
+                              !strchr(thp_policy, '['))) {
+        fprintf(stderr,
+                "reg-bench: thp rows skipped: shmem THP is off (shmem_enabled: %s); "
+                "`echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it\n",
+                thp_policy[0] ? strtok(thp_policy, "\n") : "unreadable");
+        want[BACKING_THP] = 0;
+    }
+    if (!want[BACKING_4K] && !want[BACKING_HUGETLB] && !want[BACKING_THP])
+        return 1;
 
     struct ga_device *dev = NULL;
     struct ga_device_opts opts = {0};
@@ -244,10 +282,11 @@ int main(int argc, char **argv)
     int failed = 0;
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && !failed; k++) {
         double small_same = 0; /* GB/s of the 4k same-map register: the baseline */
-        for (int huge = 0; huge <= 1 && !failed; huge++) {
-            if ((huge && !want_huge) || (!huge && !want_small))
+        for (int b = 0; b < BACKING_COUNT && !failed; b++) {
+            if (!want[b])
                 continue;
-            const char *pages = huge ? "2M" : "4k";
+            enum backing backing = (enum backing)b;
+            const char *pages = backing_names[b];
             double same_reg[64], same_unreg[64], fresh_reg[64], fresh_unreg[64], ours_reg[64],
                 ours_unreg[64];
             for (int r = 0; r < repeat && !failed; r++) {
@@ -255,15 +294,15 @@ int main(int argc, char **argv)
                 for (int step = 0; step < 3 && !failed; step++) {
                     switch ((step + r) % 3) {
                     case 0:
-                        rc = ours_once(svc, client, size, kinds[k].cls, huge, &ours_reg[r],
+                        rc = ours_once(svc, client, size, kinds[k].cls, backing, &ours_reg[r],
                                        &ours_unreg[r]);
                         break;
                     case 1:
-                        rc = baseline_once(size, kinds[k].flags, huge, 1, &fresh_reg[r],
+                        rc = baseline_once(size, kinds[k].flags, backing, 1, &fresh_reg[r],
                                            &fresh_unreg[r]);
                         break;
                     default:
-                        rc = baseline_once(size, kinds[k].flags, huge, 0, &same_reg[r],
+                        rc = baseline_once(size, kinds[k].flags, backing, 0, &same_reg[r],
                                            &same_unreg[r]);
                         break;
                     }
@@ -283,7 +322,7 @@ int main(int argc, char **argv)
             double orr = gb / median(ours_reg, repeat);
             double fu = gb / median(fresh_unreg, repeat), ou = gb / median(ours_unreg, repeat);
             (void)same_unreg;
-            if (!huge)
+            if (backing == BACKING_4K)
                 small_same = sr;
             char vs_small[16] = "      -";
             if (small_same > 0)

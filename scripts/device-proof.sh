@@ -73,7 +73,7 @@ fi
 B=$build
 # 3. benchmarks
 if want reg; then
-    TAIL=6 run reg-bench 180 "$B/bench/reg-bench" --size-gib 4 --repeat 3 --pages both && row reg-bench done || row reg-bench FAIL
+    TAIL=6 run reg-bench 180 "$B/bench/reg-bench" --size-gib 4 --repeat 3 --pages 4k,huge && row reg-bench done || row reg-bench FAIL
 fi
 if want populate; then
     TAIL=7 run populate-bench 120 "$B/bench/populate-bench" --size-gib 4 --repeat 3 && row populate-bench done || row populate-bench FAIL
@@ -100,7 +100,7 @@ if want pipeline; then
     demo_rc=$?
     cat "$out/demo.txt" >>"$log"
     sed -n '/== Summary/,$p' "$out/demo.txt" | sed 's/\x1b\[[0-9;]*m//g'
-    grep -h "huge pages" "$out/demo.txt" | head -2
+    grep -h "2 MiB pages" "$out/demo.txt" | head -2
     row "pipeline (demo.sh, GPU)" "$([[ $demo_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $demo_rc)")"
     rm -rf /dev/shm/demo-data
 fi

@@ -52,8 +52,8 @@ static const struct sd_config__key sd_config__keys[] = {
      "MAPPED pool for doorbell and done words (2MiB)"},
     {"segment-size", SD_CFG_SIZE, SD_OFF(segment_size), 0, 0, "SIZE",
      "largest pool segment (0: fits the largest shard)"},
-    {"pages", SD_CFG_PAGES, SD_OFF(pages), 0, 0, "auto|small|huge",
-     "pool pages: 2 MiB hugetlb pages while reserved ones are free (auto)"},
+    {"pages", SD_CFG_PAGES, SD_OFF(pages), 0, 0, "auto|small|huge|thp",
+     "pool pages: hugetlb while reserved ones are free, then shmem THP where allowed (auto)"},
     {"batch", SD_CFG_UINT, SD_OFF(batch), 1, 256, "N",
      "leases per request or release at most (16)"},
     {"inflight", SD_CFG_UINT, SD_OFF(inflight), 1, 1024, "N",
@@ -312,7 +312,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
     case SD_CFG_PAGES: {
         enum sd_pool_pages pages;
         if (sd_pool_pages_parse(value, &pages) < 0) {
-            sd_config__err(err, err_len, "%s: expected auto, small or huge, found '%s'", key,
+            sd_config__err(err, err_len, "%s: expected auto, small, huge or thp, found '%s'", key,
                            value);
             return -EINVAL;
         }

@@ -75,6 +75,8 @@ const char *sd_pool_pages_name(enum sd_pool_pages pages)
         return "small";
     case SD_POOL_PAGES_HUGE:
         return "huge";
+    case SD_POOL_PAGES_THP:
+        return "thp";
     }
     return "invalid";
 }
@@ -82,7 +84,7 @@ const char *sd_pool_pages_name(enum sd_pool_pages pages)
 int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p)
 {
     static const enum sd_pool_pages all[] = {SD_POOL_PAGES_AUTO, SD_POOL_PAGES_SMALL,
-                                             SD_POOL_PAGES_HUGE};
+                                             SD_POOL_PAGES_HUGE, SD_POOL_PAGES_THP};
     for (size_t i = 0; text && i < sizeof(all) / sizeof(all[0]); i++) {
         if (strcmp(text, sd_pool_pages_name(all[i])) == 0) {
             *pages_p = all[i];
@@ -154,8 +156,9 @@ static int sd__config_check(const struct sd_pool_config *c)
         return -EINVAL;
     }
     if (c->pages != SD_POOL_PAGES_AUTO && c->pages != SD_POOL_PAGES_SMALL &&
-        c->pages != SD_POOL_PAGES_HUGE) {
-        sd__log(c->log, c->log_ctx, "config: expected pages auto (0), small (1) or huge (2), found %d",
+        c->pages != SD_POOL_PAGES_HUGE && c->pages != SD_POOL_PAGES_THP) {
+        sd__log(c->log, c->log_ctx,
+                "config: expected pages auto (0), small (1), huge (2) or thp (3), found %d",
                 (int)c->pages);
         return -EINVAL;
     }
@@ -471,8 +474,11 @@ int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
         return -EINVAL;
     struct sd__class *cls = &pool->classes[mem_class];
     struct sd_pool_class_stats s = {.capacity = cls->capacity, .segments = cls->nsegs};
-    for (unsigned i = 0; i < cls->nsegs; i++) /* fixed since sd_pool_create */
-        s.huge_segments += pool->segs[cls->first_seg + i].page_size == SD_POOL_HUGE_PAGE;
+    for (unsigned i = 0; i < cls->nsegs; i++) { /* fixed since sd_pool_create */
+        const struct sd__segment *seg = &pool->segs[cls->first_seg + i];
+        s.huge_segments += seg->page_size == SD_POOL_HUGE_PAGE;
+        s.thp_segments += seg->thp_bytes == seg->size;
+    }
     pthread_mutex_lock(&cls->stats_lock);
     s.in_use = cls->in_use;
     s.high_water = cls->high_water;
@@ -499,7 +505,8 @@ static void sd__segment_export(const struct sd__segment *seg, struct sd_pool_seg
                                     .fd = seg->fd,
                                     .base = seg->base,
                                     .size = seg->size,
-                                    .page_size = seg->page_size};
+                                    .page_size = seg->page_size,
+                                    .thp_bytes = seg->thp_bytes};
 }
 
 int sd_pool_segment_at(const struct sd_pool *pool, unsigned index,

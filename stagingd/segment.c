@@ -2,6 +2,7 @@
  * memory"). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -170,6 +171,55 @@ static void sd__huge_pages_count(long *total_p, long *free_p)
     fclose(f);
 }
 
+/* The system's shmem THP policy, the bracketed word of shmem_enabled
+ * ("never" when it cannot be read). */
+static void sd__shmem_thp_policy(char *buf, size_t len)
+{
+    snprintf(buf, len, "never");
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
+    if (!f)
+        return;
+    char line[160];
+    if (fgets(line, sizeof(line), f)) {
+        char *open = strchr(line, '['), *close = open ? strchr(open, ']') : NULL;
+        if (open && close)
+            snprintf(buf, len, "%.*s", (int)(close - open - 1), open + 1);
+    }
+    fclose(f);
+}
+
+/* Whether that policy gives 2 MiB folios to a mapping that asks for them
+ * with MADV_HUGEPAGE. */
+static int sd__shmem_thp_allowed(const char *policy)
+{
+    return strcmp(policy, "advise") == 0 || strcmp(policy, "always") == 0 ||
+           strcmp(policy, "within_size") == 0 || strcmp(policy, "force") == 0;
+}
+
+/* Bytes of the mapping starting at @base that this process maps with PMD
+ * entries on shmem folios (smaps ShmemPmdMapped); 0 when unknown. */
+static uint64_t sd__segment_thp_bytes(const unsigned char *base)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    int inside = 0;
+    uint64_t kb = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (inside)
+                break;
+            inside = lo == (unsigned long)(uintptr_t)base;
+        } else if (inside && sscanf(line, "ShmemPmdMapped: %" SCNu64, &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
 /* Why a hugetlb segment could not be made, with the system's numbers. */
 static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
 {
@@ -240,18 +290,44 @@ static int sd__segment_open_paged(struct sd_pool *pool, const char *name, uint64
             return rc;
         }
         pool->huge_exhausted = 1;
-        sd__pool_log(pool,
-                     "segment %s and any after it use %zu-byte pages, which the GPU agent "
-                     "registers several times slower than 2 MiB ones: %s; reserve huge pages "
-                     "with `sysctl vm.nr_hugepages=N`, or set pages = small to say nothing",
-                     name, pool->page, why);
+        char policy[32];
+        sd__shmem_thp_policy(policy, sizeof(policy));
+        if (sd__shmem_thp_allowed(policy))
+            sd__pool_log(pool,
+                         "segment %s and any after it: no hugetlb pages (%s); they use shmem "
+                         "pages with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with "
+                         "2 MiB folios where memory is not too fragmented",
+                         name, why, policy);
+        else
+            sd__pool_log(pool,
+                         "segment %s and any after it use %zu-byte pages, which the GPU agent "
+                         "registers several times slower than 2 MiB ones: %s, and shmem THP is "
+                         "'%s'; reserve huge pages with `sysctl vm.nr_hugepages=N` or allow "
+                         "shmem THP (`echo advise > "
+                         "/sys/kernel/mm/transparent_hugepage/shmem_enabled`), or set "
+                         "pages = small to say nothing",
+                         name, pool->page, why, policy);
+    }
+    if (pool->pages == SD_POOL_PAGES_THP && !pool->huge_exhausted) {
+        pool->huge_exhausted = 1; /* said once */
+        char policy[32];
+        sd__shmem_thp_policy(policy, sizeof(policy));
+        if (!sd__shmem_thp_allowed(policy))
+            sd__pool_log(pool,
+                         "pages = thp, but shmem THP is '%s': segments get %zu-byte pages, "
+                         "which the GPU agent registers several times slower (`echo advise > "
+                         "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows THP)",
+                         policy, pool->page);
     }
     int rc = sd__segment_open(name, size, 0, fd_p, base_p, step_p);
     if (rc < 0)
         return rc;
-    /* Where the system's shmem THP policy is "advise", this makes the
-     * pages 2 MiB folios too; elsewhere it changes nothing. */
-    (void)madvise(*base_p, (size_t)size, MADV_HUGEPAGE);
+    /* Before pre-faulting: where the shmem THP policy allows it (advise,
+     * always, within_size) MADV_HUGEPAGE makes the pages 2 MiB folios,
+     * which the agent maps and pins as fast as hugetlb pages; small asks
+     * for base pages outright. */
+    (void)madvise(*base_p, (size_t)size,
+                  pool->pages == SD_POOL_PAGES_SMALL ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
     *page_p = pool->page;
     return 0;
 }
@@ -292,6 +368,7 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
         step = NULL; /* sd__segment_prefault said why */
         goto fail;
     }
+    uint64_t thp_bytes = page_size == SD_POOL_HUGE_PAGE ? 0 : sd__segment_thp_bytes(base);
     step = "sealing (F_ADD_SEALS)";
     if (sd__pool_fault_hit()) {
         rc = -EIO;
@@ -318,6 +395,7 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
                                 .base = base,
                                 .size = size,
                                 .page_size = page_size,
+                                .thp_bytes = thp_bytes,
                                 .carved = 0};
     return 0;
 

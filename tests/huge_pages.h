@@ -45,4 +45,28 @@ static inline long test_huge_pages_total(void)
     return test_meminfo_value("HugePages_Total:");
 }
 
+/* The bracketed word of the shmem THP policy ("never" when unreadable). */
+static inline void test_shmem_thp_policy(char *buf, size_t len)
+{
+    snprintf(buf, len, "never");
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    char line[160];
+    if (f && fgets(line, sizeof(line), f)) {
+        char *open = strchr(line, '['), *close = open ? strchr(open, ']') : NULL;
+        if (open && close)
+            snprintf(buf, len, "%.*s", (int)(close - open - 1), open + 1);
+    }
+    if (f)
+        fclose(f);
+}
+
+/* Whether MADV_HUGEPAGE gets 2 MiB shmem folios under that policy. */
+static inline int test_shmem_thp_allowed(void)
+{
+    char p[32];
+    test_shmem_thp_policy(p, sizeof(p));
+    return strcmp(p, "advise") == 0 || strcmp(p, "always") == 0 ||
+           strcmp(p, "within_size") == 0 || strcmp(p, "force") == 0;
+}
+
 #endif /* TESTS_HUGE_PAGES_H */

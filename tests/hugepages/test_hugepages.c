@@ -1,8 +1,11 @@
-/* Segments on 2 MiB hugetlb pages, from stagingd's pool to the agent's lease
- * service (host backend): the pool makes, populates and seals them; the
+/* Segments on 2 MiB pages, from stagingd's pool to the agent's lease service
+ * (host backend). hugetlb: the pool makes, populates and seals them; the
  * service accepts them, maps them on a 2 MiB boundary, counts them as huge
- * and leases bytes that both sides see. Needs free reserved huge pages
- * (vm.nr_hugepages); exits 77 (skipped) where there are too few. */
+ * and leases bytes that both sides see. Shmem THP: the pool's segments get
+ * 2 MiB folios and the agent's own mapping maps them with PMD entries, one
+ * per 2 MiB. Each part runs where the system offers it (free reserved huge
+ * pages; a shmem_enabled policy of advise or more); with neither, the test
+ * exits 77 (skipped). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,21 +36,87 @@ static void capture(void *ctx, const char *line)
     snprintf(pool_log + used, sizeof(pool_log) - used, "%s\n", line);
 }
 
-static struct sd_pool *huge_pool(void)
+static struct sd_pool *paged_pool(enum sd_pool_pages pages)
 {
     struct sd_pool_config c = {0};
     c.class_bytes[SD_CLASS_PINNED] = PINNED_BYTES;
     c.class_bytes[SD_CLASS_MAPPED] = MAPPED_BYTES;
     c.segment_bytes = 2 * MIB;
     c.prefault_threads = 2;
-    c.pages = SD_POOL_PAGES_HUGE;
+    c.pages = pages;
     c.log = capture;
     pool_log[0] = '\0';
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);
-    ck_assert_msg(rc == 0, "sd_pool_create(pages = huge): %s; log:\n%s", strerror(-rc), pool_log);
+    ck_assert_msg(rc == 0, "sd_pool_create(pages = %s): %s; log:\n%s", sd_pool_pages_name(pages),
+                  strerror(-rc), pool_log);
     return pool;
 }
+
+static struct sd_pool *huge_pool(void)
+{
+    return paged_pool(SD_POOL_PAGES_HUGE);
+}
+
+/* smaps ShmemPmdMapped of the mapping that starts at @base, in bytes. */
+static uint64_t pmd_mapped_bytes(const void *base)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    int inside = 0;
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (inside)
+                break;
+            inside = lo == (unsigned long)(uintptr_t)base;
+        } else if (inside && sscanf(line, "ShmemPmdMapped: %llu", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
+{
+    struct sd_pool *pool = paged_pool(SD_POOL_PAGES_THP);
+    struct lease_backend be;
+    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
+                                       .budget_mapped = MAPPED_BYTES};
+    struct lease_service *svc = NULL;
+    ck_assert_msg(lease_service_create(&cfg, &be, &svc) == 0, "%s", lease_error_last());
+    uint64_t client = 0;
+    ck_assert_int_eq(lease_client_add(svc, NULL, &client), 0);
+    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
+        struct sd_pool_segment s;
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+        ck_assert_uint_eq(s.page_size, (uint64_t)sysconf(_SC_PAGESIZE));
+        ck_assert_msg(s.thp_bytes == s.size, "segment %u: %llu of %llu bytes on THP", s.id,
+                      (unsigned long long)s.thp_bytes, (unsigned long long)s.size);
+        int fd = fcntl(s.fd, F_DUPFD_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        enum lease_class cls =
+            s.mem_class == SD_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
+        uint64_t id = 0;
+        ck_assert_msg(lease_segment_add(svc, client, fd, s.size, cls, &id) == 0, "%s",
+                      lease_error_last());
+        struct lease_segment_info info;
+        ck_assert_int_eq(lease_segment_query(svc, client, id, 0, &info), 0);
+        /* The agent's fresh mapping, aligned and populated, maps the same
+         * folios with one entry per 2 MiB: nothing 4 KiB left to build. */
+        ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
+        ck_assert_uint_eq(pmd_mapped_bytes(info.host_base), s.size);
+    }
+    ck_assert_int_eq(lease_client_drop(svc, client), 0);
+    lease_service_destroy(svc);
+    lease_backend_fini(&be);
+    sd_pool_destroy(pool);
+}
+END_TEST
 
 START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
 {
@@ -153,17 +222,31 @@ END_TEST
 int main(void)
 {
     long free_pages = test_huge_pages_free();
-    if (free_pages < (long)PAGES_NEEDED) {
-        printf("skipped: %ld free 2 MiB huge pages, %llu needed (reserve them with "
+    int hugetlb = free_pages >= (long)PAGES_NEEDED;
+    int thp = test_shmem_thp_allowed();
+    char policy[32];
+    test_shmem_thp_policy(policy, sizeof(policy));
+    if (!hugetlb)
+        printf("hugetlb part not run: %ld free 2 MiB huge pages, %llu needed (reserve them with "
                "`sysctl vm.nr_hugepages=%llu`)\n",
                free_pages, (unsigned long long)PAGES_NEEDED, (unsigned long long)PAGES_NEEDED);
+    if (!thp)
+        printf("shmem THP part not run: shmem_enabled is '%s' (`echo advise > "
+               "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it)\n", policy);
+    if (!hugetlb && !thp)
         return 77;
-    }
     Suite *s = suite_create("hugepages");
-    TCase *tc = tcase_create("hugepages");
-    tcase_add_test(tc, test_pool_segments_are_sealed_populated_hugetlb_memfds);
-    tcase_add_test(tc, test_agent_accepts_leases_and_counts_hugetlb_segments);
-    suite_add_tcase(s, tc);
+    TCase *tc = tcase_create("hugetlb");
+    if (hugetlb) {
+        tcase_add_test(tc, test_pool_segments_are_sealed_populated_hugetlb_memfds);
+        tcase_add_test(tc, test_agent_accepts_leases_and_counts_hugetlb_segments);
+        suite_add_tcase(s, tc);
+    }
+    TCase *tt = tcase_create("thp");
+    if (thp) {
+        tcase_add_test(tt, test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent);
+        suite_add_tcase(s, tt);
+    }
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1063,13 +1063,54 @@ static unsigned count_huge_segments(struct sd_pool *pool)
     return huge;
 }
 
-START_TEST(test_pages_small_never_uses_hugetlb)
+START_TEST(test_pages_small_never_uses_hugetlb_or_thp)
 {
     struct sd_pool_config c = small_config();
     c.pages = SD_POOL_PAGES_SMALL;
     struct sd_pool *pool = create_or_fail(&c);
     ck_assert_uint_eq(count_huge_segments(pool), 0);
+    char policy[32];
+    test_shmem_thp_policy(policy, sizeof(policy));
+    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
+        struct sd_pool_segment s;
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+        /* MADV_NOHUGEPAGE holds against every policy but "force". */
+        if (strcmp(policy, "force") != 0)
+            ck_assert_msg(s.thp_bytes == 0, "segment %u: %llu bytes on THP under '%s'", s.id,
+                          (unsigned long long)s.thp_bytes, policy);
+    }
     ck_assert_uint_eq(captured.lines, 0); /* nothing to report */
+    sd_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_pages_auto_reports_the_thp_it_got)
+{
+    /* Base-page segments in AUTO ask for THP; what they got is read back
+     * from smaps, never assumed. */
+    struct sd_pool_config c = small_config();
+    c.pages = SD_POOL_PAGES_AUTO;
+    struct sd_pool *pool = create_or_fail(&c);
+    unsigned thp = 0;
+    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
+        struct sd_pool_segment s;
+        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+        ck_assert_uint_le(s.thp_bytes, s.size);
+        ck_assert_uint_eq(s.thp_bytes % SD_POOL_HUGE_PAGE, 0);
+        if (s.page_size == SD_POOL_HUGE_PAGE || !test_shmem_thp_allowed())
+            ck_assert_uint_eq(s.thp_bytes, 0);
+        thp += s.thp_bytes == s.size;
+    }
+    unsigned counted = 0;
+    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+        struct sd_pool_class_stats st;
+        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_uint_le(st.thp_segments + st.huge_segments, st.segments);
+        counted += st.thp_segments;
+    }
+    ck_assert_uint_eq(counted, thp);
+    printf("test_pages_auto_reports_the_thp_it_got: %u of %u segments on THP\n", thp,
+           sd_pool_segment_count(pool));
     sd_pool_destroy(pool);
 }
 END_TEST
@@ -1125,10 +1166,15 @@ START_TEST(test_pages_auto_falls_back_to_base_pages_and_says_why)
     unsigned huge = count_huge_segments(pool);
     ck_assert_uint_le(huge, (unsigned)total);
     ck_assert_uint_lt(huge, sd_pool_segment_count(pool));
-    /* Said once, with the reason, however many segments fell back. */
+    /* Said once, with the reason, however many segments fell back; what
+     * it costs depends on whether shmem THP can stand in. */
     ck_assert_uint_eq(captured.lines, 1);
-    ck_assert_ptr_nonnull(strstr(captured.last, "registers several times slower"));
-    ck_assert_ptr_nonnull(strstr(captured.last, "huge pages"));
+    ck_assert_msg(strstr(captured.last, "huge pages, found") || strstr(captured.last, "hugetlb memfd"),
+                  "no reason given: %s", captured.last);
+    if (test_shmem_thp_allowed())
+        ck_assert_ptr_nonnull(strstr(captured.last, "MADV_HUGEPAGE instead"));
+    else
+        ck_assert_ptr_nonnull(strstr(captured.last, "registers several times slower"));
     /* Buffers come from the mixed class as from any other. */
     struct sd_pool_buf b[8];
     for (unsigned i = 0; i < 8; i++) {
@@ -1145,8 +1191,8 @@ END_TEST
 START_TEST(test_pages_names_parse_both_ways)
 {
     static const enum sd_pool_pages all[] = {SD_POOL_PAGES_AUTO, SD_POOL_PAGES_SMALL,
-                                             SD_POOL_PAGES_HUGE};
-    for (size_t i = 0; i < 3; i++) {
+                                             SD_POOL_PAGES_HUGE, SD_POOL_PAGES_THP};
+    for (size_t i = 0; i < 4; i++) {
         enum sd_pool_pages p = (enum sd_pool_pages)99;
         ck_assert_int_eq(sd_pool_pages_parse(sd_pool_pages_name(all[i]), &p), 0);
         ck_assert_int_eq(p, all[i]);
@@ -1185,7 +1231,8 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, test_destroy_with_live_buffers_releases_everything_but_dup_fds);
     tcase_add_test(tc, test_defaults_follow_machine_memory);
     tcase_add_test(tc, test_concurrent_threads_get_disjoint_buffers);
-    tcase_add_test(tc, test_pages_small_never_uses_hugetlb);
+    tcase_add_test(tc, test_pages_small_never_uses_hugetlb_or_thp);
+    tcase_add_test(tc, test_pages_auto_reports_the_thp_it_got);
     tcase_add_test(tc, test_pages_huge_refuses_with_the_numbers_when_short);
     tcase_add_test(tc, test_pages_auto_falls_back_to_base_pages_and_says_why);
     tcase_add_test(tc, test_pages_names_parse_both_ways);

@@ -29,16 +29,23 @@ enum sd_mem_class {
 /* Which pages back the segments (sd_pool_config.pages). The agent maps each
  * segment afresh and builds its own page tables before it can register it:
  * with 2 MiB pages that is 512 times fewer entries, and registration runs
- * at the driver's speed (docs/staging-pool.md, "Huge pages"). */
+ * at the driver's speed (docs/staging-pool.md, "Huge pages"). Segments on
+ * base pages ask for shmem THP (MADV_HUGEPAGE), which gives 2 MiB folios
+ * too where the system's shmem_enabled policy is advise, always or
+ * within_size. */
 enum sd_pool_pages {
     /* hugetlb pages while the system has free ones reserved
-     * (vm.nr_hugepages), base pages for the rest: the default. */
+     * (vm.nr_hugepages), base pages (with THP if allowed) for the rest:
+     * the default. */
     SD_POOL_PAGES_AUTO = 0,
-    /* Base pages only. */
+    /* Base pages only (MADV_NOHUGEPAGE: no shmem THP either). */
     SD_POOL_PAGES_SMALL = 1,
     /* hugetlb pages for every segment, or sd_pool_create fails saying how
      * many pages it needed and found free. */
     SD_POOL_PAGES_HUGE = 2,
+    /* Base pages asking for shmem THP, never hugetlb: for systems that
+     * allow shmem THP rather than reserve huge pages. */
+    SD_POOL_PAGES_THP = 3,
 };
 
 /* Receives one complete log line (no trailing newline). */
@@ -85,6 +92,10 @@ struct sd_pool_segment {
     void *base; /* this process's mapping, SD_POOL_SEGMENT_ALIGN-aligned */
     uint64_t size;
     uint64_t page_size; /* of the pages backing it: the base page or SD_POOL_HUGE_PAGE */
+    /* On base pages: bytes this process maps with 2 MiB shmem folios (THP,
+     * where the system's shmem_enabled policy allows them), read from
+     * /proc/self/smaps after pre-faulting. 0 on hugetlb pages. */
+    uint64_t thp_bytes;
 };
 
 struct sd_pool_class_stats {
@@ -97,6 +108,7 @@ struct sd_pool_class_stats {
     uint64_t alloc_failures; /* sd_pool_alloc calls that returned -ENOMEM */
     uint32_t segments;
     uint32_t huge_segments; /* of those, backed by SD_POOL_HUGE_PAGE hugetlb pages */
+    uint32_t thp_segments;  /* of those, wholly mapped with 2 MiB shmem folios (THP) */
 };
 
 struct sd_pool;
@@ -112,7 +124,7 @@ int sd_pool_config_default(struct sd_pool_config *config_p);
 /* "STAGED", "PINNED", "MAPPED", or "invalid". */
 const char *sd_mem_class_name(enum sd_mem_class mem_class);
 
-/* "auto", "small", "huge", or "invalid"; and back. Parse returns 0, or
+/* "auto", "small", "huge", "thp", or "invalid"; and back. Parse returns 0, or
  * -EINVAL for any other text. */
 const char *sd_pool_pages_name(enum sd_pool_pages pages);
 int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p);
