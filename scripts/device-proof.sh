@@ -5,13 +5,14 @@
 #
 # 0. reserves 2 MiB huge pages (PROOF_HUGEPAGES, default 3072 = 6 GiB; the old count is put
 #    back at the end): stagingd's segments use them by default, and reg-bench compares them;
+#    the thp part sets shmem_enabled to advise for its run and puts the old policy back;
 # 1. every GPU test (ctest -L gpu) and the agent's self-test (scripts/device-check.sh);
 # 2. the arch gate: an agent built for sm_120 must refuse this GPU (if BUILD_DIR/extra has one);
 # 3. the benchmarks, each against its baseline in the same run: segment registration,
 #    populating before registering, lease round trips, the doorbell, the scan paths, io_uring staging;
 # 4. the pipeline: stagingd stages a store, the CUDA agent verifies and scans it.
 # Logs go to $OUT (when set); a short table of results comes last.
-# PROOF_PARTS (default "tests arch reg populate lease doorbell scan stage pipeline") picks
+# PROOF_PARTS (default "tests arch reg thp populate lease doorbell scan stage pipeline") picks
 # parts, to split the proof over calls that must each stay under a time limit.
 set -u
 build=${1:-build-device}
@@ -22,7 +23,7 @@ log="$out/proof.log"
 rows=()
 row() { rows+=("$(printf '%-30s %s' "$1" "$2")"); }
 section() { printf '\n==== %s ====\n' "$*" | tee -a "$log"; }
-parts=" ${PROOF_PARTS:-tests arch reg populate lease doorbell scan stage pipeline} "
+parts=" ${PROOF_PARTS:-tests arch reg thp populate lease doorbell scan stage pipeline} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 
 # run <name> <timeout> <cmd...>: output to the log; the last lines to stdout.
@@ -41,7 +42,12 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,pci.bus_id --format=csv,n
 
 # 0. huge pages
 huge_before=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
-restore_huge() { echo "$huge_before" >/proc/sys/vm/nr_hugepages 2>/dev/null; }
+thp_file=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+thp_before=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thp_file" 2>/dev/null)
+restore_huge() {
+    echo "$huge_before" >/proc/sys/vm/nr_hugepages 2>/dev/null
+    [[ -n "$thp_before" ]] && echo "$thp_before" >"$thp_file" 2>/dev/null
+}
 trap restore_huge EXIT
 section "huge pages: vm.nr_hugepages ${PROOF_HUGEPAGES:-3072} (was $huge_before)"
 if echo "${PROOF_HUGEPAGES:-3072}" >/proc/sys/vm/nr_hugepages 2>>"$log"; then
@@ -74,6 +80,15 @@ B=$build
 # 3. benchmarks
 if want reg; then
     TAIL=6 run reg-bench 180 "$B/bench/reg-bench" --size-gib 4 --repeat 3 --pages 4k,huge && row reg-bench done || row reg-bench FAIL
+fi
+if want thp; then
+    # shmem THP instead of reserved pages: the other 2 MiB route (docs/staging-pool.md).
+    if echo advise >"$thp_file" 2>>"$log"; then
+        TAIL=6 run reg-bench-thp 180 "$B/bench/reg-bench" --size-gib 4 --repeat 3 --pages 4k,thp && row "reg-bench (shmem THP)" done || row "reg-bench (shmem THP)" FAIL
+        echo "$thp_before" >"$thp_file" 2>/dev/null
+    else
+        row "reg-bench (shmem THP)" "not run (shmem_enabled not writable)"
+    fi
 fi
 if want populate; then
     TAIL=7 run populate-bench 120 "$B/bench/populate-bench" --size-gib 4 --repeat 3 && row populate-bench done || row populate-bench FAIL
