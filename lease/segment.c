@@ -238,7 +238,7 @@ int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p
  * them writable, so the pin finds nothing left to do; and read faults
  * scale over a few threads where write faults barely do. populate-bench,
  * H200, 4 GiB of 4 KiB pages, populate + register against registering the
- * pre-faulting mapping itself, two runs: read on 4 threads 0.64-0.85x, read
+ * pre-faulting mapping itself, three runs: read on 4 threads 0.64-0.85x, read
  * on 1 thread 0.46-0.59x, write on 1 thread 0.28-0.36x, registration alone
  * 0.24-0.45x. On 2 MiB pages (hugetlb, or shmem THP folios) there are 512
  * times fewer entries to build, which is why stagingd asks for them. The
