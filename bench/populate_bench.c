@@ -8,6 +8,10 @@
  *   none            nothing: the pin faults every page in itself
  *   read, N thr     MADV_POPULATE_READ over N slices
  *   write, N thr    MADV_POPULATE_WRITE over N slices
+ *   read, N thr, overlapped
+ *                   MADV_POPULATE_READ by N threads taking 32 MiB stripes in
+ *                   address order, started just before cuMemHostRegister and
+ *                   running alongside it, so the pin walks in behind them
  *
  * and, as the ceiling, the register of the mapping that pre-faulted it.
  * Medians of --repeat runs, the order rotated each run. */
@@ -52,7 +56,23 @@ struct slice {
     int advice;
     int err;
     pthread_t thread;
+    unsigned index, count; /* striped: this thread's number, and how many */
 };
+
+#define STRIPE ((size_t)32 << 20)
+
+/* Stripes index, index + count, ... of [base, base + len): together the
+ * threads advance front to back. */
+static void *populate_striped(void *arg)
+{
+    struct slice *s = arg;
+    for (size_t off = (size_t)s->index * STRIPE; off < s->len; off += (size_t)s->count * STRIPE) {
+        size_t n = s->len - off < STRIPE ? s->len - off : STRIPE;
+        if (madvise(s->base + off, n, s->advice) != 0 && !s->err)
+            s->err = errno;
+    }
+    return NULL;
+}
 
 static void *populate_slice(void *arg)
 {
@@ -68,7 +88,9 @@ static int populate(char *base, size_t size, int advice, unsigned threads)
     size_t step = (size / threads) & ~(size_t)((2u << 20) - 1);
     for (unsigned i = 0; i < threads; i++) {
         size_t off = step * i;
-        s[i] = (struct slice){base + off, i + 1 == threads ? size - off : step, advice, 0, 0};
+        s[i] = (struct slice){.base = base + off,
+                              .len = i + 1 == threads ? size - off : step,
+                              .advice = advice};
         if (pthread_create(&s[i].thread, NULL, populate_slice, &s[i]) != 0)
             return -EAGAIN;
     }
@@ -85,6 +107,7 @@ struct variant {
     const char *name;
     int advice; /* 0: none; -1: the pre-faulting mapping itself */
     unsigned threads;
+    int overlapped; /* striped threads run alongside the register */
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -130,11 +153,14 @@ int main(int argc, char **argv)
     }
 
     static const struct variant v[] = {
-        {"same mapping (ceiling)", -1, 0}, {"fresh map: none", 0, 0},
-        {"fresh map: read, 1 thr", MADV_POPULATE_READ, 1},
-        {"fresh map: read, 4 thr", MADV_POPULATE_READ, 4},
-        {"fresh map: write, 1 thr", MADV_POPULATE_WRITE, 1},
-        {"fresh map: write, 4 thr", MADV_POPULATE_WRITE, 4},
+        {"same mapping (ceiling)", -1, 0, 0},
+        {"fresh map: none", 0, 0, 0},
+        {"fresh map: read, 1 thr", MADV_POPULATE_READ, 1, 0},
+        {"fresh map: read, 4 thr", MADV_POPULATE_READ, 4, 0},
+        {"fresh map: write, 1 thr", MADV_POPULATE_WRITE, 1, 0},
+        {"fresh map: write, 4 thr", MADV_POPULATE_WRITE, 4, 0},
+        {"fresh map: read, 4 thr, overlapped", MADV_POPULATE_READ, 4, 1},
+        {"fresh map: read, 8 thr, overlapped", MADV_POPULATE_READ, 8, 1},
     };
     enum { NV = sizeof(v) / sizeof(v[0]) };
     double pop[NV][32], reg[NV][32];
@@ -150,13 +176,33 @@ int main(int argc, char **argv)
                 }
             }
             double t0 = now_s();
-            if (v[i].advice > 0 && populate(p, size, v[i].advice, v[i].threads) != 0) {
+            struct slice st[16];
+            if (v[i].overlapped) {
+                for (unsigned t = 0; t < v[i].threads; t++) {
+                    st[t] = (struct slice){.base = p, .len = size, .advice = v[i].advice,
+                                           .index = t, .count = v[i].threads};
+                    if (pthread_create(&st[t].thread, NULL, populate_striped, &st[t]) != 0) {
+                        fprintf(stderr, "populate-bench: pthread_create failed\n");
+                        return 1;
+                    }
+                }
+            } else if (v[i].advice > 0 && populate(p, size, v[i].advice, v[i].threads) != 0) {
                 fprintf(stderr, "populate-bench: %s: madvise failed\n", v[i].name);
                 return 1;
             }
             double t1 = now_s();
             if (!cu_ok(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister"))
                 return 1;
+            if (v[i].overlapped) {
+                for (unsigned t = 0; t < v[i].threads; t++) {
+                    pthread_join(st[t].thread, NULL);
+                    if (st[t].err) {
+                        fprintf(stderr, "populate-bench: %s: madvise: %s\n", v[i].name,
+                                strerror(st[t].err));
+                        return 1;
+                    }
+                }
+            }
             double t2 = now_s();
             if (!cu_ok(cuMemHostUnregister(p), "cuMemHostUnregister"))
                 return 1;
@@ -167,7 +213,7 @@ int main(int argc, char **argv)
         }
     }
     double gb = (double)size / 1e9;
-    printf("%-26s | populate ms  register ms  total ms | GB/s  vs ceiling\n", "4 KiB pages, medians");
+    printf("%-36s | populate ms  register ms  total ms | GB/s  vs ceiling\n", "4 KiB pages, medians");
     double ceiling = 0;
     for (int i = 0; i < NV; i++) {
         double tot[32];
@@ -179,7 +225,7 @@ int main(int argc, char **argv)
         double t = tot[repeat / 2];
         if (i == 0)
             ceiling = gb / t;
-        printf("%-26s | %11.1f %12.1f %9.1f | %5.1f %8.2fx\n", v[i].name, pop[i][repeat / 2] * 1e3,
+        printf("%-36s | %11.1f %12.1f %9.1f | %5.1f %8.2fx\n", v[i].name, pop[i][repeat / 2] * 1e3,
                reg[i][repeat / 2] * 1e3, t * 1e3, gb / t, gb / t / ceiling);
     }
     munmap(daemon, size);

@@ -59,11 +59,34 @@ int lease__fail_logged(const struct lease_service *svc, int rc);
 /* Validates @fd as described for lease_segment_add and maps it at a 2 MiB
  * boundary; *page_p gets the size of the pages backing it. */
 int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p);
-/* Populates the page tables of [base, base+len) before registration (by
- * read faults, which map shmem pages writable); changes no byte. Returns 0
- * or -errno (-EINVAL on kernels without MADV_POPULATE_READ), which callers
- * may ignore. */
-int lease__populate(void *base, uint64_t len);
+/* Populating a segment's page tables (by read faults, which map shmem pages
+ * writable) while it is being registered; changes no byte, reports nothing:
+ * whatever is left unpopulated the registration faults in itself. */
+#define LEASE__POPULATE_THREADS 4
+/* Below this a segment is populated by lease__populate_start itself. */
+#define LEASE__POPULATE_SPLIT_MIN ((uint64_t)64 << 20)
+
+struct lease__populate;
+
+struct lease__populate_thread {
+    struct lease__populate *job;
+    unsigned index;
+    bool started;
+    pthread_t thread;
+};
+
+struct lease__populate {
+    char *base;
+    uint64_t len;
+    struct lease__populate_thread threads[LEASE__POPULATE_THREADS];
+};
+
+/* Starts populating [base, base+len) front to back on LEASE__POPULATE_THREADS
+ * threads and returns, so the caller's registration runs behind them; a
+ * range under LEASE__POPULATE_SPLIT_MIN is populated before returning. */
+void lease__populate_start(struct lease__populate *job, void *base, uint64_t len);
+/* Joins the threads; call once after every lease__populate_start. */
+void lease__populate_wait(struct lease__populate *job);
 
 /* ---- the service's objects -------------------------------------------- */
 

@@ -80,29 +80,35 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
-    /* Best effort: on failure registration faults the pages in itself. */
-    (void)lease__populate(base, seg->size);
-    for (uint32_t i = 0; i < seg->nchunks; i++) {
-        uint64_t off = (uint64_t)i * chunk;
+    struct lease__populate populate;
+    lease__populate_start(&populate, base, seg->size);
+    int rc = 0;
+    uint32_t done = 0;
+    for (; done < seg->nchunks; done++) {
+        uint64_t off = (uint64_t)done * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
         uint64_t dev = 0;
         lease__error_clear();
-        int rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev);
-        if (rc < 0) {
-            /* Keep the backend's message: unwinding must not replace it. */
-            char why[512];
-            strncpy(why, lease_error_last(), sizeof(why) - 1);
-            why[sizeof(why) - 1] = '\0';
-            while (i-- > 0) {
-                off = (uint64_t)i * chunk;
-                len = seg->size - off < chunk ? seg->size - off : chunk;
-                svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls);
-            }
-            return lease_error_set(rc, "%s", why[0] ? why : "backend registration failed");
-        }
-        seg->chunk_dev[i] = dev;
+        rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev);
+        if (rc < 0)
+            break;
+        seg->chunk_dev[done] = dev;
     }
-    return 0;
+    /* The threads touch the mapping: they finish before anyone may unmap it. */
+    lease__populate_wait(&populate);
+    if (rc == 0)
+        return 0;
+    /* Keep the backend's message: unwinding must not replace it. */
+    char why[512];
+    strncpy(why, lease_error_last(), sizeof(why) - 1);
+    why[sizeof(why) - 1] = '\0';
+    while (done-- > 0) {
+        uint64_t off = (uint64_t)done * chunk;
+        uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
+        svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls);
+        seg->chunk_dev[done] = 0;
+    }
+    return lease_error_set(rc, "%s", why[0] ? why : "backend registration failed");
 }
 
 void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segment *seg)
