@@ -88,9 +88,8 @@ static int populate(char *base, size_t size, int advice, unsigned threads)
     size_t step = (size / threads) & ~(size_t)((2u << 20) - 1);
     for (unsigned i = 0; i < threads; i++) {
         size_t off = step * i;
-        s[i] = (struct slice){.base = base + off,
-                              .len = i + 1 == threads ? size - off : step,
-                              .advice = advice};
+        s[i] = (struct slice){
+            .base = base + off, .len = i + 1 == threads ? size - off : step, .advice = advice};
         if (pthread_create(&s[i].thread, NULL, populate_slice, &s[i]) != 0)
             return -EAGAIN;
     }
@@ -179,8 +178,11 @@ int main(int argc, char **argv)
             struct slice st[16];
             if (v[i].overlapped) {
                 for (unsigned t = 0; t < v[i].threads; t++) {
-                    st[t] = (struct slice){.base = p, .len = size, .advice = v[i].advice,
-                                           .index = t, .count = v[i].threads};
+                    st[t] = (struct slice){.base = p,
+                                           .len = size,
+                                           .advice = v[i].advice,
+                                           .index = t,
+                                           .count = v[i].threads};
                     if (pthread_create(&st[t].thread, NULL, populate_striped, &st[t]) != 0) {
                         fprintf(stderr, "populate-bench: pthread_create failed\n");
                         return 1;
@@ -191,7 +193,8 @@ int main(int argc, char **argv)
                 return 1;
             }
             double t1 = now_s();
-            if (!cu_ok(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister"))
+            if (!cu_ok(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE),
+                       "cuMemHostRegister"))
                 return 1;
             if (v[i].overlapped) {
                 for (unsigned t = 0; t < v[i].threads; t++) {
@@ -213,7 +216,8 @@ int main(int argc, char **argv)
         }
     }
     double gb = (double)size / 1e9;
-    printf("%-36s | populate ms  register ms  total ms | GB/s  vs ceiling\n", "4 KiB pages, medians");
+    printf("%-36s | populate ms  register ms  total ms | GB/s  vs ceiling\n",
+           "4 KiB pages, medians");
     double ceiling = 0;
     for (int i = 0; i < NV; i++) {
         double tot[32];

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "gpu/ga.h"
-#include "huge_pages.h" /* tests/: HugePages_Free, MFD_HUGE_2MB */
+#include "huge_pages.h" /* tests/: 2 MiB huge pages available, MFD_HUGE_2MB */
 #include "lease/cuda_backend.h"
 #include "lease/lease.h"
 
@@ -135,8 +135,7 @@ static int baseline_once(uint64_t size, unsigned flags, enum backing backing, in
 }
 
 static int ours_once(struct lease_service *svc, uint64_t client, uint64_t size,
-                     enum lease_class cls, enum backing backing, double *reg_s_p,
-                     double *unreg_s_p)
+                     enum lease_class cls, enum backing backing, double *reg_s_p, double *unreg_s_p)
 {
     void *daemon_map = NULL;
     int fd = make_segment(size, 1, backing, &daemon_map);
@@ -198,14 +197,14 @@ int main(int argc, char **argv)
                     b++;
                 if (b == BACKING_COUNT) {
                     fprintf(stderr,
-                            "reg-bench: --pages: expected a list of 4k, huge, thp, found '%s'\n", t);
+                            "reg-bench: --pages: expected a list of 4k, huge, thp, found '%s'\n",
+                            t);
                     return 2;
                 }
                 want[b] = 1;
             }
         } else {
-            fprintf(stderr,
-                    "usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k,huge,thp]\n");
+            fprintf(stderr, "usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k,huge,thp]\n");
             return 2;
         }
     }
@@ -218,7 +217,7 @@ int main(int argc, char **argv)
     if (want[BACKING_HUGETLB] && (size % (2ull << 20) || huge_free < (long)huge_need)) {
         fprintf(stderr,
                 "reg-bench: hugetlb rows skipped: %" PRIu64 " free 2 MiB huge pages needed, %ld "
-                "free (reserve them with `sysctl vm.nr_hugepages=%" PRIu64 "`)\n",
+                "available (reserve them: `echo %" PRIu64 " > " TEST_HUGE_SYSFS "/nr_hugepages`)\n",
                 huge_need, huge_free, huge_need);
         want[BACKING_HUGETLB] = 0;
     }
@@ -337,8 +336,9 @@ int main(int argc, char **argv)
 
     struct lease_stats st;
     if (!failed && lease_service_stats(svc, &st) == 0)
-        fprintf(stderr, "reg-bench: lease service counted %" PRIu64 " PINNED and %" PRIu64
-                        " MAPPED registrations, %.1f ms each inside the service (populate + register)\n",
+        fprintf(stderr,
+                "reg-bench: lease service counted %" PRIu64 " PINNED and %" PRIu64
+                " MAPPED registrations, %.1f ms each inside the service (populate + register)\n",
                 st.cls[LEASE_CLASS_PINNED].registrations, st.cls[LEASE_CLASS_MAPPED].registrations,
                 st.cls[LEASE_CLASS_PINNED].registrations
                     ? (double)st.cls[LEASE_CLASS_PINNED].registration_ns / 1e6 /

@@ -149,8 +149,10 @@ struct lease_service {
 };
 
 /* Backend chunking shared by service.c: registers/unregisters every chunk of
- * @seg, timing and counting it. No budget accounting. */
-int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg);
+ * @seg, timing and counting it. No budget accounting. @populate_first: fill
+ * the mapping's page tables alongside (a segment's first registration). */
+int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg,
+                                bool populate_first);
 void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segment *seg);
 
 uint64_t lease__budget(const struct lease_service *svc, enum lease_class cls);

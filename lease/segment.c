@@ -151,8 +151,7 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p)
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     const char *page_kind = "base";
     struct statfs sfs;
-    if (fstatfs(fd, &sfs) == 0 && (unsigned long)sfs.f_type == HUGETLBFS_MAGIC &&
-        sfs.f_bsize > 0) {
+    if (fstatfs(fd, &sfs) == 0 && (unsigned long)sfs.f_type == HUGETLBFS_MAGIC && sfs.f_bsize > 0) {
         page = (uint64_t)sfs.f_bsize;
         page_kind = "hugetlb";
     }
@@ -173,18 +172,18 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p)
     return 0;
 }
 
-/* mmap of the whole fd at a MAP_ALIGN-aligned address: a PROT_NONE
+/* mmap of the whole fd at an @align-aligned address: a PROT_NONE
  * reservation one alignment larger, the fd mapped over its aligned part,
  * the rest given back. */
-static void *map_aligned(int fd, size_t size)
+static void *map_aligned(int fd, size_t size, size_t align)
 {
-    if (size < MAP_ALIGN)
+    if (size < align)
         return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    size_t span = size + MAP_ALIGN;
+    size_t span = size + align;
     char *area = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (area == MAP_FAILED)
         return MAP_FAILED;
-    uintptr_t start = ((uintptr_t)area + MAP_ALIGN - 1) & ~(uintptr_t)(MAP_ALIGN - 1);
+    uintptr_t start = ((uintptr_t)area + align - 1) & ~(uintptr_t)(align - 1);
     char *base = mmap((void *)start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     if (base == MAP_FAILED) {
         int e = errno;
@@ -206,7 +205,10 @@ int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p
     int rc = check_fd(fd, claimed_size, &page);
     if (rc < 0)
         return rc;
-    void *base = map_aligned(fd, (size_t)claimed_size);
+    /* hugetlb files map only at their own page's alignment (1 GiB pages
+     * too); 2 MiB at least lets shmem THP folios map whole. */
+    void *base =
+        map_aligned(fd, (size_t)claimed_size, (size_t)(page > MAP_ALIGN ? page : MAP_ALIGN));
     if (base == MAP_FAILED) {
         rc = -errno;
         return lease_error_set(rc, "segment fd %d: mmap of %" PRIu64 " bytes failed: %s", fd,

@@ -76,12 +76,14 @@ static uint64_t chunk_of(const struct lease_service *svc, const struct lease__se
 
 /* ---- registration ----------------------------------------------------- */
 
-int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg)
+int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg,
+                                bool populate_first)
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
-    struct lease__populate populate;
-    lease__populate_start(&populate, base, seg->size);
+    struct lease__populate populate = {0};
+    if (populate_first)
+        lease__populate_start(&populate, base, seg->size);
     int rc = 0;
     uint32_t done = 0;
     for (; done < seg->nchunks; done++) {
@@ -95,7 +97,8 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
         seg->chunk_dev[done] = dev;
     }
     /* The threads touch the mapping: they finish before anyone may unmap it. */
-    lease__populate_wait(&populate);
+    if (populate_first)
+        lease__populate_wait(&populate);
     if (rc == 0)
         return 0;
     /* Keep the backend's message: unwinding must not replace it. */
@@ -188,7 +191,9 @@ static int seg_register_locked(struct lease_service *svc, struct lease__segment 
     if (rc < 0)
         return rc;
     uint64_t t0 = now_ns();
-    rc = lease__seg_backend_register(svc, seg);
+    /* Under the lock, and the page tables outlive an unregistration: no
+     * populating threads for a re-registration. */
+    rc = lease__seg_backend_register(svc, seg, false);
     if (rc < 0)
         return rc;
     seg->registered = true;
@@ -607,7 +612,7 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
 
     uint64_t t0 = now_ns();
     if (needs_reg(cls))
-        rc = lease__seg_backend_register(svc, seg);
+        rc = lease__seg_backend_register(svc, seg, true);
     uint64_t t1 = now_ns();
 
     struct events ev;

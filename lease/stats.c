@@ -95,12 +95,13 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
     for (int cls = LEASE_CLASS_STAGED; cls <= LEASE_CLASS_MAX; cls++) {
         const struct lease_class_stats *c = &st.cls[cls];
         put(&o,
-            "  %s: segments=%" PRIu64 " (huge %" PRIu64 ") registered=%" PRIu64 "/%" PRIu64 "B leases=%" PRIu64
-            " leased=%" PRIu64 "B registrations=%" PRIu64 " (%.3f ms) unregistrations=%" PRIu64
-            " evictions=%" PRIu64 " budget_refusals=%" PRIu64 " fallbacks=%" PRIu64 "\n",
-            lease_class_name(cls), c->segments, c->huge_segments, c->bytes_registered, c->budget, c->live_leases,
-            c->bytes_leased, c->registrations, (double)c->registration_ns / 1e6, c->unregistrations,
-            c->evictions, c->budget_refusals, c->fallbacks);
+            "  %s: segments=%" PRIu64 " (huge %" PRIu64 ") registered=%" PRIu64 "/%" PRIu64
+            "B leases=%" PRIu64 " leased=%" PRIu64 "B registrations=%" PRIu64
+            " (%.3f ms) unregistrations=%" PRIu64 " evictions=%" PRIu64 " budget_refusals=%" PRIu64
+            " fallbacks=%" PRIu64 "\n",
+            lease_class_name(cls), c->segments, c->huge_segments, c->bytes_registered, c->budget,
+            c->live_leases, c->bytes_leased, c->registrations, (double)c->registration_ns / 1e6,
+            c->unregistrations, c->evictions, c->budget_refusals, c->fallbacks);
     }
     for (uint32_t i = 0; i < svc->clients.n; i++) {
         const struct lease__client *c = svc->clients.slots[i].obj;

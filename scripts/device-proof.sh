@@ -41,18 +41,19 @@ section "device"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,pci.bus_id --format=csv,noheader | tee -a "$log"
 
 # 0. huge pages
-huge_before=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+huge_sysfs=/sys/kernel/mm/hugepages/hugepages-2048kB
+huge_before=$(cat "$huge_sysfs/nr_hugepages" 2>/dev/null || echo 0)
 thp_file=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 thp_before=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thp_file" 2>/dev/null)
 restore_huge() {
-    echo "$huge_before" >/proc/sys/vm/nr_hugepages 2>/dev/null
+    echo "$huge_before" >"$huge_sysfs/nr_hugepages" 2>/dev/null
     [[ -n "$thp_before" ]] && echo "$thp_before" >"$thp_file" 2>/dev/null
 }
 trap restore_huge EXIT
-section "huge pages: vm.nr_hugepages ${PROOF_HUGEPAGES:-3072} (was $huge_before)"
-if echo "${PROOF_HUGEPAGES:-3072}" >/proc/sys/vm/nr_hugepages 2>>"$log"; then
-    grep -E '^HugePages_(Total|Free)' /proc/meminfo | tee -a "$log"
-    row "huge pages reserved" "$(awk '/^HugePages_Total/ {print $2}' /proc/meminfo) x 2 MiB"
+section "2 MiB huge pages: ${PROOF_HUGEPAGES:-3072} (were $huge_before)"
+if echo "${PROOF_HUGEPAGES:-3072}" >"$huge_sysfs/nr_hugepages" 2>>"$log"; then
+    echo "nr_hugepages $(cat "$huge_sysfs/nr_hugepages"), free $(cat "$huge_sysfs/free_hugepages")" | tee -a "$log"
+    row "huge pages reserved" "$(cat "$huge_sysfs/nr_hugepages") x 2 MiB"
 else
     echo "could not reserve huge pages (not root?): segments use 4 KiB pages" | tee -a "$log"
     row "huge pages reserved" "none (not permitted)"

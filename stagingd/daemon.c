@@ -337,11 +337,12 @@ static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
         sd_daemon__bytes(ps.capacity, cap, sizeof cap);
         sd_daemon__bytes(ps.in_use, use, sizeof use);
         sd_daemon__bytes(ps.high_water, high, sizeof high);
-        fprintf(out,
-                "pool %s: %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP), %s in use in %" PRIu64
-                " buffer(s), high water %s, %" PRIu64 " allocation failure(s)\n",
-                sd_mem_class_name((enum sd_mem_class)cls), cap, ps.segments, ps.huge_segments,
-                ps.thp_segments, use, ps.live_buffers, high, ps.alloc_failures);
+        fprintf(
+            out,
+            "pool %s: %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP), %s in use in %" PRIu64
+            " buffer(s), high water %s, %" PRIu64 " allocation failure(s)\n",
+            sd_mem_class_name((enum sd_mem_class)cls), cap, ps.segments, ps.huge_segments,
+            ps.thp_segments, use, ps.live_buffers, high, ps.alloc_failures);
     }
     struct sd_reader_info ri;
     struct sd_reader_stats rs;
@@ -802,9 +803,8 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     sd_log(SD_LOG_INFO,
            "stagingd %s ready: pool PINNED %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP) "
            "+ MAPPED words for %u slot(s); %u staging thread(s) (%s%s); %u agent(s), first %s%s%s",
-           STAGINGD_VERSION, pinned, ps.segments, ps.huge_segments, ps.thp_segments,
-           d->words_slots, ri.threads,
-           ri.uring ? "io_uring" : "pread fallback", ri.fixed ? ", fixed buffers" : "",
+           STAGINGD_VERSION, pinned, ps.segments, ps.huge_segments, ps.thp_segments, d->words_slots,
+           ri.threads, ri.uring ? "io_uring" : "pread fallback", ri.fixed ? ", fixed buffers" : "",
            cfg->nagents, cfg->agents[0], d->ctl ? "; control " : "", d->ctl ? cfg->control : "");
     *d_p = d;
     return 0;

@@ -280,9 +280,13 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     for (unsigned i = 0; i < nsegs; i++)
         pool->segs[i].fd = -1;
 
+    /* The classes the agent registers first: they get the hugetlb pages
+     * while there are any. */
+    static const enum sd_mem_class creation_order[] = {SD_CLASS_PINNED, SD_CLASS_MAPPED,
+                                                       SD_CLASS_STAGED};
     uint32_t id = 1;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
-        struct sd__class *cls = &pool->classes[k];
+    for (size_t o = 0; o < sizeof(creation_order) / sizeof(creation_order[0]); o++) {
+        struct sd__class *cls = &pool->classes[creation_order[o]];
         uint64_t left = cls->capacity;
         for (unsigned i = 0; i < cls->nsegs; i++) {
             uint64_t size = left < config->segment_bytes ? left : config->segment_bytes;

@@ -18,7 +18,7 @@ struct sd__segment {
     uint64_t size;
     uint64_t page_size; /* pool->page, or SD_POOL_HUGE_PAGE for a hugetlb memfd */
     uint64_t thp_bytes; /* base pages: bytes mapped with 2 MiB shmem folios */
-    uint64_t carved; /* bump offset of the extent hooks; guarded by carve_lock */
+    uint64_t carved;    /* bump offset of the extent hooks; guarded by carve_lock */
 };
 
 /* One memory class: its jemalloc arena and the segments the arena carves. */
@@ -57,8 +57,8 @@ struct sd_pool {
     unsigned flags;
     int touch_noted; /* the touch fallback has been logged */
     enum sd_pool_pages pages;
-    int huge_exhausted; /* AUTO: a hugetlb segment failed, the rest use base pages;
-                           THP: the policy was checked */
+    int huge_given_up; /* AUTO: a hugetlb segment failed; the rest use base pages */
+    int thp_noted;     /* THP: the policy was checked (and a refusal logged) once */
     sd_pool_log_fn log;
     void *log_ctx;
 };

@@ -153,22 +153,22 @@ static int sd__segment_map(int fd, uint64_t size, unsigned char **base_p)
     return 0;
 }
 
-/* HugePages_Total and HugePages_Free from /proc/meminfo; -1 where unknown. */
-static void sd__huge_pages_count(long *total_p, long *free_p)
+#define SD_HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB"
+
+/* One counter of the 2 MiB hugetlb pool (whatever the default huge page
+ * size is); -1 when it cannot be read. */
+static long sd__huge_counter(const char *name)
 {
-    *total_p = *free_p = -1;
-    FILE *f = fopen("/proc/meminfo", "re");
-    if (!f)
-        return;
-    char line[128];
-    while (fgets(line, sizeof(line), f)) {
-        long v;
-        if (sscanf(line, "HugePages_Total: %ld", &v) == 1)
-            *total_p = v;
-        else if (sscanf(line, "HugePages_Free: %ld", &v) == 1)
-            *free_p = v;
+    char path[128];
+    snprintf(path, sizeof(path), SD_HUGE_SYSFS "/%s", name);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
     }
-    fclose(f);
+    return v;
 }
 
 /* The system's shmem THP policy, the bracketed word of shmem_enabled
@@ -220,20 +220,48 @@ static uint64_t sd__segment_thp_bytes(const unsigned char *base)
     return kb * 1024;
 }
 
-/* Why a hugetlb segment could not be made, with the system's numbers. */
+/* Why a hugetlb segment could not be made, with the system's numbers:
+ * free pages less those already promised to other mappings (resv) are what
+ * a new mapping can have. */
 static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
 {
-    long total, free_pages;
-    sd__huge_pages_count(&total, &free_pages);
+    long total = sd__huge_counter("nr_hugepages"), free_pages = sd__huge_counter("free_hugepages"),
+         resv = sd__huge_counter("resv_hugepages");
+    long avail = free_pages >= 0 && resv >= 0 ? free_pages - resv : -1;
     unsigned long long need = (unsigned long long)(size / SD_POOL_HUGE_PAGE);
     if (strcmp(step, "mmap") == 0 && rc == -ENOMEM)
         snprintf(buf, len,
-                 "expected %llu free 2 MiB huge pages, found %ld free of %ld reserved "
-                 "(HugePages_Free, HugePages_Total in /proc/meminfo)",
-                 need, free_pages, total);
+                 "expected %llu available 2 MiB huge pages, found %ld (%ld free, %ld promised, "
+                 "%ld reserved in " SD_HUGE_SYSFS ")",
+                 need, avail, free_pages, resv, total);
     else
-        snprintf(buf, len, "%s of a 2 MiB hugetlb memfd failed: %s (%llu pages needed, %ld free)",
-                 step, strerror(-rc), need, free_pages);
+        snprintf(buf, len,
+                 "%s of a 2 MiB hugetlb memfd failed: %s (%llu pages needed, %ld available)", step,
+                 strerror(-rc), need, avail);
+}
+
+/* AUTO: hugetlb pages gave out at segment @name; this and every later
+ * segment use base pages (with THP where allowed). Said once, with what it
+ * costs on this system. */
+static void sd__huge_give_up(struct sd_pool *pool, const char *name, const char *why)
+{
+    pool->huge_given_up = 1;
+    char policy[32];
+    sd__shmem_thp_policy(policy, sizeof(policy));
+    if (sd__shmem_thp_allowed(policy))
+        sd__pool_log(pool,
+                     "segment %s and any after it: no hugetlb pages (%s); they use shmem pages "
+                     "with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with 2 MiB folios "
+                     "where memory is not too fragmented",
+                     name, why, policy);
+    else
+        sd__pool_log(pool,
+                     "segment %s and any after it use %zu-byte pages, which the GPU agent "
+                     "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
+                     "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
+                     "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
+                     "shmem_enabled`), or set pages = small to say nothing",
+                     name, pool->page, why, policy);
 }
 
 /* A memfd of @size bytes on hugetlb (@huge) or base pages, mapped at a
@@ -265,51 +293,38 @@ static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p
     return 0;
 }
 
-/* Opens the segment on the pages the pool asks for. -errno when none
- * could be had; AUTO falls back to base pages once, for good, and says so. */
-static int sd__segment_open_paged(struct sd_pool *pool, const char *name, uint64_t size,
-                                  int *fd_p, unsigned char **base_p, uint64_t *page_p,
-                                  const char **step_p)
+/* Opens the segment on the pages the pool asks for: hugetlb for pages =
+ * huge, and for auto while they last (never for STAGED, which the agent does
+ * not register); else base pages asking for THP (pages = small: refusing
+ * it). -errno when none could be had. */
+static int sd__segment_open_paged(struct sd_pool *pool, const char *name,
+                                  enum sd_mem_class mem_class, uint64_t size, int *fd_p,
+                                  unsigned char **base_p, uint64_t *page_p, const char **step_p)
 {
-    int want_huge = pool->pages == SD_POOL_PAGES_HUGE ||
-                    (pool->pages == SD_POOL_PAGES_AUTO && !pool->huge_exhausted);
+    int want_huge =
+        pool->pages == SD_POOL_PAGES_HUGE ||
+        (pool->pages == SD_POOL_PAGES_AUTO && !pool->huge_given_up && mem_class != SD_CLASS_STAGED);
     if (want_huge) {
         int rc = sd__segment_open(name, size, 1, fd_p, base_p, step_p);
         if (rc == 0) {
             *page_p = SD_POOL_HUGE_PAGE;
             return 0;
         }
-        char why[256];
+        char why[320];
         sd__huge_reason(*step_p, rc, size, why, sizeof(why));
         if (pool->pages == SD_POOL_PAGES_HUGE) {
             sd__pool_log(pool,
                          "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
-                         "reserve more with `sysctl vm.nr_hugepages=N` or use pages = auto",
+                         "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
+                         "pages = auto",
                          name, (unsigned long long)size, why);
             *step_p = NULL;
             return rc;
         }
-        pool->huge_exhausted = 1;
-        char policy[32];
-        sd__shmem_thp_policy(policy, sizeof(policy));
-        if (sd__shmem_thp_allowed(policy))
-            sd__pool_log(pool,
-                         "segment %s and any after it: no hugetlb pages (%s); they use shmem "
-                         "pages with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with "
-                         "2 MiB folios where memory is not too fragmented",
-                         name, why, policy);
-        else
-            sd__pool_log(pool,
-                         "segment %s and any after it use %zu-byte pages, which the GPU agent "
-                         "registers several times slower than 2 MiB ones: %s, and shmem THP is "
-                         "'%s'; reserve huge pages with `sysctl vm.nr_hugepages=N` or allow "
-                         "shmem THP (`echo advise > "
-                         "/sys/kernel/mm/transparent_hugepage/shmem_enabled`), or set "
-                         "pages = small to say nothing",
-                         name, pool->page, why, policy);
+        sd__huge_give_up(pool, name, why);
     }
-    if (pool->pages == SD_POOL_PAGES_THP && !pool->huge_exhausted) {
-        pool->huge_exhausted = 1; /* said once */
+    if (pool->pages == SD_POOL_PAGES_THP && !pool->thp_noted) {
+        pool->thp_noted = 1;
         char policy[32];
         sd__shmem_thp_policy(policy, sizeof(policy));
         if (!sd__shmem_thp_allowed(policy))
@@ -350,7 +365,7 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
 
     if (sd__pool_fault_hit())
         goto fail;
-    rc = sd__segment_open_paged(pool, name, size, &fd, &base, &page_size, &step);
+    rc = sd__segment_open_paged(pool, name, mem_class, size, &fd, &base, &page_size, &step);
     if (rc < 0)
         goto fail;
     step = "mapping";
@@ -364,6 +379,25 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
         goto fail;
     }
     rc = sd__segment_prefault(pool, fd, base, size);
+    if (rc < 0 && page_size == SD_POOL_HUGE_PAGE && pool->pages == SD_POOL_PAGES_AUTO) {
+        /* The mapping's reservation held but the pages would not fault in:
+         * a hugetlb cgroup limit, or reserved pages outside this cpuset's
+         * memory nodes. Base pages instead, as for a failed reservation. */
+        munmap(base, size);
+        close(fd);
+        base = NULL;
+        fd = -1;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "pre-faulting a 2 MiB hugetlb memfd failed: %s (a hugetlb cgroup limit, or "
+                 "reserved pages outside this cpuset's nodes?)",
+                 strerror(-rc));
+        sd__huge_give_up(pool, name, why);
+        rc = sd__segment_open_paged(pool, name, mem_class, size, &fd, &base, &page_size, &step);
+        if (rc < 0)
+            goto fail;
+        rc = sd__segment_prefault(pool, fd, base, size);
+    }
     if (rc < 0) {
         step = NULL; /* sd__segment_prefault said why */
         goto fail;

@@ -14,35 +14,41 @@
 #define MFD_HUGE_2MB (21U << 26) /* linux/memfd.h */
 #endif
 
-/* The value of the /proc/meminfo line starting with @key (with its colon);
- * 0 when it cannot be read. */
-static inline long test_meminfo_value(const char *key)
+#define TEST_HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB"
+
+/* One counter of the 2 MiB hugetlb pool, whatever the default huge page
+ * size; 0 when it cannot be read. */
+static inline long test_huge_counter(const char *name)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
+    char path[128];
+    snprintf(path, sizeof(path), TEST_HUGE_SYSFS "/%s", name);
+    FILE *f = fopen(path, "r");
     long v = 0;
-    char line[256];
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof(line), f)) {
-        if (strncmp(line, key, n) == 0) {
-            v = strtol(line + n, NULL, 10);
-            break;
-        }
-    }
-    if (f)
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = 0;
         fclose(f);
+    }
     return v;
 }
 
-/* Free now: other tests running at the same time may take or return some. */
+/* Available now (free, less those promised to existing mappings): other
+ * tests running at the same time may take or return some. */
 static inline long test_huge_pages_free(void)
 {
-    return test_meminfo_value("HugePages_Free:");
+    return test_huge_counter("free_hugepages") - test_huge_counter("resv_hugepages");
 }
 
 /* Reserved in all: fixed while tests run. */
 static inline long test_huge_pages_total(void)
 {
-    return test_meminfo_value("HugePages_Total:");
+    return test_huge_counter("nr_hugepages");
+}
+
+/* Surplus pages the kernel may add on demand beyond the reserved ones. */
+static inline long test_huge_pages_overcommit(void)
+{
+    return test_huge_counter("nr_overcommit_hugepages");
 }
 
 /* The bracketed word of the shmem THP policy ("never" when unreadable). */
@@ -65,8 +71,8 @@ static inline int test_shmem_thp_allowed(void)
 {
     char p[32];
     test_shmem_thp_policy(p, sizeof(p));
-    return strcmp(p, "advise") == 0 || strcmp(p, "always") == 0 ||
-           strcmp(p, "within_size") == 0 || strcmp(p, "force") == 0;
+    return strcmp(p, "advise") == 0 || strcmp(p, "always") == 0 || strcmp(p, "within_size") == 0 ||
+           strcmp(p, "force") == 0;
 }
 
 #endif /* TESTS_HUGE_PAGES_H */

@@ -26,6 +26,9 @@
 #define PINNED_BYTES (4 * MIB)
 #define MAPPED_BYTES (2 * MIB)
 #define PAGES_NEEDED ((PINNED_BYTES + MAPPED_BYTES) / SD_POOL_HUGE_PAGE)
+/* One 4 MiB PINNED segment (two huge pages, so a boundary inside it) and
+ * one 2 MiB MAPPED segment. */
+#define SEGMENTS 2
 
 static char pool_log[8192];
 
@@ -41,7 +44,7 @@ static struct sd_pool *paged_pool(enum sd_pool_pages pages)
     struct sd_pool_config c = {0};
     c.class_bytes[SD_CLASS_PINNED] = PINNED_BYTES;
     c.class_bytes[SD_CLASS_MAPPED] = MAPPED_BYTES;
-    c.segment_bytes = 2 * MIB;
+    c.segment_bytes = 4 * MIB;
     c.prefault_threads = 2;
     c.pages = pages;
     c.log = capture;
@@ -121,7 +124,7 @@ END_TEST
 START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
 {
     struct sd_pool *pool = huge_pool();
-    ck_assert_uint_eq(sd_pool_segment_count(pool), PAGES_NEEDED);
+    ck_assert_uint_eq(sd_pool_segment_count(pool), SEGMENTS);
     for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
         struct sd_pool_segment s;
         ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
@@ -134,10 +137,13 @@ START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
         ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
                          F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
         /* Populated: every huge page is resident in the pool's mapping. */
-        unsigned char vec[512];
+        uint64_t pages = s.size / (uint64_t)sysconf(_SC_PAGESIZE);
+        unsigned char *vec = malloc(pages);
+        ck_assert_ptr_nonnull(vec);
         ck_assert_int_eq(mincore(s.base, s.size, vec), 0);
-        for (uint64_t p = 0; p < s.size / (uint64_t)sysconf(_SC_PAGESIZE); p++)
+        for (uint64_t p = 0; p < pages; p++)
             ck_assert_msg(vec[p] & 1, "segment %u: page %" PRIu64 " not resident", s.id, p);
+        free(vec);
     }
     for (int k = SD_CLASS_PINNED; k <= SD_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
@@ -161,9 +167,9 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
     uint64_t client = 0;
     ck_assert_int_eq(lease_client_add(svc, NULL, &client), 0);
 
-    uint64_t ids[PAGES_NEEDED];
-    struct sd_pool_segment segs[PAGES_NEEDED];
-    for (unsigned i = 0; i < PAGES_NEEDED; i++) {
+    uint64_t ids[SEGMENTS];
+    struct sd_pool_segment segs[SEGMENTS];
+    for (unsigned i = 0; i < SEGMENTS; i++) {
         ck_assert_int_eq(sd_pool_segment_at(pool, i, &segs[i]), 0);
         /* The agent takes over a copy of the fd, as SCM_RIGHTS would give it. */
         int fd = fcntl(segs[i].fd, F_DUPFD_CLOEXEC, 0);
@@ -175,26 +181,27 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
     }
     struct lease_stats st;
     ck_assert_int_eq(lease_service_stats(svc, &st), 0);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, PINNED_BYTES / (2 * MIB));
+    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, 1);
     ck_assert_uint_eq(st.cls[LEASE_CLASS_MAPPED].huge_segments, 1);
     ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].bytes_registered, PINNED_BYTES);
     ck_assert_uint_eq(lease_host_backend_locked(&be), PINNED_BYTES + MAPPED_BYTES);
     char text[2048];
     ck_assert_int_gt(lease_stats_format(svc, text, sizeof(text)), 0);
-    ck_assert_msg(strstr(text, "PINNED: segments=2 (huge 2)"), "stats text: %s", text);
+    ck_assert_msg(strstr(text, "PINNED: segments=1 (huge 1)"), "stats text: %s", text);
 
-    for (unsigned i = 0; i < PAGES_NEEDED; i++) {
+    for (unsigned i = 0; i < SEGMENTS; i++) {
         struct lease_segment_info info;
         ck_assert_int_eq(lease_segment_query(svc, client, ids[i], 0, &info), 0);
         ck_assert_uint_eq(info.registered, 1);
         /* One page-table entry per huge page needs a 2 MiB-aligned mapping. */
         ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
-        /* A lease straddling the huge-page boundary: what the pool writes,
+        /* A lease across the boundary between the PINNED segment's two huge
+         * pages (within the MAPPED one's only page): what the pool writes,
          * the agent reads, and back. */
-        struct lease_grant_req q = {ids[i], MIB - 4096, 2 * 4096,
-                                    segs[i].mem_class == SD_CLASS_MAPPED ? LEASE_CLASS_MAPPED
-                                                                         : LEASE_CLASS_PINNED,
-                                    0};
+        uint64_t mid = segs[i].size > SD_POOL_HUGE_PAGE ? SD_POOL_HUGE_PAGE : segs[i].size / 2;
+        struct lease_grant_req q = {
+            ids[i], mid - 4096, 2 * 4096,
+            segs[i].mem_class == SD_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED, 0};
         struct lease_grant_result r;
         ck_assert_int_eq(lease_grant(svc, client, 1, &q, &r), 1);
         ck_assert_msg(r.rc == 0, "grant: %s", lease_error_last());
@@ -228,11 +235,12 @@ int main(void)
     test_shmem_thp_policy(policy, sizeof(policy));
     if (!hugetlb)
         printf("hugetlb part not run: %ld free 2 MiB huge pages, %llu needed (reserve them with "
-               "`sysctl vm.nr_hugepages=%llu`)\n",
+               "`echo %llu > " TEST_HUGE_SYSFS "/nr_hugepages`)\n",
                free_pages, (unsigned long long)PAGES_NEEDED, (unsigned long long)PAGES_NEEDED);
     if (!thp)
         printf("shmem THP part not run: shmem_enabled is '%s' (`echo advise > "
-               "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it)\n", policy);
+               "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows it)\n",
+               policy);
     if (!hugetlb && !thp)
         return 77;
     Suite *s = suite_create("hugepages");

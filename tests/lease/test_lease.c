@@ -906,7 +906,7 @@ START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
         ck_assert_ptr_nonnull(want);
         fill_random(want, size, 4242 + k);
         ck_assert_int_eq(memcmp(probe.base, want, size), 0);
-        /* Populated by read, yet writable, and shared with the daemon's fd. */
+        /* Writes through the agent's mapping reach the daemon's fd. */
         ((unsigned char *)probe.base)[size - 1] ^= 0xff;
         unsigned char last = 0;
         ck_assert_int_eq(pread(fd, &last, 1, (off_t)(size - 1)), 1);
@@ -1376,8 +1376,9 @@ START_TEST(stats_text_names_every_class_and_client)
     ck_assert_uint_eq(strlen(buf), (size_t)n);
     ck_assert_ptr_nonnull(strstr(buf, "clients=1"));
     ck_assert_ptr_nonnull(strstr(buf, "STAGED: segments=0"));
-    ck_assert_ptr_nonnull(strstr(buf, "PINNED: segments=1 (huge 0) registered=1048576/2097152B leases=1 "
-                                      "leased=12288B registrations=1"));
+    ck_assert_ptr_nonnull(strstr(buf,
+                                 "PINNED: segments=1 (huge 0) registered=1048576/2097152B leases=1 "
+                                 "leased=12288B registrations=1"));
     ck_assert_ptr_nonnull(strstr(buf, "MAPPED: segments=0 (huge 0) registered=0/1048576B"));
     char want[64];
     snprintf(want, sizeof(want), "client %#" PRIx64 ": leases=1 bytes=12288 segments=1", c);

@@ -133,7 +133,6 @@ START_TEST(mapped_chunks_read_the_daemons_bytes_through_device_pointers)
 }
 END_TEST
 
-
 /* stagingd's segments on 2 MiB hugetlb pages (its default where huge pages
  * are reserved): both classes register, and the GPU reads the daemon's bytes
  * by copy (PINNED) and through the device pointer (MAPPED). */
@@ -142,7 +141,8 @@ START_TEST(hugetlb_segments_register_and_the_gpu_reads_them)
     const uint64_t size = 4 * MiB;
     if (test_huge_pages_free() < (long)(2 * size / (2 * MiB))) {
         printf("hugetlb case not run: %ld free 2 MiB huge pages, 4 needed "
-               "(scripts/device-proof.sh reserves them)\n", test_huge_pages_free());
+               "(scripts/device-proof.sh reserves them)\n",
+               test_huge_pages_free());
         return;
     }
     struct lease_backend be;
@@ -159,8 +159,8 @@ START_TEST(hugetlb_segments_register_and_the_gpu_reads_them)
     ck_assert_int_eq(cuMemAlloc(&d, size), CUDA_SUCCESS);
     for (int k = 0; k < 2; k++) {
         enum lease_class cls = k ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
-        int fd = memfd_create("lease-cuda-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
-                                                     MFD_HUGE_2MB);
+        int fd = memfd_create("lease-cuda-huge",
+                              MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
         void *daemon = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -261,7 +261,6 @@ int lease_query(struct lease_service *svc, uint64_t client, uint64_t lease_id,
 struct lease_class_stats {
     uint64_t budget;           /* configured bytes (0 for STAGED) */
     uint64_t segments;         /* segments of this class */
-    uint64_t huge_segments;    /* of those, on hugetlb pages (MFD_HUGETLB) */
     uint64_t bytes_registered; /* bytes of those registered now */
     uint64_t live_leases;      /* granted with this class, not release-complete */
     uint64_t bytes_leased;
@@ -271,6 +270,9 @@ struct lease_class_stats {
     uint64_t evictions; /* unregistrations made to free budget (LRU) */
     uint64_t budget_refusals;
     uint64_t fallbacks; /* requests for this class served as STAGED */
+    /* Of the segments, those on hugetlb pages (MFD_HUGETLB). In the log
+     * lines and here only: protocol v1's stats reply has no field for it. */
+    uint64_t huge_segments;
 };
 
 struct lease_stats {

@@ -40,8 +40,8 @@ struct sd_config {
     uint64_t mapped_pool;
     uint64_t segment_size; /* largest pool segment; 0: sized to the largest shard */
     enum sd_pool_pages pages;
-    unsigned batch;        /* leases per LEASE_REQUEST / LEASE_RELEASE at most */
-    unsigned inflight;     /* shards staged, leased or worked on at once */
+    unsigned batch;    /* leases per LEASE_REQUEST / LEASE_RELEASE at most */
+    unsigned inflight; /* shards staged, leased or worked on at once */
     enum sd_job_op op;
     uint64_t query_seed;
     unsigned k;

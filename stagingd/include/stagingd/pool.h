@@ -35,7 +35,8 @@ enum sd_mem_class {
  * within_size. */
 enum sd_pool_pages {
     /* hugetlb pages while the system has free ones reserved
-     * (vm.nr_hugepages), base pages (with THP if allowed) for the rest:
+     * (2 MiB ones, in /sys/kernel/mm/hugepages/hugepages-2048kB), for
+     * PINNED and MAPPED; base pages (with THP if allowed) for the rest:
      * the default. */
     SD_POOL_PAGES_AUTO = 0,
     /* Base pages only (MADV_NOHUGEPAGE: no shmem THP either). */
