@@ -245,10 +245,10 @@ int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p
  *    walks in behind them.
  * populate-bench, H200, 4 GiB of 4 KiB pages, populate + register against
  * registering the mapping that pre-faulted the pages: read on 4 threads
- * alongside 1.18x (one run), read on 4 threads first 0.64-0.86x, read on 1 thread 0.46-0.59x, write on 1 thread
- * 0.28-0.36x, registration alone 0.24-0.45x. (reg-bench still finds the
- * whole lease_segment_add of 4 KiB pages at about 0.5x; the cause is open.)
- * On 2 MiB pages (hugetlb, or
+ * alongside 1.18x (one run), read on 4 threads first 0.64-0.86x, read on 1
+ * thread 0.46-0.59x, write on 1 thread 0.28-0.36x, registration alone
+ * 0.24-0.45x. (reg-bench still finds the whole lease_segment_add of 4 KiB
+ * pages at about 0.5x; the cause is open.) On 2 MiB pages (hugetlb, or
  * shmem THP folios) there are 512 times fewer entries to build, which is
  * why stagingd asks for them. The pages already exist: populating allocates
  * nothing and changes no byte. */
