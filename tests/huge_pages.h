@@ -3,6 +3,7 @@
 #ifndef TESTS_HUGE_PAGES_H
 #define TESTS_HUGE_PAGES_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,35 @@ static inline long test_huge_pages_total(void)
 static inline long test_huge_pages_overcommit(void)
 {
     return test_huge_counter("nr_overcommit_hugepages");
+}
+
+/* Field @field (e.g. "Rss:") of this process's mapping that starts at
+ * @start, in kB, as /proc/self/smaps shows it: 0 when the mapping lacks the
+ * field, -1 when there is no such mapping. */
+static inline long test_smaps_kb(const void *start, const char *field)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    size_t n = strlen(field);
+    int inside = 0;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (inside)
+                break;
+            inside = lo == (unsigned long)(uintptr_t)start;
+            if (inside)
+                kb = 0;
+        } else if (inside && strncmp(line, field, n) == 0) {
+            kb = strtol(line + n, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
 }
 
 /* The bracketed word of the shmem THP policy ("never" when unreadable). */

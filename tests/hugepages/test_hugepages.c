@@ -61,28 +61,6 @@ static struct sd_pool *huge_pool(void)
     return paged_pool(SD_POOL_PAGES_HUGE);
 }
 
-/* smaps ShmemPmdMapped of the mapping that starts at @base, in bytes. */
-static uint64_t pmd_mapped_bytes(const void *base)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[256];
-    int inside = 0;
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-            if (inside)
-                break;
-            inside = lo == (unsigned long)(uintptr_t)base;
-        } else if (inside && sscanf(line, "ShmemPmdMapped: %llu", &kb) == 1) {
-            break;
-        }
-    }
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
 {
     struct sd_pool *pool = paged_pool(SD_POOL_PAGES_THP);
@@ -112,7 +90,7 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
         /* The agent's fresh mapping, aligned and populated, maps the same
          * folios with one entry per 2 MiB: nothing 4 KiB left to build. */
         ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
-        ck_assert_uint_eq(pmd_mapped_bytes(info.host_base), s.size);
+        ck_assert_int_eq(test_smaps_kb(info.host_base, "ShmemPmdMapped:"), (long)(s.size / 1024));
     }
     ck_assert_int_eq(lease_client_drop(svc, client), 0);
     lease_service_destroy(svc);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "huge_pages.h" /* test_smaps_kb */
 #include "lease/lease.h"
 
 #define KiB 1024ull
@@ -829,26 +830,6 @@ struct rss_probe {
     long rss_kb;
 };
 
-static long vma_rss_kb(const void *start)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[512];
-    int inside = 0;
-    long kb = -1;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-            inside = lo == (unsigned long)(uintptr_t)start;
-        else if (inside && strncmp(line, "Rss:", 4) == 0) {
-            kb = strtol(line + 4, NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
-
 static int rss_register(void *ctx, void *base, uint64_t length, enum lease_class cls,
                         uint64_t *dev_ptr_p)
 {
@@ -856,7 +837,7 @@ static int rss_register(void *ctx, void *base, uint64_t length, enum lease_class
     (void)cls;
     struct rss_probe *p = ctx;
     p->base = base;
-    p->rss_kb = vma_rss_kb(base);
+    p->rss_kb = test_smaps_kb(base, "Rss:");
     *dev_ptr_p = (uint64_t)(uintptr_t)base;
     return 0;
 }
@@ -899,7 +880,7 @@ START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
         if (size < 64 * MiB)
             ck_assert_msg(probe.rss_kb == (long)(size / 1024), "%llu MiB: Rss %ld kB",
                           (unsigned long long)(size / MiB), probe.rss_kb);
-        long rss_after = vma_rss_kb(probe.base);
+        long rss_after = test_smaps_kb(probe.base, "Rss:");
         ck_assert_msg(rss_after == (long)(size / 1024), "%llu MiB: Rss %ld kB after the add",
                       (unsigned long long)(size / MiB), rss_after);
         unsigned char *want = malloc(size);

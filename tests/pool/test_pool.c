@@ -105,24 +105,10 @@ static int count_pool_mappings(void)
  * plus the hugetlb pages smaps counts apart from it. */
 static long mapping_resident_kb(const void *base)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[1024];
-    int inside = 0, found = 0;
-    long kb = 0;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-            inside = lo == (unsigned long)(uintptr_t)base;
-            found |= inside;
-        } else if (inside &&
-                   (strncmp(line, "Rss:", 4) == 0 || strncmp(line, "Shared_Hugetlb:", 15) == 0 ||
-                    strncmp(line, "Private_Hugetlb:", 16) == 0)) {
-            kb += strtol(strchr(line, ':') + 1, NULL, 10);
-        }
-    }
-    fclose(f);
-    return found ? kb : -1;
+    long rss = test_smaps_kb(base, "Rss:");
+    if (rss < 0)
+        return -1;
+    return rss + test_smaps_kb(base, "Shared_Hugetlb:") + test_smaps_kb(base, "Private_Hugetlb:");
 }
 
 /* Fills a buffer with a pattern that depends on @key and on the position. */
