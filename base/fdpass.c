@@ -26,6 +26,8 @@ int base_send_fds(int sock, const void *buf, size_t len, const int *fds, unsigne
         mh.msg_control = ctl.bytes;
         mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
         struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        if (!cm) /* cannot happen: the buffer holds a header */
+            return -EINVAL;
         cm->cmsg_level = SOL_SOCKET;
         cm->cmsg_type = SCM_RIGHTS;
         cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);

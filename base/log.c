@@ -288,7 +288,7 @@ int base_log_file_open(const char *path, const char *program, unsigned flags,
     }
     struct base_log_file *f = NULL;
     int rc = file_new(fd, program, flags, &f);
-    if (rc < 0) {
+    if (rc != 0) {
         close(fd);
         free(copy);
         return rc;

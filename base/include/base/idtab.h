@@ -33,8 +33,13 @@ extern "C" {
 #define BASE_IDTAB_SLOTS_MAX (UINT32_MAX - 2u)
 
 enum base_idtab_reuse {
-    BASE_IDTAB_REUSE_LIFO = 0, /* the slot freed last is issued first */
-    BASE_IDTAB_REUSE_FIFO = 1, /* every other free slot is issued before a freed one again */
+    /* The slot freed last is issued first; fresh slots only when none is free. */
+    BASE_IDTAB_REUSE_LIFO = 0,
+    /* Free slots queue in the order they were freed, behind the fresh ones
+     * allocated so far (in index order): a freed slot waits for every other
+     * free slot. With initial_slots == max_slots no slot is reused before
+     * all were issued once. */
+    BASE_IDTAB_REUSE_FIFO = 1,
 };
 
 struct base_idtab_config {
