@@ -15,8 +15,8 @@ START_TEST(failure_set_fills_code_errno_and_words_and_returns_the_errno)
 {
     struct lt_failure why;
     memset(&why, 0x5a, sizeof why);
-    int rc = lt_failure_set(&why, LT_E_SEGMENT_SIZE, -EINVAL, "expected %d MiB, found %d MiB", 64,
-                            60);
+    int rc =
+        lt_failure_set(&why, LT_E_SEGMENT_SIZE, -EINVAL, "expected %d MiB, found %d MiB", 64, 60);
     ck_assert_int_eq(rc, -EINVAL);
     ck_assert_uint_eq(why.code, LT_E_SEGMENT_SIZE);
     ck_assert_int_eq(why.err, -EINVAL);
@@ -41,9 +41,8 @@ START_TEST(error_from_errno_inverts_the_service_codes)
 {
     /* Codes whose errno names them alone come back from it. */
     static const uint32_t round_trip[] = {
-        LT_OK,          LT_E_NOT_FOUND,     LT_E_STALE_ID,    LT_E_NOT_OWNER,
-        LT_E_BUSY,      LT_E_LIMIT,         LT_E_OUT_OF_RANGE, LT_E_SHUTTING_DOWN,
-        LT_E_UNSUPPORTED, LT_E_GPU_FAULT,
+        LT_OK,      LT_E_NOT_FOUND,    LT_E_STALE_ID,      LT_E_NOT_OWNER,   LT_E_BUSY,
+        LT_E_LIMIT, LT_E_OUT_OF_RANGE, LT_E_SHUTTING_DOWN, LT_E_UNSUPPORTED, LT_E_GPU_FAULT,
     };
     for (size_t i = 0; i < sizeof round_trip / sizeof round_trip[0]; i++)
         ck_assert_msg(lt_error_from_errno(lt_error_errno(round_trip[i])) == round_trip[i],

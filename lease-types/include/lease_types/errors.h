@@ -293,9 +293,9 @@ static inline uint32_t lt_error_from_errno(int neg_errno)
 /* Why a call was refused. Not a wire struct, but fixed-width like one so it
  * can be copied into an ERROR message field by field. */
 struct lt_failure {
-    uint32_t code;                     /* enum lt_error, never LT_OK once set */
-    int32_t err;                       /* the negative errno the call returned */
-    char message[LT_FAILURE_MSG_LEN];  /* NUL-terminated: what was expected, what was found */
+    uint32_t code;                    /* enum lt_error, never LT_OK once set */
+    int32_t err;                      /* the negative errno the call returned */
+    char message[LT_FAILURE_MSG_LEN]; /* NUL-terminated: what was expected, what was found */
 };
 
 LT_ASSERT_FIELD(lt_failure, code, 0);
@@ -310,11 +310,11 @@ LT_ASSERT_SIZE(lt_failure, 8 + LT_FAILURE_MSG_LEN);
 #endif
 
 /* lt_failure_set with a va_list. */
-static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err,
-                                  const char *fmt, va_list ap) LT__PRINTF(4, 0);
+static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                  va_list ap) LT__PRINTF(4, 0);
 
-static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err,
-                                  const char *fmt, va_list ap)
+static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                  va_list ap)
 {
     if (err == 0)
         err = lt_error_errno(code);
@@ -330,11 +330,11 @@ static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int e
 /* Fills *@why_p (NULL: nothing is written) with @code, @err (0: the errno
  * lt_error_errno gives @code) and a printf-formatted message, and returns
  * that errno, so a refusal reads `return lt_failure_set(why_p, ...);`. */
-static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err,
-                                 const char *fmt, ...) LT__PRINTF(4, 5);
+static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                 ...) LT__PRINTF(4, 5);
 
-static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err,
-                                 const char *fmt, ...)
+static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                 ...)
 {
     va_list ap;
     va_start(ap, fmt);
