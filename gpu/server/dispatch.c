@@ -348,11 +348,12 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
             mine[i] = 1;
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
-        else
-            lt_failure_set(&why, rc == -ENOMEM ? LT_E_SYSTEM : LT_E_BAD_ID, rc,
-                           rc == -ENOMEM ? "agent out of memory"
-                                         : "lease {%" PRIu32 ",%" PRIu32 "} is not a lease id",
-                           m->leases[i].slot, m->leases[i].gen);
+        else if (rc == -ENOMEM)
+            lt_failure_set(&why, LT_E_SYSTEM, rc, "agent out of memory");
+        else /* -EINVAL: key 0, the id {0, 0}, which the validator already refuses */
+            lt_failure_set(&why, lt_error_from_errno(rc), rc,
+                           "lease {%" PRIu32 ",%" PRIu32 "} is not a lease id", m->leases[i].slot,
+                           m->leases[i].gen);
     }
     /* The RELEASE_COMPLETEs of leases with no work pending go out together:
      * one RELEASE_COMPLETE_BATCH when the client has LT_CAP_RC_BATCH, else
