@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "device_internal.h"
 #include "gpu/exec.h"
 #include "kernels/blockhash_ref.h"
@@ -80,12 +81,6 @@ struct msg {
     uint64_t seq;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline void cpu_relax(void)
 {
@@ -98,12 +93,12 @@ static inline void cpu_relax(void)
  * passes; 0 or -ETIMEDOUT. */
 static int spin_until_mode(const uint64_t *w, uint64_t want, int exact, uint64_t timeout_ns)
 {
-    uint64_t start = now_ns();
+    uint64_t start = base_now_ns();
     for (unsigned int n = 0;; n++) {
         uint64_t v = ga_doorbell_peek(w);
         if (exact ? v == want : (int64_t)(v - want) >= 0)
             return 0;
-        if ((n & 1023) == 0 && now_ns() - start > timeout_ns)
+        if ((n & 1023) == 0 && base_now_ns() - start > timeout_ns)
             return -ETIMEDOUT;
         cpu_relax();
     }
@@ -132,8 +127,8 @@ static int flag_wait(const struct shm *m, int path, uint64_t seq)
 
 static void spin_for_us(uint32_t us)
 {
-    uint64_t until = now_ns() + (uint64_t)us * 1000;
-    while (now_ns() < until)
+    uint64_t until = base_now_ns() + (uint64_t)us * 1000;
+    while (base_now_ns() < until)
         cpu_relax();
 }
 
@@ -148,7 +143,7 @@ static int child_run(struct shm *m, int sock)
             if (path == P_DOORBELL && spin_until(&m->armed.v, seq, 5000000000ull) < 0)
                 return 10 + path;
             spin_for_us(m->pause_us); /* the GPU is waiting, the loop is asleep */
-            uint64_t t0 = now_ns();
+            uint64_t t0 = base_now_ns();
             if (path == P_DOORBELL) {
                 ga_doorbell_ring(&m->bell.v, seq);
             } else {
@@ -158,7 +153,7 @@ static int child_run(struct shm *m, int sock)
             }
             if (flag_wait(m, path, seq) < 0)
                 return 30 + path;
-            uint64_t t1 = now_ns();
+            uint64_t t1 = base_now_ns();
             if (i >= WARMUP)
                 m->lat_ns[path][i - WARMUP] = t1 - t0;
         }

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/rand.h"
 #include "cu_call.h"
 #include "device_internal.h"
 #include "gpu/ga.h"
@@ -179,13 +180,6 @@ static void par_for(void (*fn)(void *, int, int), void *ctx)
         pthread_join(th[t], NULL);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* +-[0.125, 2), never zero. */
 static float rng_float(uint64_t r)
@@ -208,7 +202,7 @@ static void fill_part(void *arg, int t, int nt)
     size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
     uint64_t s = c->seed * 1000003u + (uint64_t)t;
     for (size_t i = lo; i < hi; i++) {
-        uint64_t r = rng_next(&s);
+        uint64_t r = base_splitmix64(&s);
         if (c->type == KN_SCAN_F32) {
             float f = rng_float(r);
             memcpy(c->p + i * 4, &f, 4);
@@ -519,7 +513,7 @@ static void type_setup(struct bench *b, int type)
     par_for(sums_part, &sc);
     uint64_t s = 77;
     for (uint32_t i = 0; i < b->o.dim; i++)
-        b->q[i] = rng_float(rng_next(&s));
+        b->q[i] = rng_float(base_splitmix64(&s));
     for (int i = 0; i < 2; i++)
         if (ga_scan_create(b->dev, (uint32_t)type, b->o.dim, b->q, b->o.k, &b->scan[i]) < 0)
             die("ga_scan_create failed");

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "cu_call.h"
 #include "device_internal.h"
 #include "gpu/executor_cuda.h"
@@ -367,8 +368,6 @@ out_free:
 
 /* ---- server mode ---------------------------------------------------------- */
 
-#define AGENT_PINNED_DEFAULT (8ull << 30)
-#define AGENT_MAPPED_DEFAULT (1ull << 30)
 
 enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
 
@@ -414,37 +413,9 @@ static void agent_on_fault(void *arg, int err)
             "GPU_FAULT. Stopping: restart the agent.\n",
             strerror(-err));
     agent_faulted = 1;
-    if (agent_srv)
-        ga_server_stop(agent_srv);
-}
-
-/* Budgets not given on the command line: 8 GiB / 1 GiB, scaled down to 3/4
- * and 1/4 of @cap when they would not fit. */
-static void agent_budgets_default(struct ga_server_cli *cli, uint64_t cap, const char *what)
-{
-    uint64_t pin = AGENT_PINNED_DEFAULT, map = AGENT_MAPPED_DEFAULT;
-    if (cap < pin + map) {
-        pin = cap / 4 * 3;
-        map = cap / 4;
-    }
-    pin -= pin % 4096;
-    map -= map % 4096;
-    if (!cli->budget_pinned_set)
-        cli->cfg.budget_pinned = pin;
-    if (!cli->budget_mapped_set)
-        cli->cfg.budget_mapped = map;
-    if (!cli->budget_pinned_set || !cli->budget_mapped_set)
-        fprintf(stderr,
-                "lease-agent: budgets PINNED %" PRIu64 " MAPPED %" PRIu64 " bytes (%s: %" PRIu64
-                " bytes; set them with --pinned-budget and --mapped-budget)\n",
-                cli->cfg.budget_pinned, cli->cfg.budget_mapped, what, cap);
-}
-
-static uint64_t agent_half_memory(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES);
-    long page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : UINT64_MAX;
+    struct ga_server *srv = __atomic_load_n(&agent_srv, __ATOMIC_ACQUIRE);
+    if (srv)
+        ga_server_stop(srv);
 }
 
 /* Serves until a signal or a fault. Returns the exit status. */
@@ -452,24 +423,8 @@ static int agent_serve(struct ga_server_cli *cli, struct lease_backend *be, stru
 {
     cli->cfg.backend = be;
     cli->cfg.executor = ex;
-    cli->cfg.handle_signals = 1;
-    struct ga_server *srv = NULL;
-    int rc = ga_server_create(&cli->cfg, &srv);
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: not started: %s\n", strerror(-rc));
-        return 1;
-    }
-    agent_srv = srv;
-    if (cli->ready_fd >= 0) {
-        if (dprintf(cli->ready_fd, "ready %ld %s\n", (long)getpid(), ga_server_socket_path(srv)) <
-            0)
-            fprintf(stderr, "lease-agent: --ready-fd %d: %s\n", cli->ready_fd, strerror(errno));
-        close(cli->ready_fd);
-    }
-    rc = ga_server_run(srv);
-    agent_srv = NULL;
-    ga_server_destroy(srv);
-    return rc < 0 || agent_faulted ? 1 : 0;
+    int status = ga_server_cli_serve(cli, &agent_srv);
+    return status || agent_faulted ? 1 : 0;
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
@@ -502,7 +457,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         goto out_dev;
     }
     const struct ga_device_info *in = ga_device_info_get(dev);
-    agent_budgets_default(cli, agent_half_memory(), "half the physical memory");
+    ga_server_cli_budgets_default(cli, ga_server_cli_half_memory(), "half the physical memory");
     struct ga_executor_cuda_opts xo = {
         .workers = cli->host.workers,
         .max_streams = cli->host.max_streams,
@@ -549,8 +504,8 @@ static int agent_serve_host(struct ga_server_cli *cli)
     uint64_t cap = UINT64_MAX;
     if (be.capacity && be.capacity(be.ctx, &cap, NULL) < 0)
         cap = 0;
-    uint64_t half = agent_half_memory();
-    agent_budgets_default(cli, cap < half ? cap : half, "lockable");
+    uint64_t half = ga_server_cli_half_memory();
+    ga_server_cli_budgets_default(cli, cap < half ? cap : half, "lockable");
     struct ga_executor *ex = NULL;
     rc = ga_executor_host_create(&cli->host, &ex);
     if (rc < 0) {
@@ -584,7 +539,7 @@ static int agent_server_args(int argc, char **argv, enum agent_backend *backend_
         } else if (strncmp(opt, "--chunk-bytes", 13) == 0 && (opt[13] == '\0' || opt[13] == '=')) {
             val = opt[13] == '=' ? opt + 14 : (i + 1 < argc ? argv[++i] : NULL);
             uint64_t v = 0;
-            if (!val || ga_server_size_parse(val, &v) < 0 || v < 4096 || v % 4096 != 0 ||
+            if (!val || base_parse_size(val, &v, NULL, 0) < 0 || v < 4096 || v % 4096 != 0 ||
                 v > (1ull << 30)) {
                 fprintf(stderr,
                         "lease-agent: --chunk-bytes: expected a multiple of 4K from 4K "
@@ -674,8 +629,15 @@ static int agent_server_main(int argc, char **argv)
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    struct base_log_file *logf = NULL;
+    if (ga_server_cli_log_setup(&cli, &logf) < 0) {
+        free(rest);
+        return 1;
+    }
     int status = backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&cli, device, chunk, cubin_dir)
                                                : agent_serve_host(&cli);
+    base_log_default_set(NULL);
+    base_log_file_destroy(logf);
     free(rest); /* cli's strings point into argv, not here */
     return status;
 }

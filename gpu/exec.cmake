@@ -19,5 +19,5 @@ target_link_libraries(ga_core PUBLIC lease_core)
 # Doorbell against socket latency, CUDA-free child process (bench/).
 add_executable(doorbell-bench "${PROJECT_SOURCE_DIR}/bench/doorbell_bench.c")
 target_include_directories(doorbell-bench PRIVATE "${CMAKE_CURRENT_LIST_DIR}")
-target_link_libraries(doorbell-bench PRIVATE ga_core lease_build_flags)
+target_link_libraries(doorbell-bench PRIVATE ga_core base lease_build_flags)
 target_compile_options(doorbell-bench PRIVATE "-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=")

@@ -4,30 +4,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/err.h"
 #include "kernels/cubin.h"
 #include "kernels/images.h"
 
 #define GA__CUBIN_SUFFIX ".cubin"
 #define GA__CUBIN_SUFFIX_LEN 6
-
-__attribute__((format(printf, 4, 5))) static int ga__extra_fail(char *err, size_t err_len, int rc,
-                                                                const char *fmt, ...)
-{
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static int ga__cubin_name(const struct dirent *d)
 {
@@ -54,14 +42,14 @@ static int ga__names_unique(const struct kn_image *t, size_t n, char *err, size_
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < i; j++) {
             if (strcmp(t[i].name, t[j].name) == 0)
-                return ga__extra_fail(err, err_len, -EEXIST,
+                return base_errf(err, err_len, -EEXIST,
                                       "image name '%s' occurs twice: expected each image name "
                                       "once",
                                       t[i].name);
             for (size_t a = 0; a < t[i].kernel_count; a++)
                 for (size_t b = 0; b < t[j].kernel_count; b++)
                     if (strcmp(t[i].kernels[a], t[j].kernels[b]) == 0)
-                        return ga__extra_fail(err, err_len, -EEXIST,
+                        return base_errf(err, err_len, -EEXIST,
                                               "kernel '%s' of image '%s' is also in image '%s': "
                                               "expected each kernel name once",
                                               t[i].kernels[a], t[i].name, t[j].name);
@@ -76,34 +64,34 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
 {
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return ga__extra_fail(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
+        return base_errf(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
                               strerror(errno));
     if (S_ISLNK(st.st_mode))
-        return ga__extra_fail(err, err_len, -ELOOP,
+        return base_errf(err, err_len, -ELOOP,
                               "%s/%s: expected a regular file, found a symbolic link", dir, name);
     if (!S_ISREG(st.st_mode))
-        return ga__extra_fail(err, err_len, -EINVAL,
+        return base_errf(err, err_len, -EINVAL,
                               "%s/%s: expected a regular file, found file type 0%o", dir, name,
                               (unsigned int)(st.st_mode & S_IFMT));
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return ga__extra_fail(err, err_len, -errno, "%s/%s: cannot open: %s", dir, name,
+        return base_errf(err, err_len, -errno, "%s/%s: cannot open: %s", dir, name,
                               strerror(errno));
     int rc = 0;
     unsigned char *buf = NULL;
     /* Re-checked on the open file: it may have been replaced since fstatat. */
     if (fstat(fd, &st) < 0) {
-        rc = ga__extra_fail(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
+        rc = base_errf(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
                             strerror(errno));
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = ga__extra_fail(err, err_len, -EINVAL, "%s/%s: expected a regular file, found type 0%o",
+        rc = base_errf(err, err_len, -EINVAL, "%s/%s: expected a regular file, found type 0%o",
                             dir, name, (unsigned int)(st.st_mode & S_IFMT));
         goto out;
     }
     if (st.st_size > (off_t)GA_EXTRA_IMAGE_MAX_BYTES) {
-        rc = ga__extra_fail(err, err_len, -EFBIG,
+        rc = base_errf(err, err_len, -EFBIG,
                             "%s/%s: expected at most %u bytes, found %jd bytes", dir, name,
                             GA_EXTRA_IMAGE_MAX_BYTES, (intmax_t)st.st_size);
         goto out;
@@ -111,7 +99,7 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
     size_t size = (size_t)st.st_size;
     if (posix_memalign((void **)&buf, 64, size ? (size + 63) & ~(size_t)63 : 64) != 0) {
         buf = NULL;
-        rc = ga__extra_fail(err, err_len, -ENOMEM, "%s/%s: out of memory for %zu bytes", dir, name,
+        rc = base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory for %zu bytes", dir, name,
                             size);
         goto out;
     }
@@ -121,7 +109,7 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            rc = ga__extra_fail(err, err_len, n < 0 ? -errno : -EIO,
+            rc = base_errf(err, err_len, n < 0 ? -errno : -EIO,
                                 "%s/%s: expected %zu bytes, read %zu: %s", dir, name, size, got,
                                 n < 0 ? strerror(errno) : "end of file");
             goto out;
@@ -150,22 +138,22 @@ static int ga__extra_image_read(int dfd, const char *dir, const char *file, unsi
     struct kn_cubin_facts facts;
     rc = kn_cubin_check(data, size, arch, NULL, 0, &facts, why, sizeof(why));
     if (rc < 0) {
-        ga__extra_fail(err, err_len, rc, "%s/%s (%zu bytes) refused: %s", dir, file, size, why);
+        base_errf(err, err_len, rc, "%s/%s (%zu bytes) refused: %s", dir, file, size, why);
         goto fail_data;
     }
     const char **kernels = calloc(GA_EXTRA_IMAGE_MAX_KERNELS + 1, sizeof(*kernels));
     if (!kernels) {
-        rc = ga__extra_fail(err, err_len, -ENOMEM, "%s/%s: out of memory", dir, file);
+        rc = base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory", dir, file);
         goto fail_data;
     }
     rc = kn_cubin_kernels_list(data, size, "k_", kernels, GA_EXTRA_IMAGE_MAX_KERNELS, why,
                                sizeof(why));
     if (rc < 0) {
-        ga__extra_fail(err, err_len, rc, "%s/%s refused: %s", dir, file, why);
+        base_errf(err, err_len, rc, "%s/%s refused: %s", dir, file, why);
         goto fail_kernels;
     }
     if (rc == 0 || rc > GA_EXTRA_IMAGE_MAX_KERNELS) {
-        ga__extra_fail(err, err_len, rc ? -E2BIG : -ENOENT,
+        base_errf(err, err_len, rc ? -E2BIG : -ENOENT,
                        "%s/%s refused: expected 1 to %d kernel entries named k_*, found %d (of "
                        "%zu kernel entries)",
                        dir, file, GA_EXTRA_IMAGE_MAX_KERNELS, rc, facts.kernel_count);
@@ -175,7 +163,7 @@ static int ga__extra_image_read(int dfd, const char *dir, const char *file, unsi
     size_t count = (size_t)rc;
     char *name = strndup(file, strlen(file) - GA__CUBIN_SUFFIX_LEN);
     if (!name) {
-        rc = ga__extra_fail(err, err_len, -ENOMEM, "%s/%s: out of memory", dir, file);
+        rc = base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory", dir, file);
         goto fail_kernels;
     }
     *img = (struct kn_image){.name = name,
@@ -199,18 +187,18 @@ int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **i
     if (err && err_len)
         err[0] = '\0';
     if (!dir || !dir[0] || !images_p || !count_p)
-        return ga__extra_fail(err, err_len, -EINVAL,
+        return base_errf(err, err_len, -EINVAL,
                               "extra images: expected a directory and output pointers, found "
                               "NULL or an empty name");
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return ga__extra_fail(err, err_len, -errno,
+        return base_errf(err, err_len, -errno,
                               "extra images: expected a readable directory %s, found: %s", dir,
                               strerror(errno));
     struct dirent **list = NULL;
     int n = scandir(dir, &list, ga__cubin_name, ga__name_cmp);
     if (n < 0) {
-        int rc = ga__extra_fail(err, err_len, -errno, "extra images: cannot list %s: %s", dir,
+        int rc = base_errf(err, err_len, -errno, "extra images: cannot list %s: %s", dir,
                                 strerror(errno));
         close(dfd);
         return rc;
@@ -219,13 +207,13 @@ int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **i
     struct kn_image *images = NULL;
     size_t count = 0;
     if (n > GA_EXTRA_IMAGES_MAX) {
-        rc = ga__extra_fail(err, err_len, -E2BIG,
+        rc = base_errf(err, err_len, -E2BIG,
                             "extra images: expected at most %d *.cubin files in %s, found %d",
                             GA_EXTRA_IMAGES_MAX, dir, n);
         goto out;
     }
     if (n > 0 && !(images = calloc((size_t)n, sizeof(*images)))) {
-        rc = ga__extra_fail(err, err_len, -ENOMEM, "extra images: out of memory");
+        rc = base_errf(err, err_len, -ENOMEM, "extra images: out of memory");
         goto out;
     }
     for (; count < (size_t)n; count++) {
@@ -236,7 +224,7 @@ int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **i
     }
     char why[512];
     if ((rc = ga__names_unique(images, count, why, sizeof(why))) < 0) {
-        ga__extra_fail(err, err_len, rc, "extra images in %s: %s", dir, why);
+        base_errf(err, err_len, rc, "extra images in %s: %s", dir, why);
         goto out;
     }
     *images_p = images;
@@ -270,12 +258,12 @@ int ga_extra_images_combine(const struct kn_image *base, size_t base_count,
         err[0] = '\0';
     size_t total = base_count + extra_count;
     if (!images_p || !count_p || (base_count && !base) || (extra_count && !extra) || !total)
-        return ga__extra_fail(err, err_len, -EINVAL,
+        return base_errf(err, err_len, -EINVAL,
                               "combining images: expected at least one image and output "
                               "pointers, found none");
     struct kn_image *t = calloc(total, sizeof(*t));
     if (!t)
-        return ga__extra_fail(err, err_len, -ENOMEM, "combining images: out of memory");
+        return base_errf(err, err_len, -ENOMEM, "combining images: out of memory");
     if (base_count)
         memcpy(t, base, base_count * sizeof(*t));
     if (extra_count)

@@ -85,7 +85,7 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     c->hello = true;
     c->caps = r.caps;
     memcpy(c->name, m->name, sizeof c->name);
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "client %" PRIu32 ": HELLO from '%s' (pid %ld), caps asked %#x granted %#x",
                    c->id, c->name, (long)c->pid, m->caps, r.caps);
     ga_server__send(c, &r, sizeof r);
@@ -142,7 +142,7 @@ static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server_
     if (j->rc == 0 && !c->closed) {
         struct ga_server__seg *seg = calloc(1, sizeof(*seg));
         uint64_t key = lt_segment_id_to_u64(j->seg_id);
-        int rc = seg ? ga_server__map_put(&srv->segs, key, (uint64_t)(uintptr_t)seg) : -ENOMEM;
+        int rc = seg ? base_u64map_put(&srv->segs, key, seg) : -ENOMEM;
         if (rc < 0) {
             free(seg);
             lease_segment_remove(srv->svc, c->client, j->seg_id, NULL);
@@ -154,9 +154,11 @@ static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server_
                                            .size = j->offer.size,
                                            .mem_class = j->offer.mem_class,
                                            .refs = 1};
-            uint64_t slot_key = (uint64_t)j->seg_id.slot + 1;
-            ga_server__map_del(&srv->seg_slots, slot_key, NULL);
-            ga_server__map_put(&srv->seg_slots, slot_key, key);
+            struct base_u64map_entry *e = base_u64map_find(&srv->seg_slots, j->seg_id.slot);
+            if (e)
+                e->u64 = key;
+            else /* on -ENOMEM a stale word reads as not found: still refused */
+                base_u64map_put_u64(&srv->seg_slots, j->seg_id.slot, key);
             c->segments++;
             if (seg->mem_class != LT_CLASS_STAGED)
                 c->seg_bytes_registered += seg->size;
@@ -177,10 +179,7 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
 {
     struct ga_server *srv = c->srv;
     uint64_t id = lt_segment_id_to_u64(m->segment);
-    uint64_t v = 0;
-    struct ga_server__seg *seg = NULL;
-    if (ga_server__map_get(&srv->segs, id, &v))
-        seg = (struct ga_server__seg *)(uintptr_t)v;
+    struct ga_server__seg *seg = base_u64map_get(&srv->segs, id);
     if (seg && seg->conn == c && seg->refs > 1) {
         ga_server__send_error(c, m->hdr.request_id, LT_MSG_SEGMENT_RETIRE, LT_E_BUSY, 0,
                               LT_INDEX_NONE,
@@ -197,7 +196,7 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
     struct lt_msg_segment_retired r;
     lt_msg_init(&r, sizeof r, LT_MSG_SEGMENT_RETIRED, m->hdr.request_id);
     r.segment = m->segment;
-    if (seg && ga_server__map_del(&srv->segs, id, NULL)) {
+    if (seg && base_u64map_del(&srv->segs, id)) {
         r.cookie = seg->cookie;
         c->segments--;
         if (seg->mem_class != LT_CLASS_STAGED)
@@ -317,13 +316,14 @@ void ga_server__on_release_complete(void *arg, struct lease_client_id client,
     struct ga_server__conn *c = ga_server__conn_by_client(arg, client);
     uint64_t rid;
     /* No entry: a lease the agent released itself (ALL_OR_NOTHING undo). */
-    if (c && ga_server__map_del(&c->releases, lt_lease_id_to_u64(lease), &rid))
+    if (c && base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(lease), &rid))
         ga_dispatch__release_complete(c, rid, lease, LT_OK);
 }
 
 void ga_server__on_client_drained(void *arg, struct lease_client_id client)
 {
-    ga_server__log(arg, GA_SERVER_LOG_INFO,
+    struct ga_server *srv = arg;
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "lease client %#" PRIx64 " drained: its leases are complete and its segments "
                    "unregistered, unmapped and closed",
                    client.value);
@@ -343,17 +343,13 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     /* Record the request id first: a lease with no work completes inside
      * lease_release, whose callback looks it up. */
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        rc = ga_server__map_put(&c->releases, lt_lease_id_to_u64(m->leases[i]), rid);
+        rc = base_u64map_put_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), rid);
         if (rc == 0)
             mine[i] = 1;
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
-        else if (rc == -ENOMEM)
+        else /* -ENOMEM */
             lt_failure_set(&why, LT_E_SYSTEM, rc, "agent out of memory");
-        else /* -EINVAL: key 0, the id {0, 0}, which the validator already refuses */
-            lt_failure_set(&why, lt_error_from_errno(rc), rc,
-                           "lease {%" PRIu32 ",%" PRIu32 "} is not a lease id", m->leases[i].slot,
-                           m->leases[i].gen);
     }
     /* The RELEASE_COMPLETEs of leases with no work pending go out together:
      * one RELEASE_COMPLETE_BATCH when the client has LT_CAP_RC_BATCH, else
@@ -373,14 +369,14 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     if (rc < 0) {
         for (uint32_t i = 0; mine && i < n; i++)
             if (mine[i])
-                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+                base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
         ga_server__send_failure(c, rid, LT_MSG_LEASE_RELEASE, LT_INDEX_NONE, &why);
     } else {
         for (uint32_t i = 0; i < n; i++) {
             if (res[i].rc == 0)
                 continue;
             if (mine[i])
-                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+                base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
             ga_dispatch__release_complete(c, rid, m->leases[i], res[i].why.code);
         }
     }
@@ -429,17 +425,16 @@ static int ga_dispatch__word(struct ga_server__conn *c, const char *what,
 {
     struct ga_server *srv = c->srv;
     uint64_t id = lt_segment_id_to_u64(w->segment);
-    uint64_t v = 0;
-    if (!ga_server__map_get(&srv->segs, id, &v)) {
+    struct ga_server__seg *seg = base_u64map_get(&srv->segs, id);
+    if (!seg) {
         uint64_t cur = 0;
-        bool stale = ga_server__map_get(&srv->seg_slots, (uint64_t)w->segment.slot + 1, &cur) &&
+        bool stale = base_u64map_get_u64(&srv->seg_slots, w->segment.slot, &cur) &&
                      (uint32_t)(cur >> 32) > w->segment.gen;
         *code_p = stale ? LT_E_STALE_ID : LT_E_NOT_FOUND;
         snprintf(msg, msglen, "%s segment {%" PRIu32 ",%" PRIu32 "} %s", what, w->segment.slot,
                  w->segment.gen, stale ? "is stale: it was retired" : "is not a live segment");
         return -1;
     }
-    struct ga_server__seg *seg = (struct ga_server__seg *)(uintptr_t)v;
     if (seg->conn != c) {
         *code_p = LT_E_NOT_OWNER;
         snprintf(msg, msglen, "%s segment {%" PRIu32 ",%" PRIu32 "} belongs to another client",
@@ -614,7 +609,7 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
         .dev = li.dev_ptr,
         .length = li.length,
         .mem_class = li.cls,
-        .accepted_ns = ga_server__now_ns(),
+        .accepted_ns = base_now_ns(),
         .done_cb = ga_dispatch__work_done,
         .arg = j,
     };
@@ -745,7 +740,7 @@ static void ga_dispatch__stats(struct ga_server__conn *c, const struct lt_msg_st
     /* lt_msg_init would zero the clients just written: header by hand. */
     lt_header_init(&r->hdr, LT_MSG_STATS_REPLY, (uint32_t)len, m->hdr.request_id);
     r->client_count = n;
-    r->uptime_ns = ga_server__now_ns() - srv->start_ns;
+    r->uptime_ns = base_now_ns() - srv->start_ns;
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         const struct lease_class_stats *s = &st.cls[k];
         r->classes[k] = (struct lt_class_stats){

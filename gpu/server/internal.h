@@ -9,26 +9,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/time.h"
+#include "base/u64map.h"
 #include "gpu/server.h"
 #include "lease_types/validate.h"
 
-/* ---- a u64 -> u64 hash map (open addressing, key 0 never stored) -------- */
-
-struct ga_server__map {
-    uint64_t *keys;
-    uint64_t *vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t n;
-};
-
-/* Stores @key -> @val. Returns 0, -EEXIST (key present, untouched), -EINVAL
- * (key 0) or -ENOMEM. */
-int ga_server__map_put(struct ga_server__map *m, uint64_t key, uint64_t val);
-/* 1 and *val_p when @key is present, else 0. */
-int ga_server__map_get(const struct ga_server__map *m, uint64_t key, uint64_t *val_p);
-/* Removes @key; 1 and *val_p (may be NULL) when it was present, else 0. */
-int ga_server__map_del(struct ga_server__map *m, uint64_t key, uint64_t *val_p);
-void ga_server__map_fini(struct ga_server__map *m);
+/* Every line of the server carries this subsystem name. */
+#define GA_SERVER__SUBSYS "server"
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -77,7 +64,7 @@ struct ga_server__conn {
     uint32_t inflight;              /* jobs (work, commands, offers) not yet completed */
     uint32_t segments;              /* listed in srv->segs */
     uint64_t seg_bytes_registered;  /* sizes of its listed PINNED and MAPPED segments */
-    struct ga_server__map releases; /* lease id -> the LEASE_RELEASE's request id */
+    struct base_u64map releases;    /* lease id -> the LEASE_RELEASE's request id */
     /* While a LEASE_RELEASE from a client granted LT_CAP_RC_BATCH is being
      * answered: the RELEASE_COMPLETE_BATCH its completions gather in. */
     struct lt_msg_release_complete_batch *rcb;
@@ -129,8 +116,8 @@ struct ga_server {
     struct ga_server__conn *conns; /* open and closed-but-draining */
     uint32_t nconns;               /* open ones */
     uint32_t next_id;
-    struct ga_server__map segs;      /* segment id -> struct ga_server__seg * */
-    struct ga_server__map seg_slots; /* slot + 1 -> the latest segment id in that slot */
+    struct base_u64map segs;      /* segment id -> struct ga_server__seg * */
+    struct base_u64map seg_slots; /* slot -> the latest segment id in that slot (u64) */
     bool accept_paused;              /* out of fds: listening socket not polled */
     bool dead_pending;
     bool created; /* create finished: the executor is ours to shut down */
@@ -153,9 +140,6 @@ struct ga_server {
 
 /* ---- server.c ----------------------------------------------------------- */
 
-void ga_server__log(const struct ga_server *srv, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-uint64_t ga_server__now_ns(void);
 /* Queues or sends one message to @c; a dead or closed client drops it. */
 void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
 /* Between these two, replies to @c are queued and then sent in as few

@@ -26,7 +26,7 @@ static int ga_listen__group(struct ga_server *srv)
     char buf[4096];
     int rc = getgrnam_r(srv->cfg.group, &gr, buf, sizeof buf, &res);
     if (rc != 0 || !res) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                        "--group: expected an existing group, found no "
                        "group named '%s'%s%s",
                        srv->cfg.group, rc ? ": " : "", rc ? strerror(rc) : "");
@@ -47,36 +47,36 @@ static int ga_listen__dir(struct ga_server *srv)
         if (chmod(srv->dir, mode) < 0 ||
             (srv->has_group && chown(srv->dir, (uid_t)-1, srv->gid) < 0)) {
             int e = errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR,
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                            "runtime directory %s: setting mode %04o%s failed: %s", srv->dir,
                            (unsigned)mode, srv->has_group ? " and group" : "", strerror(e));
             return -e;
         }
-        ga_server__log(srv, GA_SERVER_LOG_INFO, "created runtime directory %s (mode %04o)",
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "created runtime directory %s (mode %04o)",
                        srv->dir, (unsigned)mode);
         return 0;
     }
     if (errno != EEXIST) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "runtime directory %s: mkdir failed: %s", srv->dir,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "runtime directory %s: mkdir failed: %s", srv->dir,
                        strerror(e));
         return -e;
     }
     struct stat st;
     if (lstat(srv->dir, &st) < 0) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "runtime directory %s: lstat failed: %s", srv->dir,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "runtime directory %s: lstat failed: %s", srv->dir,
                        strerror(e));
         return -e;
     }
     if (!S_ISDIR(st.st_mode)) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                        "runtime directory %s: expected a directory, found %s", srv->dir,
                        S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
         return -ENOTDIR;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                        "runtime directory %s: expected a directory owned by uid %u and writable "
                        "by nobody else, found owner uid %u mode %04o",
                        srv->dir, (unsigned)geteuid(), (unsigned)st.st_uid,
@@ -106,7 +106,7 @@ static int ga_listen__lock(struct ga_server *srv)
         int fd = open(srv->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
             int e = errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: open failed: %s",
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "lock file %s: open failed: %s",
                            srv->lock_path, strerror(e));
             return -e;
         }
@@ -115,13 +115,13 @@ static int ga_listen__lock(struct ga_server *srv)
             long pid = ga_listen__holder(fd);
             close(fd);
             if (e == EWOULDBLOCK) {
-                ga_server__log(srv, GA_SERVER_LOG_ERROR,
+                base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                                "another lease agent (pid %ld) is serving %s: its lock %s is "
                                "held; stop it first or pass another --socket",
                                pid, srv->path, srv->lock_path);
                 return -EADDRINUSE;
             }
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: flock failed: %s",
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "lock file %s: flock failed: %s",
                            srv->lock_path, strerror(e));
             return -e;
         }
@@ -133,7 +133,7 @@ static int ga_listen__lock(struct ga_server *srv)
             if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
                 int e = errno ? errno : EIO;
                 close(fd);
-                ga_server__log(srv, GA_SERVER_LOG_ERROR,
+                base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                                "lock file %s: writing our pid "
                                "failed: %s",
                                srv->lock_path, strerror(e));
@@ -144,7 +144,7 @@ static int ga_listen__lock(struct ga_server *srv)
         }
         close(fd); /* removed or replaced while we locked it: take the new one */
     }
-    ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: kept changing while being locked",
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "lock file %s: kept changing while being locked",
                    srv->lock_path);
     return -EAGAIN;
 }
@@ -157,12 +157,12 @@ static int ga_listen__stale(struct ga_server *srv)
         if (errno == ENOENT)
             return 0;
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket path %s: lstat failed: %s", srv->path,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket path %s: lstat failed: %s", srv->path,
                        strerror(e));
         return -e;
     }
     if (!S_ISSOCK(st.st_mode)) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                        "socket path %s: expected nothing or a stale socket, found another kind "
                        "of file; not removing it",
                        srv->path);
@@ -170,11 +170,11 @@ static int ga_listen__stale(struct ga_server *srv)
     }
     if (unlink(srv->path) < 0) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "stale socket %s: unlink failed: %s", srv->path,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "stale socket %s: unlink failed: %s", srv->path,
                        strerror(e));
         return -e;
     }
-    ga_server__log(srv, GA_SERVER_LOG_WARN,
+    base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
                    "replaced stale socket %s left by an agent that is gone (lock was free)",
                    srv->path);
     return 0;
@@ -184,7 +184,7 @@ int ga_server__listen_open(struct ga_server *srv)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(srv->path) >= sizeof sa.sun_path) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                        "socket path: expected at most %zu bytes, found %zu ('%s')",
                        sizeof sa.sun_path - 1, strlen(srv->path), srv->path);
         return -ENAMETOOLONG;
@@ -202,7 +202,7 @@ int ga_server__listen_open(struct ga_server *srv)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rc = -errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket(AF_UNIX, SOCK_SEQPACKET) failed: %s",
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket(AF_UNIX, SOCK_SEQPACKET) failed: %s",
                        strerror(-rc));
         return rc;
     }
@@ -225,7 +225,7 @@ int ga_server__listen_open(struct ga_server *srv)
 
 fail:
     rc = -errno;
-    ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket %s: %s failed: %s", srv->path, step,
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket %s: %s failed: %s", srv->path, step,
                    strerror(-rc));
     close(fd);
     if (srv->listening)
@@ -261,7 +261,7 @@ int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *ui
     struct ucred cr;
     socklen_t len = sizeof cr;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof cr) {
-        ga_server__log(srv, GA_SERVER_LOG_WARN, "refused a peer: SO_PEERCRED failed: %s",
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS, "refused a peer: SO_PEERCRED failed: %s",
                        strerror(errno));
         return 0;
     }
@@ -270,7 +270,7 @@ int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *ui
     for (size_t i = 0; i < srv->nallow; i++)
         if (srv->allow[i] == cr.uid)
             return 1;
-    ga_server__log(srv, GA_SERVER_LOG_WARN,
+    base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
                    "refused peer pid %ld uid %u gid %u: uid not in the allow list (%zu uid%s, "
                    "--allow-uid adds one)",
                    (long)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, srv->nallow,

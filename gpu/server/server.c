@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/err.h"
+#include "base/fdpass.h"
 #include "internal.h"
 #include "lease_types/socket.h"
 
@@ -24,42 +26,9 @@
 #define GA_DEFAULT_MAX_INFLIGHT 4096u
 #define GA_DEFAULT_MAX_QUEUED (1ull << 20)
 #define GA_RECV_BURST 64 /* messages read from one client before serving others */
-#define GA_MAX_FDS 8     /* room for fds in one message's control data */
+#define GA_MAX_FDS 8     /* fds kept from one message; more is a broken peer */
 #define GA_EPOLL_BATCH 64
 #define GA_SEND_BATCH 64 /* replies per sendmmsg */
-
-/* ---- logging ------------------------------------------------------------ */
-
-static void ga_server__log_stderr(void *arg, int level, const char *line)
-{
-    (void)arg;
-    static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "lease-agent: %s: %s\n",
-            level >= 0 && level <= GA_SERVER_LOG_INFO ? names[level] : "log", line);
-}
-
-void ga_server__log(const struct ga_server *srv, int level, const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    srv->cfg.log(srv->cfg.log_arg, level, line);
-}
-
-/* The lease service's lines: may run under its lock, so only format here. */
-static void ga_server__lease_log(void *arg, const char *line)
-{
-    ga_server__log(arg, GA_SERVER_LOG_INFO, "lease: %s", line);
-}
-
-uint64_t ga_server__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 const char *ga_server_socket_path(const struct ga_server *srv)
 {
@@ -85,7 +54,7 @@ void ga_server__conn_kill(struct ga_server__conn *c, const char *why)
         return;
     c->dead = true;
     c->srv->dead_pending = true;
-    ga_server__log(c->srv, GA_SERVER_LOG_INFO, "client %" PRIu32 " (pid %ld): disconnecting: %s",
+    base_log(&c->srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "client %" PRIu32 " (pid %ld): disconnecting: %s",
                    c->id, (long)c->pid, why);
 }
 
@@ -106,7 +75,7 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
     }
     uint64_t limit = c->srv->cfg.max_queued_bytes;
     if (c->oq_bytes + len > limit) {
-        ga_server__log(c->srv, GA_SERVER_LOG_WARN,
+        base_log(&c->srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
                        "client %" PRIu32 " (pid %ld) is not reading its replies: %" PRIu64
                        " bytes queued, a %" PRIu32 "-byte %s would pass the limit of %" PRIu64,
                        c->id, (long)c->pid, c->oq_bytes, len,
@@ -194,16 +163,34 @@ void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint1
         m.err = -EIO;
     m.failed_type = failed_type;
     m.index = index < LT_MAX_BATCH ? index : LT_INDEX_NONE;
-    char text[512];
+    char text[LT_FAILURE_MSG_LEN + 128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    base_vfmt(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (lt_name_set(m.message, sizeof m.message, text) == 0)
+    /* The wire has LT_ERROR_MSG_LEN bytes: cut at a word, marked "...". */
+    char wire[LT_ERROR_MSG_LEN];
+    base_fmt(wire, sizeof wire, "%s", text);
+    if (lt_name_set(m.message, sizeof m.message, wire) == 0)
         lt_name_set(m.message, sizeof m.message, lt_error_describe(m.code));
-    ga_server__log(c->srv, GA_SERVER_LOG_INFO, "client %" PRIu32 ": ERROR %s for %s: %s", c->id,
-                   lt_error_name(m.code),
-                   failed_type ? lt_msg_type_name(failed_type) : "an unreadable message", text);
+    const char *what = failed_type ? lt_msg_type_name(failed_type) : "an unreadable message";
+    struct ga_server *srv = c->srv;
+    if (m.code == LT_E_BUDGET)
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "client %" PRIu32 ": ERROR %s for %s: %s; the agent's budgets are PINNED %" PRIu64
+                 " and MAPPED %" PRIu64 " bytes: raise them with --pinned-budget and "
+                 "--mapped-budget",
+                 c->id, lt_error_name(m.code), what, text, srv->cfg.budget_pinned,
+                 srv->cfg.budget_mapped);
+    else if (m.code == LT_E_MEMLOCK)
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "client %" PRIu32 ": ERROR %s for %s: %s; raise the agent's RLIMIT_MEMLOCK "
+                 "(ulimit -l, or LimitMEMLOCK= in its unit)",
+                 c->id, lt_error_name(m.code), what, text);
+    else
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+                 "client %" PRIu32 ": ERROR %s for %s: %s", c->id, lt_error_name(m.code), what,
+                 text);
     ga_server__send(c, &m, sizeof m);
 }
 
@@ -240,7 +227,7 @@ static void ga_server__conn_free(struct ga_server__conn *c)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    ga_server__map_fini(&c->releases);
+    base_u64map_fini(&c->releases);
     free(c);
 }
 
@@ -272,30 +259,18 @@ static void ga_server__conn_close(struct ga_server__conn *c)
     srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
     int waiting = lease_client_drop(srv->svc, c->client, NULL);
     /* Unlisted now; a record a job still points at goes with that job. */
-    uint64_t *ids = c->segments ? calloc(c->segments, sizeof(*ids)) : NULL;
-    uint32_t n = 0;
-    for (size_t i = 0; ids && i < srv->segs.cap; i++) {
-        uint64_t v;
-        if (srv->segs.keys[i] == 0)
+    struct base_u64map_iter it;
+    base_u64map_iter_init(&srv->segs, &it);
+    for (struct base_u64map_entry *e; (e = base_u64map_iter_next(&srv->segs, &it));) {
+        struct ga_server__seg *seg = e->ptr;
+        if (seg->conn != c)
             continue;
-        v = srv->segs.vals[i];
-        if (((struct ga_server__seg *)(uintptr_t)v)->conn == c && n < c->segments)
-            ids[n++] = srv->segs.keys[i];
+        base_u64map_iter_del(&srv->segs, &it);
+        ga_server__seg_unref(seg);
     }
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t v;
-        if (ga_server__map_del(&srv->segs, ids[i], &v))
-            ga_server__seg_unref((struct ga_server__seg *)(uintptr_t)v);
-    }
-    if (c->segments && !ids)
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "client %" PRIu32 ": out of memory unlisting "
-                       "%" PRIu32 " segments; their records stay until exit",
-                       c->id, c->segments);
-    free(ids);
     c->segments = 0;
-    ga_server__map_fini(&c->releases);
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
+    base_u64map_fini(&c->releases);
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "client %" PRIu32 " (pid %ld) closed: %d lease%s waiting for in-flight work, "
                    "%" PRIu32 " job%s in flight",
                    c->id, (long)c->pid, waiting < 0 ? 0 : waiting, waiting == 1 ? "" : "s",
@@ -330,7 +305,7 @@ static void ga_server__refuse_fd(struct ga_server *srv, int fd, uint32_t code, c
     m.index = LT_INDEX_NONE;
     lt_name_set(m.message, sizeof m.message, text);
     if (send(fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        ga_server__log(srv, GA_SERVER_LOG_INFO, "refusal not delivered: %s", strerror(errno));
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "refusal not delivered: %s", strerror(errno));
     close(fd);
 }
 
@@ -345,7 +320,7 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
     }
     if (srv->nconns >= srv->cfg.max_clients) {
         srv->refused++;
-        ga_server__log(srv, GA_SERVER_LOG_WARN,
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
                        "refused peer pid %ld uid %u: %" PRIu32 " clients connected, the limit",
                        (long)pid, (unsigned)uid, srv->nconns);
         ga_server__refuse_fd(srv, fd, LT_E_LIMIT, "too many clients connected");
@@ -375,7 +350,7 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
         srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
     }
     if (rc < 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "client pid %ld: setting up failed: %s", (long)pid,
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "client pid %ld: setting up failed: %s", (long)pid,
                        strerror(-rc));
         lease_client_drop(srv->svc, c->client, NULL);
         free(c);
@@ -391,7 +366,7 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
     srv->conns = c;
     srv->nconns++;
     srv->accepted++;
-    ga_server__log(srv, GA_SERVER_LOG_INFO, "client %" PRIu32 " connected: pid %ld uid %u", c->id,
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "client %" PRIu32 " connected: pid %ld uid %u", c->id,
                    (long)pid, (unsigned)uid);
 }
 
@@ -407,7 +382,7 @@ static void ga_server__accept(struct ga_server *srv)
             continue;
         if (errno == EMFILE || errno == ENFILE) {
             /* Level-triggered: stop polling until a client goes, or we spin. */
-            ga_server__log(srv, GA_SERVER_LOG_ERROR,
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                            "accept: out of file descriptors (%s); not accepting until a client "
                            "disconnects",
                            strerror(errno));
@@ -415,7 +390,7 @@ static void ga_server__accept(struct ga_server *srv)
             if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0)
                 srv->accept_paused = true;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "accept failed: %s", strerror(errno));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "accept failed: %s", strerror(errno));
         }
         return;
     }
@@ -432,45 +407,28 @@ static void ga_server__fds_close(int *fds, size_t n)
 static int ga_server__recv_one(struct ga_server__conn *c)
 {
     union lt_msg_buffer buf;
-    union {
-        struct cmsghdr align;
-        char bytes[CMSG_SPACE(sizeof(int) * GA_MAX_FDS)];
-    } cbuf;
-    struct iovec iov = {.iov_base = buf.bytes, .iov_len = sizeof buf.bytes};
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = cbuf.bytes,
-                        .msg_controllen = sizeof cbuf.bytes};
-    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int fds[GA_MAX_FDS];
+    struct base_recv_info info;
+    ssize_t n = base_recv_fds(c->fd, buf.bytes, sizeof buf.bytes, fds, GA_MAX_FDS, MSG_DONTWAIT,
+                              &info);
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        if (n == -EAGAIN || n == -EWOULDBLOCK)
             return 0;
         char why[96];
-        snprintf(why, sizeof why, "recvmsg failed: %s", strerror(errno));
+        snprintf(why, sizeof why, "recvmsg failed: %s", strerror((int)-n));
         ga_server__conn_kill(c, why);
         return 0;
     }
-    int fds[GA_MAX_FDS];
-    size_t nfds = 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-            if (nfds < GA_MAX_FDS)
-                fds[nfds++] = fd;
-            else
-                close(fd);
-        }
-    }
+    size_t nfds = info.nfds;
     if (n == 0) {
         ga_server__fds_close(fds, nfds);
-        ga_server__conn_kill(c, nfds ? "empty packet (with fds)" : "peer closed the connection");
+        ga_server__conn_kill(c, nfds || info.nfds_closed ? "empty packet (with fds)"
+                                                         : "peer closed the connection");
         return 0;
     }
-    if (mh.msg_flags & MSG_CTRUNC) {
+    /* More fds than any message carries, or some the kernel had to drop:
+     * the peer is broken either way. */
+    if (info.flags & (BASE_RECV_CTRUNC | BASE_RECV_EXTRA_FDS)) {
         ga_server__fds_close(fds, nfds);
         ga_server__send_error(c, 0, 0, LT_E_FD_COUNT, 0, LT_INDEX_NONE,
                               "control data truncated: expected at most 1 fd, found more than "
@@ -479,7 +437,7 @@ static int ga_server__recv_one(struct ga_server__conn *c)
         ga_server__conn_kill(c, "truncated control data");
         return 0;
     }
-    if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > LT_MSG_MAX_BYTES) {
+    if ((info.flags & BASE_RECV_TRUNC) || (size_t)n > LT_MSG_MAX_BYTES) {
         ga_server__fds_close(fds, nfds);
         ga_server__send_error(c, 0, 0, LT_E_BAD_LENGTH, 0, LT_INDEX_NONE,
                               "message larger than the protocol maximum of %u bytes",
@@ -517,7 +475,7 @@ void ga_server__post(struct ga_server *srv, struct ga_server__job *job)
     pthread_mutex_unlock(&srv->mu);
     uint64_t one = 1;
     if (write(srv->wakefd, &one, sizeof one) < 0 && errno != EAGAIN)
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "eventfd write failed: %s", strerror(errno));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "eventfd write failed: %s", strerror(errno));
 }
 
 static void ga_server__drain_done(struct ga_server *srv)
@@ -623,7 +581,7 @@ static void ga_server__log_text(struct ga_server *srv, char *text)
         nl = strchr(line, '\n');
         if (nl)
             *nl++ = '\0';
-        ga_server__log(srv, GA_SERVER_LOG_INFO, "%s", line);
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "%s", line);
     }
 }
 
@@ -643,13 +601,13 @@ void ga_server_stats_log(struct ga_server *srv)
         ga_server__log_text(srv, buf);
         free(buf);
     }
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "server stats: socket=%s clients=%" PRIu32 " accepted=%" PRIu64
                    " refused=%" PRIu64 " segments=%zu uptime_s=%.3f",
-                   srv->path, srv->nconns, srv->accepted, srv->refused, srv->segs.n,
-                   (double)(ga_server__now_ns() - srv->start_ns) / 1e9);
+                   srv->path, srv->nconns, srv->accepted, srv->refused, base_u64map_len(&srv->segs),
+                   (double)(base_now_ns() - srv->start_ns) / 1e9);
     for (struct ga_server__conn *c = srv->conns; c; c = c->next)
-        ga_server__log(srv, GA_SERVER_LOG_INFO,
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                        "  client %" PRIu32 " pid %ld uid %u name '%s'%s: segments=%" PRIu32
                        " leases_granted=%" PRIu64 " submits=%" PRIu64 " inflight=%" PRIu32
                        " queued_bytes=%" PRIu64,
@@ -663,10 +621,10 @@ static void ga_server__signal(struct ga_server *srv)
     struct signalfd_siginfo si;
     while (read(srv->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGUSR1) {
-            ga_server__log(srv, GA_SERVER_LOG_INFO, "SIGUSR1: stats follow");
+            base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "SIGUSR1: stats follow");
             ga_server_stats_log(srv);
         } else {
-            ga_server__log(srv, GA_SERVER_LOG_INFO, "%s from pid %u: stopping",
+            base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "%s from pid %u: stopping",
                            strsignal((int)si.ssi_signo), si.ssi_pid);
             srv->stopping = true;
         }
@@ -699,7 +657,7 @@ int ga_server_run(struct ga_server *srv)
     struct epoll_event evs[GA_EPOLL_BATCH];
     int rc = 0;
     srv->ran = true;
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "serving %s (pid %ld, executor '%s'%s, budgets PINNED %" PRIu64
                    " MAPPED %" PRIu64 " bytes)",
                    srv->path, (long)getpid(), srv->ex->name,
@@ -711,7 +669,7 @@ int ga_server_run(struct ga_server *srv)
             if (errno == EINTR)
                 continue;
             rc = -errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "epoll_wait failed: %s", strerror(-rc));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_wait failed: %s", strerror(-rc));
             break;
         }
         for (int i = 0; i < n; i++) {
@@ -734,7 +692,7 @@ int ga_server_run(struct ga_server *srv)
         ga_server__sweep(srv);
     }
     ga_server__drain(srv);
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
                    "stopped: %" PRIu64 " clients served, %" PRIu64 " refused", srv->accepted,
                    srv->refused);
     return rc;
@@ -746,7 +704,7 @@ static int ga_server__epoll_add(struct ga_server *srv, int fd, enum ga_server__s
     if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return 0;
     int rc = -errno;
-    ga_server__log(srv, GA_SERVER_LOG_ERROR, "epoll_ctl(ADD) failed: %s", strerror(-rc));
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_ctl(ADD) failed: %s", strerror(-rc));
     return rc;
 }
 
@@ -760,7 +718,7 @@ static int ga_server__strings(struct ga_server *srv, const struct ga_server_conf
         return -ENOMEM;
     size_t len = strlen(srv->path);
     if (len == 0 || srv->path[len - 1] == '/') {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket path: expected a file name, found '%s'",
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket path: expected a file name, found '%s'",
                        srv->path);
         return -EINVAL;
     }
@@ -797,11 +755,12 @@ static void ga_server__free(struct ga_server *srv)
     ga_server__drain(srv);
     lease_service_destroy(srv->svc);
     srv->svc = NULL;
-    for (size_t i = 0; i < srv->segs.cap; i++)
-        if (srv->segs.keys[i])
-            ga_server__seg_unref((struct ga_server__seg *)(uintptr_t)srv->segs.vals[i]);
-    ga_server__map_fini(&srv->segs);
-    ga_server__map_fini(&srv->seg_slots);
+    struct base_u64map_iter it;
+    base_u64map_iter_init(&srv->segs, &it);
+    for (struct base_u64map_entry *e; (e = base_u64map_iter_next(&srv->segs, &it));)
+        ga_server__seg_unref(e->ptr);
+    base_u64map_fini(&srv->segs);
+    base_u64map_fini(&srv->seg_slots);
     ga_server__lock_release(srv);
     if (srv->sigfd >= 0)
         close(srv->sigfd);
@@ -827,8 +786,6 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     if (!srv)
         return -ENOMEM;
     srv->cfg = *cfg;
-    if (!srv->cfg.log)
-        srv->cfg.log = ga_server__log_stderr;
     srv->cfg.socket_path = NULL; /* ours are srv->path and friends */
     srv->cfg.allow_uids = NULL;
     srv->cfg.agent_name = NULL;
@@ -849,7 +806,7 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     srv->src_listen = GA_SRC_LISTEN;
     srv->src_wake = GA_SRC_WAKE;
     srv->src_signal = GA_SRC_SIGNAL;
-    srv->start_ns = ga_server__now_ns();
+    srv->start_ns = base_now_ns();
     srv->stopping = true; /* nothing to drain until create completes */
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->reg_cv, NULL);
@@ -864,20 +821,19 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         .on_release_complete = ga_server__on_release_complete,
         .on_client_drained = ga_server__on_client_drained,
         .cb_arg = srv,
-        .log = ga_server__lease_log,
-        .log_arg = srv,
+        .log = srv->cfg.log, /* the service names itself: subsystem "lease" */
     };
     struct lt_failure why;
     rc = lease_service_create(&lc, &srv->be, &srv->svc, &why);
     if (rc < 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "refusing to start: %s", why.message);
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "refusing to start: %s", why.message);
         goto fail;
     }
     srv->epfd = epoll_create1(EPOLL_CLOEXEC);
     srv->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (srv->epfd < 0 || srv->wakefd < 0) {
         rc = -errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "epoll/eventfd: %s", strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll/eventfd: %s", strerror(-rc));
         goto fail;
     }
     if (cfg->handle_signals) {
@@ -889,7 +845,7 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         srv->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (srv->sigfd < 0) {
             rc = -errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "signalfd: %s", strerror(-rc));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "signalfd: %s", strerror(-rc));
             goto fail;
         }
     }
@@ -902,7 +858,7 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         goto fail;
     rc = -pthread_create(&srv->reg_thread, NULL, ga_server__registrar_main, srv);
     if (rc < 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "pthread_create: %s", strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "pthread_create: %s", strerror(-rc));
         goto fail;
     }
     srv->reg_started = true;

@@ -18,15 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fdpass.h"
+#include "base/time.h"
+
 #ifndef LEASE_AGENT_HOST
 #error "LEASE_AGENT_HOST must name the lease-agent-host binary"
 #endif
 
 static uint64_t th__now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return base_now_ns() / 1000000u;
 }
 
 static void th__sleep_ms(int ms)
@@ -230,27 +231,8 @@ int th_connect(const char *path)
 
 int th_send(int fd, const void *msg, size_t len, const int *fds, size_t nfds)
 {
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(sizeof(int) * 64)];
-    } cbuf;
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     ck_assert_uint_le(nfds, 64);
-    if (nfds) {
-        memset(&cbuf, 0, sizeof cbuf);
-        mh.msg_control = cbuf.b;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
-    }
-    ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-    if (n < 0)
-        return -errno;
-    return n == (ssize_t)len ? 0 : -EMSGSIZE;
+    return base_send_fds(fd, msg, len, fds, (unsigned)nfds, 0);
 }
 
 ssize_t th_recv(int fd, union lt_msg_buffer *buf, int timeout_ms)
