@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
-#include "device_internal.h"
+#include "gpu/cu.h"
 #include "gpu/exec.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
@@ -344,10 +344,10 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
     if ((rc = ga_doorbell_check(b->dev)) < 0)
         return rc;
     struct ga_pool_opts popts = {.threads = 4};
-    if ((rc = ga_pool_create(b->dev, &popts, &b->pool)) < 0 ||
+    if ((rc = ga_device_pool_create(b->dev, &popts, &b->pool)) < 0 ||
         (rc = ga_streams_create(b->dev, NULL, &b->streams)) < 0 ||
         (rc = ga_stream_create(b->streams, OWNER, &b->stream)) < 0 ||
-        (rc = ga__kernel_find(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->kernel)) < 0)
+        (rc = ga_device_kernel(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->kernel)) < 0)
         return rc;
     if ((rc = ga_device_make_current(b->dev)) < 0)
         return rc;

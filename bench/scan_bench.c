@@ -27,8 +27,7 @@
 #include <unistd.h>
 
 #include "base/rand.h"
-#include "cu_call.h"
-#include "device_internal.h"
+#include "gpu/cu.h"
 #include "gpu/ga.h"
 #include "gpu/scan.h"
 #include "kernels/blockhash_ref.h"
@@ -537,7 +536,7 @@ static void bench_open(struct bench *b)
         die("ga_device_open: %d", rc);
     const struct ga_device_info *in = ga_device_info_get(b->dev);
     printf("device: %s, sm_%u, driver API %d\n", in->name, in->arch, in->driver_version);
-    if (ga__kernel_find(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->k_checksum) < 0)
+    if (ga_device_kernel(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->k_checksum) < 0)
         die("no checksum kernel");
     for (int i = 0; i < 2; i++)
         CK(cuStreamCreate(&b->st[i], CU_STREAM_NON_BLOCKING));

@@ -167,16 +167,16 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
         return ga_cli__size(opt, val, 0, "a size such as 1GiB", &cli->cfg.budget_mapped, err,
                             errlen);
     case GA_OPT_WORKERS:
-        return ga_cli__u32(opt, val, 1, 256, "1..256", &cli->host.workers, err, errlen);
+        return ga_cli__u32(opt, val, 1, 256, "1..256", &cli->exec.workers, err, errlen);
     case GA_OPT_MAX_CLIENTS:
         return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients, err, errlen);
     case GA_OPT_MAX_SEGMENTS:
         return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->cfg.max_segments, err,
                            errlen);
     case GA_OPT_MAX_STREAMS:
-        return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->host.max_streams, err, errlen);
+        return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->exec.max_streams, err, errlen);
     case GA_OPT_MAX_EVENTS:
-        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->host.max_events, err,
+        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->exec.max_events, err,
                            errlen);
     case GA_OPT_MAX_INFLIGHT:
         return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->cfg.max_inflight, err,

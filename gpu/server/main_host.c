@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpu/executor_host.h"
 #include "gpu/server.h"
 
 #define HOST_SUBSYS "agent"
@@ -54,7 +55,12 @@ int main(int argc, char **argv)
     uint64_t half = ga_server_cli_half_memory();
     ga_server_cli_budgets_default(&cli, cap < half ? cap : half, "lockable");
     struct ga_executor *ex = NULL;
-    rc = ga_executor_host_create(&cli.host, &ex);
+    struct ga_executor_host_opts ho = {
+        .workers = cli.exec.workers,
+        .max_streams = cli.exec.max_streams,
+        .max_events = cli.exec.max_events,
+    };
+    rc = ga_executor_host_create(&ho, &ex);
     if (rc < 0) {
         base_log(&cli.cfg.log, BASE_LOG_ERROR, HOST_SUBSYS, "host executor: %s", strerror(-rc));
         lease_backend_fini(&be);

@@ -96,7 +96,7 @@ struct ga_server_cli {
     uid_t allow[GA_SERVER_MAX_ALLOW_UIDS];
     int budget_pinned_set; /* 1 when --pinned-budget was given */
     int budget_mapped_set;
-    struct ga_executor_host_opts host; /* --workers, --max-streams, --max-events */
+    struct ga_exec_limits exec;        /* --workers, --max-streams, --max-events */
     int ready_fd;                      /* --ready-fd: -1 when not given */
     int log_level;                     /* --log-level: BASE_LOG_*, default info */
     struct base_log_sink log_sink;     /* ga_server_cli_log_setup's; cfg.log points here */
