@@ -81,7 +81,6 @@ struct msg {
     uint64_t seq;
 };
 
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -121,8 +120,8 @@ static uint64_t flag_expected(uint32_t work, uint64_t seq)
 /* Waits for iteration @seq's completion word. */
 static int flag_wait(const struct shm *m, int path, uint64_t seq)
 {
-    return spin_until_mode(&m->flag[path].v, flag_expected(m->work, seq),
-                           m->work == W_KERNEL_FLAG, 5000000000ull);
+    return spin_until_mode(&m->flag[path].v, flag_expected(m->work, seq), m->work == W_KERNEL_FLAG,
+                           5000000000ull);
 }
 
 static void spin_for_us(uint32_t us)
@@ -183,8 +182,8 @@ static int tiny_kernel(struct bench *b, struct CUstream_st *stream, CUdeviceptr 
     unsigned long long len = 8;
     unsigned int block = 8;
     void *params[] = {&data, &len, &block, &sums};
-    return cuLaunchKernel(b->kernel, 1, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, stream, params,
-                          NULL) == CUDA_SUCCESS
+    return cuLaunchKernel(b->kernel, 1, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, stream, params, NULL) ==
+                   CUDA_SUCCESS
                ? 0
                : -EIO;
 }
@@ -207,12 +206,12 @@ static int arm_job(void *arg)
 {
     struct arm_args *a = arg;
     struct bench *b = a->b;
-    struct ga_doorbell_req req = {
-        .bell_dev = b->bell_dev,
-        .seq = a->seq,
-        .work = b->work == W_WRITE ? NULL : doorbell_work,
-        .work_arg = b,
-        .done_dev = b->work == W_KERNEL_FLAG ? 0 : b->flag_dev[P_DOORBELL]};
+    struct ga_doorbell_req req = {.bell_dev = b->bell_dev,
+                                  .seq = a->seq,
+                                  .work = b->work == W_WRITE ? NULL : doorbell_work,
+                                  .work_arg = b,
+                                  .done_dev =
+                                      b->work == W_KERNEL_FLAG ? 0 : b->flag_dev[P_DOORBELL]};
     return ga_doorbell_queue(b->streams, OWNER, b->stream, &req);
 }
 
@@ -280,8 +279,9 @@ static int parent_socket(struct bench *b, int sock, uint32_t iters, struct launc
         struct msg msg;
         ssize_t n = recv(sock, &msg, sizeof(msg), 0);
         if (n != (ssize_t)sizeof(msg)) {
-            fprintf(stderr, "doorbell-bench: socket loop: expected a %zu-byte message, got %zd "
-                            "(%s)\n",
+            fprintf(stderr,
+                    "doorbell-bench: socket loop: expected a %zu-byte message, got %zd "
+                    "(%s)\n",
                     sizeof(msg), n, n < 0 ? strerror(errno) : "short or closed");
             rc = -EPROTO;
             break;
@@ -370,9 +370,10 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: doorbell-bench [--iters N (1..%d, default 2000)] [--pause-us N "
-                    "(default 50)]\n"
-                    "                      [--work kernel|write|kernel-flag (default kernel)]\n",
+    fprintf(stderr,
+            "usage: doorbell-bench [--iters N (1..%d, default 2000)] [--pause-us N "
+            "(default 50)]\n"
+            "                      [--work kernel|write|kernel-flag (default kernel)]\n",
             MAX_ITERS);
 }
 
@@ -452,8 +453,9 @@ int main(int argc, char **argv)
         rc = ga_stream_synchronize(b.streams, OWNER, b.stream);
     int child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (rc < 0 || !child_ok) {
-        fprintf(stderr, "doorbell-bench: FAILED (agent side %d, child status %#x, child error %" PRIu64
-                        ")\n",
+        fprintf(stderr,
+                "doorbell-bench: FAILED (agent side %d, child status %#x, child error %" PRIu64
+                ")\n",
                 rc, status, m->child_error.v);
         return 1;
     }

@@ -212,7 +212,8 @@ int main(int argc, char **argv)
     if (want[BACKING_HUGETLB] && (size % (2ull << 20) || huge_free < (long)huge_need)) {
         fprintf(stderr,
                 "reg-bench: hugetlb rows skipped: %" PRIu64 " free 2 MiB huge pages needed, %ld "
-                "available (reserve them: `echo %" PRIu64 " > " BENCH_HUGE_SYSFS "/nr_hugepages`)\n",
+                "available (reserve them: `echo %" PRIu64 " > " BENCH_HUGE_SYSFS
+                "/nr_hugepages`)\n",
                 huge_need, huge_free, huge_need);
         want[BACKING_HUGETLB] = 0;
     }

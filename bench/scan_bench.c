@@ -179,7 +179,6 @@ static void par_for(void (*fn)(void *, int, int), void *ctx)
         pthread_join(th[t], NULL);
 }
 
-
 /* +-[0.125, 2), never zero. */
 static float rng_float(uint64_t r)
 {

@@ -810,7 +810,8 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                 svc->st.cls[seg->cls].budget_refusals++;
                 return lease__fail_logged(svc, why, &f);
             }
-            lease__log(svc, BASE_LOG_NOTICE, "%s lease served as STAGED: %s", lt_class_name(cls), f.message);
+            lease__log(svc, BASE_LOG_NOTICE, "%s lease served as STAGED: %s", lt_class_name(cls),
+                       f.message);
             svc->st.cls[seg->cls].fallbacks++;
             cls = LT_CLASS_STAGED;
             fell_back = 1;

@@ -85,7 +85,7 @@ static void cuda_fini(void *ctx)
 }
 
 int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
-                            struct lt_failure *why_p)
+                               struct lt_failure *why_p)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (!ctx || !backend_p)

@@ -67,8 +67,8 @@ int ga_completer_create(const struct base_log_sink *log, struct ga_completer **c
     pthread_cond_init(&c->idle_cv, NULL);
     int err = pthread_create(&c->thread, NULL, ga_completer_main, c);
     if (err) {
-        base_log(log, BASE_LOG_ERROR, GA_COMPLETER_SUBSYS, "starting the completion thread failed: %s",
-                 strerror(err));
+        base_log(log, BASE_LOG_ERROR, GA_COMPLETER_SUBSYS,
+                 "starting the completion thread failed: %s", strerror(err));
         pthread_cond_destroy(&c->idle_cv);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->lock);
@@ -80,7 +80,7 @@ int ga_completer_create(const struct base_log_sink *log, struct ga_completer **c
 }
 
 int ga_completer_prepare(struct ga_completer *c, void (*fn)(void *arg), void *arg,
-                          struct ga_cnode **node_p)
+                         struct ga_cnode **node_p)
 {
     struct ga_cnode *n = calloc(1, sizeof(*n));
     if (!n)
@@ -140,9 +140,10 @@ uint64_t ga_completer_destroy(struct ga_completer *c, int abandon)
     pthread_join(c->thread, NULL); /* runs what was already fired first */
     uint64_t left = c->pending;
     if (left) {
-        base_log(c->log, BASE_LOG_ERROR, GA_COMPLETER_SUBSYS, "completion thread stopped with %llu completion%s that the driver never ran "
-                "(device fault); their state stays allocated",
-                (unsigned long long)left, left == 1 ? "" : "s");
+        base_log(c->log, BASE_LOG_ERROR, GA_COMPLETER_SUBSYS,
+                 "completion thread stopped with %llu completion%s that the driver never ran "
+                 "(device fault); their state stays allocated",
+                 (unsigned long long)left, left == 1 ? "" : "s");
         return left;
     }
     pthread_cond_destroy(&c->idle_cv);

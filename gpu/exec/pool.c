@@ -120,8 +120,9 @@ int ga_pool_create(const struct ga_pool_opts *opts, ga_pool_enter_fn enter, void
     unsigned int threads = opts && opts->threads ? opts->threads : GA_POOL_DEFAULT_THREADS;
     const struct base_log_sink *log = opts ? opts->log : NULL;
     if (!pool_p || threads > GA_POOL_MAX_THREADS) {
-        base_log(log, BASE_LOG_ERROR, GA_POOL_SUBSYS, "pool: expected 1..%u worker threads and a result pointer, found %u%s",
-                GA_POOL_MAX_THREADS, threads, pool_p ? "" : " and NULL");
+        base_log(log, BASE_LOG_ERROR, GA_POOL_SUBSYS,
+                 "pool: expected 1..%u worker threads and a result pointer, found %u%s",
+                 GA_POOL_MAX_THREADS, threads, pool_p ? "" : " and NULL");
         return -EINVAL;
     }
     struct ga_pool *pool = calloc(1, sizeof(*pool));
@@ -145,7 +146,8 @@ int ga_pool_create(const struct ga_pool_opts *opts, ga_pool_enter_fn enter, void
         w->index = (int)i;
         int err = pthread_create(&w->thread, NULL, ga__worker_main, w);
         if (err) {
-            base_log(log, BASE_LOG_ERROR, GA_POOL_SUBSYS, "pool: starting worker %u of %u failed: %s", i + 1, threads, strerror(err));
+            base_log(log, BASE_LOG_ERROR, GA_POOL_SUBSYS,
+                     "pool: starting worker %u of %u failed: %s", i + 1, threads, strerror(err));
             ga__pool_stop(pool);
             ga__pool_free(pool);
             return -err;
@@ -208,7 +210,7 @@ int ga_job_wait(struct ga_job *job)
     if (!job || !job->has_waiter) {
         base_log(job ? job->pool->log : NULL, BASE_LOG_ERROR, GA_POOL_SUBSYS,
                  "job wait: expected a handle from ga_pool_submit, found %s",
-                job ? "a job submitted without one" : "NULL");
+                 job ? "a job submitted without one" : "NULL");
         return -EINVAL;
     }
     struct ga_pool *pool = job->pool;

@@ -176,8 +176,7 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
     case GA_OPT_MAX_STREAMS:
         return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->exec.max_streams, err, errlen);
     case GA_OPT_MAX_EVENTS:
-        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->exec.max_events, err,
-                           errlen);
+        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->exec.max_events, err, errlen);
     case GA_OPT_MAX_INFLIGHT:
         return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->cfg.max_inflight, err,
                            errlen);

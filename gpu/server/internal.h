@@ -1,6 +1,7 @@
-/* Internals shared by the socket server's source files. Everything here is
- * touched by the loop thread only, except what struct ga_server says is
- * guarded by its mutex. */
+/* The socket server's objects, shared by its source files; each file's
+ * functions are in its own header (conn.h, jobs.h, dispatch.h, listen.h),
+ * which say what depends on what. Everything here is touched by the loop
+ * thread only, except what struct ga_server says is guarded by its mutex. */
 #ifndef GA_SERVER_INTERNAL_H
 #define GA_SERVER_INTERNAL_H
 
@@ -61,10 +62,10 @@ struct ga_server__conn {
     char name[LT_NAME_LEN];
     struct ga_server__out *oq_head, *oq_tail;
     uint64_t oq_bytes;
-    uint32_t inflight;              /* jobs (work, commands, offers) not yet completed */
-    uint32_t segments;              /* listed in srv->segs */
-    uint64_t seg_bytes_registered;  /* sizes of its listed PINNED and MAPPED segments */
-    struct base_u64map releases;    /* lease id -> the LEASE_RELEASE's request id */
+    uint32_t inflight;             /* jobs (work, commands, offers) not yet completed */
+    uint32_t segments;             /* listed in srv->segs */
+    uint64_t seg_bytes_registered; /* sizes of its listed PINNED and MAPPED segments */
+    struct base_u64map releases;   /* lease id -> the LEASE_RELEASE's request id */
     /* While a LEASE_RELEASE from a client granted LT_CAP_RC_BATCH is being
      * answered: the RELEASE_COMPLETE_BATCH its completions gather in. */
     struct lt_msg_release_complete_batch *rcb;
@@ -118,7 +119,7 @@ struct ga_server {
     uint32_t next_id;
     struct base_u64map segs;      /* segment id -> struct ga_server__seg * */
     struct base_u64map seg_slots; /* slot -> the latest segment id in that slot (u64) */
-    bool accept_paused;              /* out of fds: listening socket not polled */
+    bool accept_paused;           /* out of fds: listening socket not polled */
     bool dead_pending;
     bool created; /* create finished: the executor is ours to shut down */
     bool stopping;
@@ -137,60 +138,5 @@ struct ga_server {
     bool reg_started;
     pthread_t reg_thread;
 };
-
-/* ---- server.c ----------------------------------------------------------- */
-
-/* Queues or sends one message to @c; a dead or closed client drops it. */
-void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
-/* Between these two, replies to @c are queued and then sent in as few
- * sendmmsg calls as they fit (a release of 64 leases: 64 RELEASE_COMPLETEs, or
- * one RELEASE_COMPLETE_BATCH for a client granted LT_CAP_RC_BATCH). */
-void ga_server__cork(struct ga_server__conn *c);
-void ga_server__uncork(struct ga_server__conn *c);
-/* Sends an ERROR: @code, the failing batch @index (LT_INDEX_NONE), and a
- * message. Its err is @err for LT_E_SYSTEM (when a valid errno) and
- * lt_error_errno(@code) otherwise, as the protocol defines the field. */
-void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                           uint32_t code, int err, uint32_t index, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-/* Sends the ERROR for a refusal as whoever decided it explained it. */
-void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                             uint32_t index, const struct lt_failure *why);
-/* Marks @c for closing after the current event. */
-void ga_server__conn_kill(struct ga_server__conn *c, const char *why);
-/* From any thread: hands a finished job to the loop. */
-void ga_server__post(struct ga_server *srv, struct ga_server__job *job);
-/* Queues a segment offer for the registrar thread. */
-void ga_server__offer_queue(struct ga_server *srv, struct ga_server__job *job);
-struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
-                                                  struct lease_client_id client);
-/* A job of @c finished: frees a closed client whose last job it was. */
-void ga_server__conn_put(struct ga_server__conn *c);
-void ga_server__seg_unref(struct ga_server__seg *seg);
-
-/* ---- dispatch.c --------------------------------------------------------- */
-
-/* Validates and answers one received message; closes @fds it does not keep. */
-void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len, int *fds,
-                         size_t nfds);
-/* Answers a finished job on the loop thread and frees it. */
-void ga_server__complete(struct ga_server *srv, struct ga_server__job *job);
-/* The registrar thread's part of an offer: verify, map, register. */
-void ga_server__offer_run(struct ga_server *srv, struct ga_server__job *job);
-/* lease service callbacks */
-void ga_server__on_release_complete(void *arg, struct lease_client_id client,
-                                    struct lt_lease_id lease);
-void ga_server__on_client_drained(void *arg, struct lease_client_id client);
-
-/* ---- listen.c ----------------------------------------------------------- */
-
-/* Runtime directory, lock file, stale socket, bind, listen. */
-int ga_server__listen_open(struct ga_server *srv);
-/* Closes the listening socket and removes the socket file (not the lock). */
-void ga_server__listen_close(struct ga_server *srv);
-/* Removes the lock file and releases the lock. */
-void ga_server__lock_release(struct ga_server *srv);
-/* Reads the peer's credentials; 1 when its uid is allowed, 0 when refused. */
-int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *uid_p);
 
 #endif /* GA_SERVER_INTERNAL_H */

@@ -1,6 +1,7 @@
 /* The server's life and its event loop: create, run, stop, destroy; accept,
- * receive, the bounded send queues, the completion queue from executor and
- * registrar threads, signals, and closing clients on peer death. */
+ * receive, hand each message to dispatch.c, drain the jobs finished off the
+ * loop (jobs.c) back to it, signals and stats. The top of gpu/server: it
+ * calls down into dispatch.c, conn.c, jobs.c and listen.c, none calls it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -16,9 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/err.h"
 #include "base/fdpass.h"
-#include "internal.h"
+#include "conn.h"
+#include "dispatch.h"
+#include "jobs.h"
+#include "listen.h"
 #include "lease_types/socket.h"
 
 #define GA_DEFAULT_MAX_CLIENTS 64u
@@ -28,272 +31,10 @@
 #define GA_RECV_BURST 64 /* messages read from one client before serving others */
 #define GA_MAX_FDS 8     /* fds kept from one message; more is a broken peer */
 #define GA_EPOLL_BATCH 64
-#define GA_SEND_BATCH 64 /* replies per sendmmsg */
 
 const char *ga_server_socket_path(const struct ga_server *srv)
 {
     return srv->path;
-}
-
-/* ---- sending ------------------------------------------------------------ */
-
-static void ga_server__epoll_out(struct ga_server__conn *c, bool on)
-{
-    if (c->polling_out == on)
-        return;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u), .data.ptr = c};
-    if (epoll_ctl(c->srv->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-        c->polling_out = on;
-    else
-        ga_server__conn_kill(c, "epoll_ctl failed");
-}
-
-void ga_server__conn_kill(struct ga_server__conn *c, const char *why)
-{
-    if (c->dead || c->closed)
-        return;
-    c->dead = true;
-    c->srv->dead_pending = true;
-    base_log(&c->srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "client %" PRIu32 " (pid %ld): disconnecting: %s",
-                   c->id, (long)c->pid, why);
-}
-
-void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
-{
-    if (c->dead || c->closed)
-        return;
-    if (!c->oq_head && !c->corked) {
-        ssize_t n = send(c->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n == (ssize_t)len)
-            return;
-        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-            char why[96];
-            snprintf(why, sizeof why, "send failed: %s", n >= 0 ? "short send" : strerror(errno));
-            ga_server__conn_kill(c, why);
-            return;
-        }
-    }
-    uint64_t limit = c->srv->cfg.max_queued_bytes;
-    if (c->oq_bytes + len > limit) {
-        base_log(&c->srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                       "client %" PRIu32 " (pid %ld) is not reading its replies: %" PRIu64
-                       " bytes queued, a %" PRIu32 "-byte %s would pass the limit of %" PRIu64,
-                       c->id, (long)c->pid, c->oq_bytes, len,
-                       lt_msg_type_name(((const struct lt_header *)msg)->type), limit);
-        ga_server__conn_kill(c, "outgoing queue limit reached");
-        return;
-    }
-    struct ga_server__out *o = malloc(sizeof(*o) + len);
-    if (!o) {
-        ga_server__conn_kill(c, "out of memory queueing a reply");
-        return;
-    }
-    o->next = NULL;
-    o->len = len;
-    memcpy(o->data, msg, len);
-    if (c->oq_tail)
-        c->oq_tail->next = o;
-    else
-        c->oq_head = o;
-    c->oq_tail = o;
-    c->oq_bytes += len;
-    if (!c->corked)
-        ga_server__epoll_out(c, true);
-}
-
-/* Sends what is queued, up to GA_SEND_BATCH messages per sendmmsg. */
-static void ga_server__flush(struct ga_server__conn *c)
-{
-    struct mmsghdr mm[GA_SEND_BATCH];
-    struct iovec iov[GA_SEND_BATCH];
-    while (c->oq_head && !c->dead) {
-        unsigned n = 0;
-        for (struct ga_server__out *o = c->oq_head; o && n < GA_SEND_BATCH; o = o->next, n++) {
-            iov[n] = (struct iovec){.iov_base = o->data, .iov_len = o->len};
-            mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
-        }
-        int sent = sendmmsg(c->fd, mm, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (sent <= 0) {
-            ga_server__conn_kill(c, sent < 0 ? "send failed" : "short send");
-            return;
-        }
-        for (int i = 0; i < sent; i++) {
-            struct ga_server__out *o = c->oq_head;
-            if (mm[i].msg_len != o->len) {
-                ga_server__conn_kill(c, "short send");
-                return;
-            }
-            c->oq_head = o->next;
-            if (!c->oq_head)
-                c->oq_tail = NULL;
-            c->oq_bytes -= o->len;
-            free(o);
-        }
-        if ((unsigned)sent < n)
-            break; /* the socket is full: wait for EPOLLOUT */
-    }
-    if (!c->dead)
-        ga_server__epoll_out(c, c->oq_head != NULL);
-}
-
-void ga_server__cork(struct ga_server__conn *c)
-{
-    c->corked = true;
-}
-
-void ga_server__uncork(struct ga_server__conn *c)
-{
-    if (!c->corked)
-        return;
-    c->corked = false;
-    if (c->oq_head && !c->dead && !c->closed)
-        ga_server__flush(c);
-}
-
-void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                           uint32_t code, int err, uint32_t index, const char *fmt, ...)
-{
-    struct lt_msg_error m;
-    lt_msg_init(&m, sizeof m, LT_MSG_ERROR, request_id);
-    m.code = lt_error_is_known(code) && code != LT_OK ? code : LT_E_SYSTEM;
-    m.err = m.code == LT_E_SYSTEM && err < 0 && err >= -4095 ? err : lt_error_errno(m.code);
-    if (m.err == 0)
-        m.err = -EIO;
-    m.failed_type = failed_type;
-    m.index = index < LT_MAX_BATCH ? index : LT_INDEX_NONE;
-    char text[LT_FAILURE_MSG_LEN + 128];
-    va_list ap;
-    va_start(ap, fmt);
-    base_vfmt(text, sizeof text, fmt, ap);
-    va_end(ap);
-    /* The wire has LT_ERROR_MSG_LEN bytes: cut at a word, marked "...". */
-    char wire[LT_ERROR_MSG_LEN];
-    base_fmt(wire, sizeof wire, "%s", text);
-    if (lt_name_set(m.message, sizeof m.message, wire) == 0)
-        lt_name_set(m.message, sizeof m.message, lt_error_describe(m.code));
-    const char *what = failed_type ? lt_msg_type_name(failed_type) : "an unreadable message";
-    struct ga_server *srv = c->srv;
-    if (m.code == LT_E_BUDGET)
-        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                 "client %" PRIu32 ": ERROR %s for %s: %s; the agent's budgets are PINNED %" PRIu64
-                 " and MAPPED %" PRIu64 " bytes: raise them with --pinned-budget and "
-                 "--mapped-budget",
-                 c->id, lt_error_name(m.code), what, text, srv->cfg.budget_pinned,
-                 srv->cfg.budget_mapped);
-    else if (m.code == LT_E_MEMLOCK)
-        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                 "client %" PRIu32 ": ERROR %s for %s: %s; raise the agent's RLIMIT_MEMLOCK "
-                 "(ulimit -l, or LimitMEMLOCK= in its unit)",
-                 c->id, lt_error_name(m.code), what, text);
-    else
-        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                 "client %" PRIu32 ": ERROR %s for %s: %s", c->id, lt_error_name(m.code), what,
-                 text);
-    ga_server__send(c, &m, sizeof m);
-}
-
-void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                             uint32_t index, const struct lt_failure *why)
-{
-    ga_server__send_error(c, request_id, failed_type, why->code, why->err, index, "%s",
-                          why->message);
-}
-
-/* ---- clients ------------------------------------------------------------ */
-
-struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
-                                                  struct lease_client_id client)
-{
-    for (struct ga_server__conn *c = srv->conns; c; c = c->next)
-        if (lease_client_id_eq(c->client, client) && !c->closed)
-            return c;
-    return NULL;
-}
-
-void ga_server__seg_unref(struct ga_server__seg *seg)
-{
-    if (--seg->refs == 0)
-        free(seg);
-}
-
-static void ga_server__conn_free(struct ga_server__conn *c)
-{
-    struct ga_server *srv = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    base_u64map_fini(&c->releases);
-    free(c);
-}
-
-void ga_server__conn_put(struct ga_server__conn *c)
-{
-    if (--c->inflight == 0 && c->closed)
-        ga_server__conn_free(c);
-}
-
-/* Peer gone (or told to go): its socket, queue, streams, events, leases
- * and segments. Leases with work in flight complete when that work does;
- * the lease service then unregisters and closes the segments. */
-static void ga_server__conn_close(struct ga_server__conn *c)
-{
-    struct ga_server *srv = c->srv;
-    epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    c->fd = -1;
-    c->closed = true;
-    c->dead = true;
-    srv->nconns--;
-    while (c->oq_head) {
-        struct ga_server__out *o = c->oq_head;
-        c->oq_head = o->next;
-        free(o);
-    }
-    c->oq_tail = NULL;
-    c->oq_bytes = 0;
-    srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
-    int waiting = lease_client_drop(srv->svc, c->client, NULL);
-    /* Unlisted now; a record a job still points at goes with that job. */
-    struct base_u64map_iter it;
-    base_u64map_iter_init(&srv->segs, &it);
-    for (struct base_u64map_entry *e; (e = base_u64map_iter_next(&srv->segs, &it));) {
-        struct ga_server__seg *seg = e->ptr;
-        if (seg->conn != c)
-            continue;
-        base_u64map_iter_del(&srv->segs, &it);
-        ga_server__seg_unref(seg);
-    }
-    c->segments = 0;
-    base_u64map_fini(&c->releases);
-    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                   "client %" PRIu32 " (pid %ld) closed: %d lease%s waiting for in-flight work, "
-                   "%" PRIu32 " job%s in flight",
-                   c->id, (long)c->pid, waiting < 0 ? 0 : waiting, waiting == 1 ? "" : "s",
-                   c->inflight, c->inflight == 1 ? "" : "s");
-    if (srv->accept_paused && srv->lfd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->src_listen};
-        if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0)
-            srv->accept_paused = false;
-    }
-    if (c->inflight == 0)
-        ga_server__conn_free(c);
-}
-
-static void ga_server__sweep(struct ga_server *srv)
-{
-    if (!srv->dead_pending)
-        return;
-    srv->dead_pending = false;
-    for (struct ga_server__conn *c = srv->conns, *n; c; c = n) {
-        n = c->next;
-        if (c->dead && !c->closed)
-            ga_server__conn_close(c);
-    }
 }
 
 static void ga_server__refuse_fd(struct ga_server *srv, int fd, uint32_t code, const char *text)
@@ -305,7 +46,8 @@ static void ga_server__refuse_fd(struct ga_server *srv, int fd, uint32_t code, c
     m.index = LT_INDEX_NONE;
     lt_name_set(m.message, sizeof m.message, text);
     if (send(fd, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "refusal not delivered: %s", strerror(errno));
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "refusal not delivered: %s",
+                 strerror(errno));
     close(fd);
 }
 
@@ -321,8 +63,8 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
     if (srv->nconns >= srv->cfg.max_clients) {
         srv->refused++;
         base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                       "refused peer pid %ld uid %u: %" PRIu32 " clients connected, the limit",
-                       (long)pid, (unsigned)uid, srv->nconns);
+                 "refused peer pid %ld uid %u: %" PRIu32 " clients connected, the limit", (long)pid,
+                 (unsigned)uid, srv->nconns);
         ga_server__refuse_fd(srv, fd, LT_E_LIMIT, "too many clients connected");
         return;
     }
@@ -350,8 +92,8 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
         srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
     }
     if (rc < 0) {
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "client pid %ld: setting up failed: %s", (long)pid,
-                       strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "client pid %ld: setting up failed: %s", (long)pid, strerror(-rc));
         lease_client_drop(srv->svc, c->client, NULL);
         free(c);
         ga_server__refuse_fd(srv, fd, LT_E_SYSTEM, "agent: client setup failed");
@@ -366,8 +108,8 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
     srv->conns = c;
     srv->nconns++;
     srv->accepted++;
-    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "client %" PRIu32 " connected: pid %ld uid %u", c->id,
-                   (long)pid, (unsigned)uid);
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+             "client %" PRIu32 " connected: pid %ld uid %u", c->id, (long)pid, (unsigned)uid);
 }
 
 static void ga_server__accept(struct ga_server *srv)
@@ -383,14 +125,15 @@ static void ga_server__accept(struct ga_server *srv)
         if (errno == EMFILE || errno == ENFILE) {
             /* Level-triggered: stop polling until a client goes, or we spin. */
             base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
-                           "accept: out of file descriptors (%s); not accepting until a client "
-                           "disconnects",
-                           strerror(errno));
+                     "accept: out of file descriptors (%s); not accepting until a client "
+                     "disconnects",
+                     strerror(errno));
             struct epoll_event ev = {.events = 0, .data.ptr = &srv->src_listen};
             if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0)
                 srv->accept_paused = true;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "accept failed: %s", strerror(errno));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "accept failed: %s",
+                     strerror(errno));
         }
         return;
     }
@@ -409,8 +152,8 @@ static int ga_server__recv_one(struct ga_server__conn *c)
     union lt_msg_buffer buf;
     int fds[GA_MAX_FDS];
     struct base_recv_info info;
-    ssize_t n = base_recv_fds(c->fd, buf.bytes, sizeof buf.bytes, fds, GA_MAX_FDS, MSG_DONTWAIT,
-                              &info);
+    ssize_t n =
+        base_recv_fds(c->fd, buf.bytes, sizeof buf.bytes, fds, GA_MAX_FDS, MSG_DONTWAIT, &info);
     if (n < 0) {
         if (n == -EAGAIN || n == -EWOULDBLOCK)
             return 0;
@@ -461,32 +204,9 @@ static void ga_server__conn_event(struct ga_server__conn *c, uint32_t events)
                 break;
 }
 
-/* ---- completions from other threads ------------------------------------ */
-
-void ga_server__post(struct ga_server *srv, struct ga_server__job *job)
-{
-    job->next = NULL;
-    pthread_mutex_lock(&srv->mu);
-    if (srv->done_tail)
-        srv->done_tail->next = job;
-    else
-        srv->done_head = job;
-    srv->done_tail = job;
-    pthread_mutex_unlock(&srv->mu);
-    uint64_t one = 1;
-    if (write(srv->wakefd, &one, sizeof one) < 0 && errno != EAGAIN)
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "eventfd write failed: %s", strerror(errno));
-}
-
 static void ga_server__drain_done(struct ga_server *srv)
 {
-    for (;;) {
-        pthread_mutex_lock(&srv->mu);
-        struct ga_server__job *j = srv->done_head;
-        srv->done_head = srv->done_tail = NULL;
-        pthread_mutex_unlock(&srv->mu);
-        if (!j)
-            return;
+    for (struct ga_server__job *j; (j = ga_server__jobs_take(srv));) {
         while (j) {
             struct ga_server__job *n = j->next;
             ga_server__complete(srv, j);
@@ -511,66 +231,6 @@ void ga_server_stop(struct ga_server *srv)
     uint64_t one = 1;
     ssize_t n = write(srv->wakefd, &one, sizeof one);
     (void)n; /* a full counter already wakes the loop */
-}
-
-void ga_server__offer_queue(struct ga_server *srv, struct ga_server__job *job)
-{
-    job->next = NULL;
-    pthread_mutex_lock(&srv->mu);
-    if (srv->reg_tail)
-        srv->reg_tail->next = job;
-    else
-        srv->reg_head = job;
-    srv->reg_tail = job;
-    pthread_cond_signal(&srv->reg_cv);
-    pthread_mutex_unlock(&srv->mu);
-}
-
-/* Registering a segment takes up to seconds (pinning pages); it runs here,
- * never on the loop thread. */
-static void *ga_server__registrar_main(void *arg)
-{
-    struct ga_server *srv = arg;
-    pthread_mutex_lock(&srv->mu);
-    for (;;) {
-        while (!srv->reg_head && !srv->reg_stop)
-            pthread_cond_wait(&srv->reg_cv, &srv->mu);
-        struct ga_server__job *j = srv->reg_head;
-        if (!j)
-            break;
-        srv->reg_head = j->next;
-        if (!srv->reg_head)
-            srv->reg_tail = NULL;
-        pthread_mutex_unlock(&srv->mu);
-        ga_server__offer_run(srv, j);
-        ga_server__post(srv, j);
-        pthread_mutex_lock(&srv->mu);
-    }
-    pthread_mutex_unlock(&srv->mu);
-    return NULL;
-}
-
-static void ga_server__registrar_stop(struct ga_server *srv)
-{
-    pthread_mutex_lock(&srv->mu);
-    struct ga_server__job *j = srv->reg_head;
-    srv->reg_head = srv->reg_tail = NULL;
-    srv->reg_stop = true;
-    pthread_cond_signal(&srv->reg_cv);
-    pthread_mutex_unlock(&srv->mu);
-    while (j) {
-        struct ga_server__job *n = j->next;
-        close(j->fd);
-        j->fd = -1;
-        j->rc =
-            lt_failure_set(&j->why, LT_E_SHUTTING_DOWN, -ESHUTDOWN, "the agent is shutting down");
-        ga_server__post(srv, j);
-        j = n;
-    }
-    if (srv->reg_started) {
-        pthread_join(srv->reg_thread, NULL);
-        srv->reg_started = false;
-    }
 }
 
 /* ---- signals and stats -------------------------------------------------- */
@@ -602,18 +262,18 @@ void ga_server_stats_log(struct ga_server *srv)
         free(buf);
     }
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                   "server stats: socket=%s clients=%" PRIu32 " accepted=%" PRIu64
-                   " refused=%" PRIu64 " segments=%zu uptime_s=%.3f",
-                   srv->path, srv->nconns, srv->accepted, srv->refused, base_u64map_len(&srv->segs),
-                   (double)(base_now_ns() - srv->start_ns) / 1e9);
+             "server stats: socket=%s clients=%" PRIu32 " accepted=%" PRIu64 " refused=%" PRIu64
+             " segments=%zu uptime_s=%.3f",
+             srv->path, srv->nconns, srv->accepted, srv->refused, base_u64map_len(&srv->segs),
+             (double)(base_now_ns() - srv->start_ns) / 1e9);
     for (struct ga_server__conn *c = srv->conns; c; c = c->next)
         base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                       "  client %" PRIu32 " pid %ld uid %u name '%s'%s: segments=%" PRIu32
-                       " leases_granted=%" PRIu64 " submits=%" PRIu64 " inflight=%" PRIu32
-                       " queued_bytes=%" PRIu64,
-                       c->id, (long)c->pid, (unsigned)c->uid, c->hello ? c->name : "",
-                       c->closed ? " (closed, draining)" : "", c->segments, c->leases_granted,
-                       c->submits, c->inflight, c->oq_bytes);
+                 "  client %" PRIu32 " pid %ld uid %u name '%s'%s: segments=%" PRIu32
+                 " leases_granted=%" PRIu64 " submits=%" PRIu64 " inflight=%" PRIu32
+                 " queued_bytes=%" PRIu64,
+                 c->id, (long)c->pid, (unsigned)c->uid, c->hello ? c->name : "",
+                 c->closed ? " (closed, draining)" : "", c->segments, c->leases_granted, c->submits,
+                 c->inflight, c->oq_bytes);
 }
 
 static void ga_server__signal(struct ga_server *srv)
@@ -625,7 +285,7 @@ static void ga_server__signal(struct ga_server *srv)
             ga_server_stats_log(srv);
         } else {
             base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "%s from pid %u: stopping",
-                           strsignal((int)si.ssi_signo), si.ssi_pid);
+                     strsignal((int)si.ssi_signo), si.ssi_pid);
             srv->stopping = true;
         }
     }
@@ -658,18 +318,19 @@ int ga_server_run(struct ga_server *srv)
     int rc = 0;
     srv->ran = true;
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                   "serving %s (pid %ld, executor '%s'%s, budgets PINNED %" PRIu64
-                   " MAPPED %" PRIu64 " bytes)",
-                   srv->path, (long)getpid(), srv->ex->name,
-                   (srv->ex->caps & LT_CAP_HOST_BACKEND) ? ": HOST BACKEND, no GPU" : "",
-                   srv->cfg.budget_pinned, srv->cfg.budget_mapped);
+             "serving %s (pid %ld, executor '%s'%s, budgets PINNED %" PRIu64 " MAPPED %" PRIu64
+             " bytes)",
+             srv->path, (long)getpid(), srv->ex->name,
+             (srv->ex->caps & LT_CAP_HOST_BACKEND) ? ": HOST BACKEND, no GPU" : "",
+             srv->cfg.budget_pinned, srv->cfg.budget_mapped);
     while (!srv->stopping) {
         int n = epoll_wait(srv->epfd, evs, GA_EPOLL_BATCH, -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             rc = -errno;
-            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_wait failed: %s", strerror(-rc));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_wait failed: %s",
+                     strerror(-rc));
             break;
         }
         for (int i = 0; i < n; i++) {
@@ -693,8 +354,8 @@ int ga_server_run(struct ga_server *srv)
     }
     ga_server__drain(srv);
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
-                   "stopped: %" PRIu64 " clients served, %" PRIu64 " refused", srv->accepted,
-                   srv->refused);
+             "stopped: %" PRIu64 " clients served, %" PRIu64 " refused", srv->accepted,
+             srv->refused);
     return rc;
 }
 
@@ -704,7 +365,8 @@ static int ga_server__epoll_add(struct ga_server *srv, int fd, enum ga_server__s
     if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return 0;
     int rc = -errno;
-    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_ctl(ADD) failed: %s", strerror(-rc));
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll_ctl(ADD) failed: %s",
+             strerror(-rc));
     return rc;
 }
 
@@ -718,8 +380,8 @@ static int ga_server__strings(struct ga_server *srv, const struct ga_server_conf
         return -ENOMEM;
     size_t len = strlen(srv->path);
     if (len == 0 || srv->path[len - 1] == '/') {
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket path: expected a file name, found '%s'",
-                       srv->path);
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "socket path: expected a file name, found '%s'", srv->path);
         return -EINVAL;
     }
     srv->lock_path = malloc(len + sizeof ".lock");
@@ -826,14 +488,16 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     struct lt_failure why;
     rc = lease_service_create(&lc, &srv->be, &srv->svc, &why);
     if (rc < 0) {
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "refusing to start: %s", why.message);
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "refusing to start: %s",
+                 why.message);
         goto fail;
     }
     srv->epfd = epoll_create1(EPOLL_CLOEXEC);
     srv->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (srv->epfd < 0 || srv->wakefd < 0) {
         rc = -errno;
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll/eventfd: %s", strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "epoll/eventfd: %s",
+                 strerror(-rc));
         goto fail;
     }
     if (cfg->handle_signals) {
@@ -845,7 +509,8 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         srv->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (srv->sigfd < 0) {
             rc = -errno;
-            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "signalfd: %s", strerror(-rc));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "signalfd: %s",
+                     strerror(-rc));
             goto fail;
         }
     }
@@ -856,12 +521,12 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         (rc = ga_server__epoll_add(srv, srv->wakefd, &srv->src_wake)) < 0 ||
         (srv->sigfd >= 0 && (rc = ga_server__epoll_add(srv, srv->sigfd, &srv->src_signal)) < 0))
         goto fail;
-    rc = -pthread_create(&srv->reg_thread, NULL, ga_server__registrar_main, srv);
+    rc = ga_server__registrar_start(srv);
     if (rc < 0) {
-        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "pthread_create: %s", strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "pthread_create: %s",
+                 strerror(-rc));
         goto fail;
     }
-    srv->reg_started = true;
     srv->stopping = false;
     srv->created = true;
     *srv_p = srv;

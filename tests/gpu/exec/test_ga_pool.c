@@ -90,9 +90,9 @@ START_TEST(every_job_runs_once_after_the_hook_with_its_result)
     for (int i = 0; i < JOBS; i++) {
         recs[i].value = rng_next(&rng);
         recs[i].worker = recs[i].done_worker = -2;
-        ck_assert_int_eq(ga_pool_submit(pool, rec_job, &recs[i], rec_done, &recs[i],
-                                        i % 3 ? &jobs[i] : NULL),
-                         0);
+        ck_assert_int_eq(
+            ga_pool_submit(pool, rec_job, &recs[i], rec_done, &recs[i], i % 3 ? &jobs[i] : NULL),
+            0);
     }
     for (int i = 0; i < JOBS; i++)
         if (i % 3)

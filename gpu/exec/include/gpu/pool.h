@@ -35,8 +35,8 @@ typedef int (*ga_pool_enter_fn)(void *ctx);
 #define GA_POOL_MAX_THREADS 256
 
 struct ga_pool_opts {
-    unsigned int threads;             /* workers; 0: GA_POOL_DEFAULT_THREADS */
-    const struct base_log_sink *log;  /* NULL: the process default */
+    unsigned int threads;            /* workers; 0: GA_POOL_DEFAULT_THREADS */
+    const struct base_log_sink *log; /* NULL: the process default */
 };
 
 /* Starts @opts->threads workers (NULL opts: defaults) that call @enter(@ctx)
