@@ -38,7 +38,7 @@
 
 #include "base/time.h"
 #include "gpu/cu.h"
-#include "gpu/exec.h"
+#include "gpu/exec_cuda.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 
@@ -51,7 +51,6 @@ static const char *const path_names[PATHS] = {
 
 #define MAX_ITERS 20000
 #define WARMUP 200
-#define OWNER 1
 #define END_PATH 0xffffffffu
 
 enum work_mode { W_KERNEL, W_WRITE, W_KERNEL_FLAG, WORK_MODES };
@@ -169,7 +168,7 @@ struct bench {
     struct ga_device *dev;
     struct ga_streams *streams;
     struct ga_pool *pool;
-    struct lt_stream_id stream;
+    struct CUstream_st *stream;
     CUfunction kernel;
     CUdeviceptr data, sums;
     CUdeviceptr bell_dev, flag_dev[PATHS], seqw_dev[PATHS];
@@ -212,7 +211,7 @@ static int arm_job(void *arg)
                                   .work_arg = b,
                                   .done_dev =
                                       b->work == W_KERNEL_FLAG ? 0 : b->flag_dev[P_DOORBELL]};
-    return ga_doorbell_queue(b->streams, OWNER, b->stream, &req);
+    return ga_doorbell_queue(b->streams, b->stream, &req);
 }
 
 struct launch_args {
@@ -223,10 +222,8 @@ struct launch_args {
 
 static int launch(struct bench *b, uint32_t path, uint64_t seq)
 {
-    struct CUstream_st *st = NULL;
-    int rc = ga_stream_get(b->streams, OWNER, b->stream, &st);
-    if (rc < 0)
-        return rc;
+    struct CUstream_st *st = b->stream;
+    int rc = 0;
     if (b->work == W_KERNEL_FLAG) {
         /* The same one hop as the doorbell's: the kernel hashes the seq. */
         ga_doorbell_ring(&b->m->seqw[path].v, seq);
@@ -234,9 +231,8 @@ static int launch(struct bench *b, uint32_t path, uint64_t seq)
     } else if (b->work == W_KERNEL) {
         rc = tiny_kernel(b, st, b->data, b->sums);
     }
-    ga_stream_put(b->streams, b->stream);
     if (rc == 0 && b->work != W_KERNEL_FLAG)
-        rc = ga_doorbell_signal(b->streams, OWNER, b->stream, b->flag_dev[path], seq);
+        rc = ga_doorbell_signal(b->streams, b->stream, b->flag_dev[path], seq);
     return rc;
 }
 
@@ -345,8 +341,8 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
         return rc;
     struct ga_pool_opts popts = {.threads = 4};
     if ((rc = ga_device_pool_create(b->dev, &popts, &b->pool)) < 0 ||
-        (rc = ga_streams_create(b->dev, NULL, &b->streams)) < 0 ||
-        (rc = ga_stream_create(b->streams, OWNER, &b->stream)) < 0 ||
+        (rc = ga_streams_create(b->dev, &b->streams)) < 0 ||
+        (rc = ga_stream_new(b->streams, &b->stream)) < 0 ||
         (rc = ga_device_kernel(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->kernel)) < 0)
         return rc;
     if ((rc = ga_device_make_current(b->dev)) < 0)
@@ -450,7 +446,7 @@ int main(int argc, char **argv)
     int status = 0;
     waitpid(child, &status, 0);
     if (rc == 0) /* after a failure a wait may never open: do not block on it */
-        rc = ga_stream_synchronize(b.streams, OWNER, b.stream);
+        rc = ga_stream_synchronize(b.streams, b.stream);
     int child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (rc < 0 || !child_ok) {
         fprintf(stderr,
@@ -480,6 +476,7 @@ int main(int argc, char **argv)
 
     ga_pool_destroy(b.pool);
     free(args);
+    ga_stream_free(b.streams, b.stream);
     ga_streams_destroy(b.streams);
     cuMemFree(b.data);
     cuMemFree(b.sums);

@@ -16,8 +16,7 @@
 #include <unistd.h>
 
 #include "base/parse.h"
-#include "cu_call.h"
-#include "device_internal.h"
+#include "gpu/cu.h"
 #include "gpu/executor_cuda.h"
 #include "gpu/executor_host.h"
 #include "gpu/extra_images.h"
@@ -369,7 +368,6 @@ out_free:
 
 /* ---- server mode ---------------------------------------------------------- */
 
-
 enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
 
 static struct ga_server *agent_srv; /* for the fault callback */
@@ -396,14 +394,6 @@ static void agent_server_usage(FILE *f)
             "\n"
             "Server options (as lease-agent-host):\n");
     ga_server_cli_usage(f, "lease-agent");
-}
-
-/* Log lines of gpu/ (device, executor) in the server's format. */
-static void agent_ga_log(void *ctx, int level, const char *line)
-{
-    (void)ctx;
-    static const char *const names[] = {"error", "warn", "info"};
-    fprintf(stderr, "lease-agent: %s: %s\n", names[level >= 0 && level <= 2 ? level : 0], line);
 }
 
 static void agent_on_fault(void *arg, int err)
@@ -433,9 +423,8 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
-    ga_log_set_sink(agent_ga_log, NULL);
     struct ga_device *dev = NULL;
-    struct ga_device_opts opts = {.ordinal = device};
+    struct ga_device_opts opts = {.ordinal = device, .log = &cli->log_sink};
     struct agent_images ai;
     if (agent_images_prepare(cubin_dir, &ai, &opts) < 0)
         return 1;
@@ -451,7 +440,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
     int status = 1;
     struct lease_backend be = {0};
     struct lt_failure why;
-    rc = ga_cuda_lease_backend_init(dev->ctx, 0, &be, &why);
+    rc = ga_cuda_lease_backend_init(ga_device_context(dev), 0, &be, &why);
     if (rc < 0) {
         fprintf(stderr, "lease-agent: error: CUDA registration backend: %s. %s\n", why.message,
                 hint);
@@ -465,6 +454,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
         .on_fault = agent_on_fault,
+        .log = cli->log_sink,
     };
     struct ga_executor *ex = NULL;
     rc = ga_executor_cuda_create(dev, &xo, &ex);

@@ -154,6 +154,8 @@ int ga_device_open(const struct ga_device_opts *opts, struct ga_device **dev_p)
     size_t image_count = opts->images ? opts->image_count : kn_image_count;
     unsigned int required = opts->required_arch ? opts->required_arch : images[0].arch;
 
+    if (opts->log)
+        ga__log_sink_set(opts->log);
     struct ga_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
         return -ENOMEM;

@@ -32,5 +32,4 @@ int ga__modules_load(struct ga_device *dev, const struct kn_image *images, size_
 /* Unloads what ga__modules_load loaded; safe on a partial or empty set. */
 void ga__modules_unload(struct ga_device *dev);
 
-
 #endif /* GPU_DEVICE_INTERNAL_H */

@@ -42,45 +42,41 @@ static int ga__doorbell_args(struct ga_streams *s, const char *what, uint64_t ad
     return 0;
 }
 
-int ga_doorbell_queue(struct ga_streams *s, uint64_t owner, struct lt_stream_id stream,
+int ga_doorbell_queue(struct ga_streams *s, struct CUstream_st *stream,
                       const struct ga_doorbell_req *req)
 {
-    if (!s || !req)
+    if (!s || !stream || !req)
         return -EINVAL;
     int rc = ga__doorbell_args(s, "bell", req->bell_dev);
     if (rc == 0 && req->done_dev)
         rc = ga__doorbell_args(s, "completion", req->done_dev);
     if (rc < 0)
         return rc;
-    CUstream st = NULL;
-    if ((rc = ga_stream_get(s, owner, stream, &st)) < 0)
+    CUstream st = stream;
+    if ((rc = ga__streams_enter(s)) < 0)
         return rc;
     /* GEQ compares (int64_t)(*bell - seq) >= 0: sequence numbers may wrap. */
-    rc = GA_CU(cuStreamWaitValue64(st, (CUdeviceptr)req->bell_dev, req->seq,
-                                   CU_STREAM_WAIT_VALUE_GEQ));
+    rc = GA_CU(
+        cuStreamWaitValue64(st, (CUdeviceptr)req->bell_dev, req->seq, CU_STREAM_WAIT_VALUE_GEQ));
     if (rc == 0 && req->work)
         rc = req->work(req->work_arg, st);
     /* The default write flushes the work's memory writes before the word. */
     if (rc == 0 && req->done_dev)
         rc = GA_CU(cuStreamWriteValue64(st, (CUdeviceptr)req->done_dev, req->seq,
                                         CU_STREAM_WRITE_VALUE_DEFAULT));
-    ga_stream_put(s, stream);
     return rc;
 }
 
-int ga_doorbell_signal(struct ga_streams *s, uint64_t owner, struct lt_stream_id stream,
-                       uint64_t done_dev, uint64_t value)
+int ga_doorbell_signal(struct ga_streams *s, struct CUstream_st *stream, uint64_t done_dev,
+                       uint64_t value)
 {
-    if (!s)
+    if (!s || !stream)
         return -EINVAL;
     int rc = ga__doorbell_args(s, "completion", done_dev);
     if (rc < 0)
         return rc;
-    CUstream st = NULL;
-    if ((rc = ga_stream_get(s, owner, stream, &st)) < 0)
+    if ((rc = ga__streams_enter(s)) < 0)
         return rc;
-    rc = GA_CU(cuStreamWriteValue64(st, (CUdeviceptr)done_dev, value,
-                                    CU_STREAM_WRITE_VALUE_DEFAULT));
-    ga_stream_put(s, stream);
-    return rc;
+    return GA_CU(
+        cuStreamWriteValue64(stream, (CUdeviceptr)done_dev, value, CU_STREAM_WRITE_VALUE_DEFAULT));
 }

@@ -43,16 +43,16 @@ static int ga__names_unique(const struct kn_image *t, size_t n, char *err, size_
         for (size_t j = 0; j < i; j++) {
             if (strcmp(t[i].name, t[j].name) == 0)
                 return base_errf(err, err_len, -EEXIST,
-                                      "image name '%s' occurs twice: expected each image name "
-                                      "once",
-                                      t[i].name);
+                                 "image name '%s' occurs twice: expected each image name "
+                                 "once",
+                                 t[i].name);
             for (size_t a = 0; a < t[i].kernel_count; a++)
                 for (size_t b = 0; b < t[j].kernel_count; b++)
                     if (strcmp(t[i].kernels[a], t[j].kernels[b]) == 0)
                         return base_errf(err, err_len, -EEXIST,
-                                              "kernel '%s' of image '%s' is also in image '%s': "
-                                              "expected each kernel name once",
-                                              t[i].kernels[a], t[i].name, t[j].name);
+                                         "kernel '%s' of image '%s' is also in image '%s': "
+                                         "expected each kernel name once",
+                                         t[i].kernels[a], t[i].name, t[j].name);
         }
     }
     return 0;
@@ -65,42 +65,40 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return base_errf(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
-                              strerror(errno));
+                         strerror(errno));
     if (S_ISLNK(st.st_mode))
         return base_errf(err, err_len, -ELOOP,
-                              "%s/%s: expected a regular file, found a symbolic link", dir, name);
+                         "%s/%s: expected a regular file, found a symbolic link", dir, name);
     if (!S_ISREG(st.st_mode))
         return base_errf(err, err_len, -EINVAL,
-                              "%s/%s: expected a regular file, found file type 0%o", dir, name,
-                              (unsigned int)(st.st_mode & S_IFMT));
+                         "%s/%s: expected a regular file, found file type 0%o", dir, name,
+                         (unsigned int)(st.st_mode & S_IFMT));
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return base_errf(err, err_len, -errno, "%s/%s: cannot open: %s", dir, name,
-                              strerror(errno));
+                         strerror(errno));
     int rc = 0;
     unsigned char *buf = NULL;
     /* Re-checked on the open file: it may have been replaced since fstatat. */
     if (fstat(fd, &st) < 0) {
-        rc = base_errf(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name,
-                            strerror(errno));
+        rc = base_errf(err, err_len, -errno, "%s/%s: cannot stat: %s", dir, name, strerror(errno));
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = base_errf(err, err_len, -EINVAL, "%s/%s: expected a regular file, found type 0%o",
-                            dir, name, (unsigned int)(st.st_mode & S_IFMT));
+        rc = base_errf(err, err_len, -EINVAL, "%s/%s: expected a regular file, found type 0%o", dir,
+                       name, (unsigned int)(st.st_mode & S_IFMT));
         goto out;
     }
     if (st.st_size > (off_t)GA_EXTRA_IMAGE_MAX_BYTES) {
-        rc = base_errf(err, err_len, -EFBIG,
-                            "%s/%s: expected at most %u bytes, found %jd bytes", dir, name,
-                            GA_EXTRA_IMAGE_MAX_BYTES, (intmax_t)st.st_size);
+        rc = base_errf(err, err_len, -EFBIG, "%s/%s: expected at most %u bytes, found %jd bytes",
+                       dir, name, GA_EXTRA_IMAGE_MAX_BYTES, (intmax_t)st.st_size);
         goto out;
     }
     size_t size = (size_t)st.st_size;
     if (posix_memalign((void **)&buf, 64, size ? (size + 63) & ~(size_t)63 : 64) != 0) {
         buf = NULL;
-        rc = base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory for %zu bytes", dir, name,
-                            size);
+        rc =
+            base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory for %zu bytes", dir, name, size);
         goto out;
     }
     size_t got = 0;
@@ -110,8 +108,8 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
             continue;
         if (n <= 0) {
             rc = base_errf(err, err_len, n < 0 ? -errno : -EIO,
-                                "%s/%s: expected %zu bytes, read %zu: %s", dir, name, size, got,
-                                n < 0 ? strerror(errno) : "end of file");
+                           "%s/%s: expected %zu bytes, read %zu: %s", dir, name, size, got,
+                           n < 0 ? strerror(errno) : "end of file");
             goto out;
         }
         got += (size_t)n;
@@ -154,9 +152,9 @@ static int ga__extra_image_read(int dfd, const char *dir, const char *file, unsi
     }
     if (rc == 0 || rc > GA_EXTRA_IMAGE_MAX_KERNELS) {
         base_errf(err, err_len, rc ? -E2BIG : -ENOENT,
-                       "%s/%s refused: expected 1 to %d kernel entries named k_*, found %d (of "
-                       "%zu kernel entries)",
-                       dir, file, GA_EXTRA_IMAGE_MAX_KERNELS, rc, facts.kernel_count);
+                  "%s/%s refused: expected 1 to %d kernel entries named k_*, found %d (of "
+                  "%zu kernel entries)",
+                  dir, file, GA_EXTRA_IMAGE_MAX_KERNELS, rc, facts.kernel_count);
         rc = rc ? -E2BIG : -ENOENT;
         goto fail_kernels;
     }
@@ -188,18 +186,18 @@ int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **i
         err[0] = '\0';
     if (!dir || !dir[0] || !images_p || !count_p)
         return base_errf(err, err_len, -EINVAL,
-                              "extra images: expected a directory and output pointers, found "
-                              "NULL or an empty name");
+                         "extra images: expected a directory and output pointers, found "
+                         "NULL or an empty name");
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return base_errf(err, err_len, -errno,
-                              "extra images: expected a readable directory %s, found: %s", dir,
-                              strerror(errno));
+                         "extra images: expected a readable directory %s, found: %s", dir,
+                         strerror(errno));
     struct dirent **list = NULL;
     int n = scandir(dir, &list, ga__cubin_name, ga__name_cmp);
     if (n < 0) {
         int rc = base_errf(err, err_len, -errno, "extra images: cannot list %s: %s", dir,
-                                strerror(errno));
+                           strerror(errno));
         close(dfd);
         return rc;
     }
@@ -208,8 +206,8 @@ int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **i
     size_t count = 0;
     if (n > GA_EXTRA_IMAGES_MAX) {
         rc = base_errf(err, err_len, -E2BIG,
-                            "extra images: expected at most %d *.cubin files in %s, found %d",
-                            GA_EXTRA_IMAGES_MAX, dir, n);
+                       "extra images: expected at most %d *.cubin files in %s, found %d",
+                       GA_EXTRA_IMAGES_MAX, dir, n);
         goto out;
     }
     if (n > 0 && !(images = calloc((size_t)n, sizeof(*images)))) {
@@ -259,8 +257,8 @@ int ga_extra_images_combine(const struct kn_image *base, size_t base_count,
     size_t total = base_count + extra_count;
     if (!images_p || !count_p || (base_count && !base) || (extra_count && !extra) || !total)
         return base_errf(err, err_len, -EINVAL,
-                              "combining images: expected at least one image and output "
-                              "pointers, found none");
+                         "combining images: expected at least one image and output "
+                         "pointers, found none");
     struct kn_image *t = calloc(total, sizeof(*t));
     if (!t)
         return base_errf(err, err_len, -ENOMEM, "combining images: out of memory");

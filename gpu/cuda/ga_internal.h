@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "base/log.h"
 #include "gpu/ga.h"
 
 /* The oldest driver the agent accepts: the CUDA 13.0 driver API, shipped
@@ -13,11 +14,17 @@
 #define GA_KMD_VERSION_PATH "/proc/driver/nvidia/version"
 #define GA_MAX_DEVICES 64
 
-/* ---- log (log.c) ---- */
-__attribute__((format(printf, 2, 3))) void ga__log(int level, const char *fmt, ...);
-#define ga__err(...) ga__log(GA_LOG_ERROR, __VA_ARGS__)
-#define ga__warn(...) ga__log(GA_LOG_WARN, __VA_ARGS__)
-#define ga__info(...) ga__log(GA_LOG_INFO, __VA_ARGS__)
+/* ---- log lines: base_log as subsystem "cuda" (log.c) ---- */
+
+/* The CUDA layer's sink: ga_device_opts.log of the device opened last, or
+ * NULL (the process default). */
+const struct base_log_sink *ga__log_sink(void);
+void ga__log_sink_set(const struct base_log_sink *sink);
+
+#define GA__SUBSYS "cuda"
+#define ga__err(...) base_log(ga__log_sink(), BASE_LOG_ERROR, GA__SUBSYS, __VA_ARGS__)
+#define ga__warn(...) base_log(ga__log_sink(), BASE_LOG_WARN, GA__SUBSYS, __VA_ARGS__)
+#define ga__info(...) base_log(ga__log_sink(), BASE_LOG_INFO, GA__SUBSYS, __VA_ARGS__)
 
 /* ---- the gate's words (gate_text.c; no driver calls) ---- */
 

@@ -1,30 +1,15 @@
-/* Log lines of the GPU agent: one sink, stderr by default. */
-#include <stdarg.h>
-#include <stdio.h>
-
+/* The CUDA layer's log sink: one per process, as the device is (every line
+ * goes through base_log, subsystem "cuda"). */
 #include "ga_internal.h"
 
-static ga_log_fn ga__sink;
-static void *ga__sink_ctx;
+static _Atomic(const struct base_log_sink *) ga__sink;
 
-void ga_log_set_sink(ga_log_fn fn, void *ctx)
+const struct base_log_sink *ga__log_sink(void)
 {
-    ga__sink = fn;
-    ga__sink_ctx = ctx;
+    return ga__sink;
 }
 
-void ga__log(int level, const char *fmt, ...)
+void ga__log_sink_set(const struct base_log_sink *sink)
 {
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (ga__sink) {
-        ga__sink(ga__sink_ctx, level, line);
-        return;
-    }
-    static const char *const names[] = {"error", "warning", "info"};
-    const char *name = level >= GA_LOG_ERROR && level <= GA_LOG_INFO ? names[level] : "log";
-    fprintf(stderr, "ga: %s: %s\n", name, line);
+    ga__sink = sink;
 }

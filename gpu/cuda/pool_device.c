@@ -5,7 +5,7 @@
 
 #include "cu_call.h"
 #include "device_internal.h"
-#include "exec_internal.h"
+#include "gpu/exec_cuda.h"
 
 static int ga__pool_enter_device(void *ctx)
 {

@@ -2,20 +2,17 @@
 #ifndef GPU_STREAMS_INTERNAL_H
 #define GPU_STREAMS_INTERNAL_H
 
-#include <cuda.h>
-#include <pthread.h>
+#include <stdint.h>
 
 #include "device_internal.h"
-#include "exec_internal.h"
+#include "gpu/completer.h"
+#include "gpu/exec_cuda.h"
 
 struct ga_streams {
     struct ga_device *dev;
-    pthread_mutex_t lock; /* both tables */
-    struct ga__idtab streams; /* obj: CUstream */
-    struct ga__idtab events;  /* obj: CUevent; flags: GA_EVENT_TIMING */
-    CUstream default_stream;
     struct ga_completer *completer;
-    int memops; /* 64-bit stream wait/write supported */
+    int memops;               /* 64-bit stream wait/write supported */
+    uint64_t streams, events; /* made and not freed (atomic) */
 };
 
 /* Makes the primary context of @s's device current on this thread. */

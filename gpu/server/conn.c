@@ -237,7 +237,7 @@ void ga_server__conn_close(struct ga_server__conn *c)
     }
     c->oq_tail = NULL;
     c->oq_bytes = 0;
-    srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
+    ga_exec_client_drop(srv->ex, c->client.value);
     int waiting = lease_client_drop(srv->svc, c->client, NULL);
     /* Unlisted now; a record a job still points at goes with that job. */
     struct base_u64map_iter it;

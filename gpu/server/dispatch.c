@@ -73,12 +73,13 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     lt_msg_init(&r, sizeof r, LT_MSG_HELLO_REPLY, m->hdr.request_id);
     r.version = LT_PROTO_VERSION;
     /* Batched release-completes are the server's own, whatever the executor. */
-    r.caps = (m->caps & srv->ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
-             (srv->ex->caps & LT_CAP_HOST_BACKEND);
+    const struct ga_executor_info *ex = ga_executor_info(srv->ex);
+    r.caps = (m->caps & ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
+             (ex->caps & LT_CAP_HOST_BACKEND);
     r.client_id = c->id;
     r.max_lease_batch = LT_MAX_BATCH;
-    r.max_streams = srv->ex->max_streams;
-    r.max_events = srv->ex->max_events;
+    r.max_streams = ex->max_streams;
+    r.max_events = ex->max_events;
     r.max_segments = srv->cfg.max_segments;
     r.max_segment_bytes = srv->cfg.max_segment_bytes;
     r.class_budget[LT_CLASS_STAGED] = UINT64_MAX;
@@ -394,7 +395,7 @@ static void ga_dispatch__client_stats(struct ga_server__conn *c, struct lt_clien
     struct lease_client_stats ls = {0};
     struct ga_exec_client_stats xs = {0};
     lease_client_stats(srv->svc, c->client, &ls, NULL);
-    srv->ex->ops->client_stats(srv->ex->ctx, c->client.value, &xs);
+    ga_exec_client_stats(srv->ex, c->client.value, &xs);
     s->client_id = c->id;
     s->pid = (uint32_t)c->pid;
     if (c->hello) {

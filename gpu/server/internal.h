@@ -90,6 +90,7 @@ struct ga_server__job {
     struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
     struct ga_exec_result res;
     /* GA_JOB_CTL */
+    uint16_t ctl_type; /* the command's LT_MSG_* type */
     struct ga_exec_ctl_result ctl;
     /* GA_JOB_OFFER */
     int fd;

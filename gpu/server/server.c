@@ -85,11 +85,11 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
         ga_server__refuse_fd(srv, fd, LT_E_SYSTEM, "agent: no client slot");
         return;
     }
-    rc = srv->ex->ops->client_add(srv->ex->ctx, c->client.value);
+    rc = ga_exec_client_add(srv->ex, c->client.value);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (rc == 0 && epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         rc = -errno;
-        srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
+        ga_exec_client_drop(srv->ex, c->client.value);
     }
     if (rc < 0) {
         base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
@@ -254,10 +254,10 @@ void ga_server_stats_log(struct ga_server *srv)
         ga_server__log_text(srv, buf);
         free(buf);
     }
-    need = srv->ex->ops->stats_format(srv->ex->ctx, NULL, 0);
+    need = ga_exec_stats_format(srv->ex, NULL, 0);
     buf = need > 0 ? malloc((size_t)need + 1) : NULL;
     if (buf) {
-        srv->ex->ops->stats_format(srv->ex->ctx, buf, (size_t)need + 1);
+        ga_exec_stats_format(srv->ex, buf, (size_t)need + 1);
         ga_server__log_text(srv, buf);
         free(buf);
     }
@@ -300,7 +300,7 @@ static void ga_server__drain(struct ga_server *srv)
     ga_server__listen_close(srv);
     ga_server__registrar_stop(srv);
     if (srv->created)
-        srv->ex->ops->shutdown(srv->ex->ctx);
+        ga_exec_shutdown(srv->ex);
     ga_server__drain_done(srv);
     for (struct ga_server__conn *c = srv->conns, *n; c; c = n) {
         n = c->next;
@@ -320,8 +320,9 @@ int ga_server_run(struct ga_server *srv)
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
              "serving %s (pid %ld, executor '%s'%s, budgets PINNED %" PRIu64 " MAPPED %" PRIu64
              " bytes)",
-             srv->path, (long)getpid(), srv->ex->name,
-             (srv->ex->caps & LT_CAP_HOST_BACKEND) ? ": HOST BACKEND, no GPU" : "",
+             srv->path, (long)getpid(), ga_executor_info(srv->ex)->name,
+             (ga_executor_info(srv->ex)->caps & LT_CAP_HOST_BACKEND) ? ": HOST BACKEND, no GPU"
+                                                                     : "",
              srv->cfg.budget_pinned, srv->cfg.budget_mapped);
     while (!srv->stopping) {
         int n = epoll_wait(srv->epfd, evs, GA_EPOLL_BATCH, -1);
@@ -395,7 +396,8 @@ static int ga_server__strings(struct ga_server *srv, const struct ga_server_conf
     srv->dir = strdup(dirname(tmp));
     free(tmp);
     char name[LT_NAME_LEN + 8];
-    snprintf(name, sizeof name, "ga-%s", srv->ex->name ? srv->ex->name : "agent");
+    const char *exname = ga_executor_info(srv->ex)->name;
+    snprintf(name, sizeof name, "ga-%s", exname ? exname : "agent");
     srv->agent_name = calloc(1, LT_NAME_LEN);
     if (!srv->dir || !srv->agent_name)
         return -ENOMEM;
@@ -442,7 +444,7 @@ static void ga_server__free(struct ga_server *srv)
 
 int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_p)
 {
-    if (!cfg || !cfg->backend || !cfg->executor || !cfg->executor->ops || !srv_p)
+    if (!cfg || !cfg->backend || !cfg->executor || !srv_p)
         return -EINVAL;
     struct ga_server *srv = calloc(1, sizeof(*srv));
     if (!srv)

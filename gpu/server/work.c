@@ -250,7 +250,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
     }
     c->inflight++;
     why = (struct lt_failure){0};
-    rc = srv->ex->ops->submit(srv->ex->ctx, &w, &why);
+    rc = ga_exec_submit(srv->ex, &w, &why);
     if (rc < 0) {
         c->inflight--;
         if (bell)
@@ -264,6 +264,45 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         return;
     }
     c->submits++;
+}
+
+/* The executor's typed verb for wire command @type. */
+static int ga_work__verb(struct ga_executor *ex, uint64_t owner, const void *buf, uint16_t type,
+                         struct ga_server__job *j, struct lt_failure *why)
+{
+    const struct ga_exec_reply r = {.done_cb = ga_work__ctl_done, .arg = j};
+    const struct lt_msg_stream_cmd *sc = buf;
+    const struct lt_msg_event_cmd *ec = buf;
+    switch (type) {
+    case LT_MSG_STREAM_CREATE:
+        return ga_exec_stream_create(ex, owner, sc->flags, &r, why);
+    case LT_MSG_STREAM_VALIDATE:
+        return ga_exec_stream_validate(ex, owner, sc->stream, &r, why);
+    case LT_MSG_STREAM_QUERY:
+        return ga_exec_stream_query(ex, owner, sc->stream, &r, why);
+    case LT_MSG_STREAM_SYNCHRONIZE:
+        return ga_exec_stream_synchronize(ex, owner, sc->stream, &r, why);
+    case LT_MSG_STREAM_DESTROY:
+        return ga_exec_stream_destroy(ex, owner, sc->stream, &r, why);
+    case LT_MSG_EVENT_RECORD:
+        return ga_exec_event_record(ex, owner, ec->stream, ec->event, ec->flags, &r, why);
+    case LT_MSG_EVENT_WAIT:
+        return ga_exec_event_wait(ex, owner, ec->stream, ec->event, &r, why);
+    case LT_MSG_EVENT_QUERY:
+        return ga_exec_event_query(ex, owner, ec->event, &r, why);
+    case LT_MSG_EVENT_SYNCHRONIZE:
+        return ga_exec_event_synchronize(ex, owner, ec->event, &r, why);
+    case LT_MSG_EVENT_DESTROY:
+        return ga_exec_event_destroy(ex, owner, ec->event, &r, why);
+    case LT_MSG_EVENT_ELAPSED:
+        return ga_exec_event_elapsed(ex, owner, ec->event, ec->end, &r, why);
+    case LT_MSG_DEVICE_SYNCHRONIZE:
+        return ga_exec_device_synchronize(ex, owner, &r, why);
+    default: /* unreachable: lt_msg_type_is_ctl admitted it */
+        return lt_failure_set(why, LT_E_WRONG_TYPE, 0,
+                              "%s is not a stream, event or device command",
+                              lt_msg_type_name(type));
+    }
 }
 
 void ga_server__ctl(struct ga_server__conn *c, const void *buf, uint16_t type)
@@ -284,22 +323,10 @@ void ga_server__ctl(struct ga_server__conn *c, const void *buf, uint16_t type)
     j->kind = GA_JOB_CTL;
     j->conn = c;
     j->request_id = rid;
-    struct ga_exec_ctl x = {
-        .type = type, .owner = c->client.value, .done_cb = ga_work__ctl_done, .arg = j};
-    if (type >= LT_MSG_STREAM_CREATE && type <= LT_MSG_STREAM_DESTROY) {
-        const struct lt_msg_stream_cmd *m = buf;
-        x.stream = m->stream;
-        x.flags = m->flags;
-    } else if (type >= LT_MSG_EVENT_RECORD && type <= LT_MSG_EVENT_ELAPSED) {
-        const struct lt_msg_event_cmd *m = buf;
-        x.event = m->event;
-        x.end = m->end;
-        x.stream = m->stream;
-        x.flags = m->flags;
-    }
-    c->inflight++; /* before: the answer may be posted before ctl returns */
+    j->ctl_type = type;
+    c->inflight++; /* before: the answer may be posted before the verb returns */
     struct lt_failure why = {0};
-    int rc = srv->ex->ops->ctl(srv->ex->ctx, &x, &why);
+    int rc = ga_work__verb(srv->ex, c->client.value, buf, type, j, &why);
     if (rc < 0) {
         c->inflight--;
         free(j);
@@ -336,20 +363,20 @@ static void ga_work__ctl_reply(struct ga_server__conn *c, struct ga_server__job 
 {
     const struct ga_exec_ctl_result *x = &j->ctl;
     if (x->status != LT_OK) {
-        ga_server__send_error(c, j->request_id, x->type, x->status, 0, LT_INDEX_NONE, "%s",
+        ga_server__send_error(c, j->request_id, j->ctl_type, x->status, 0, LT_INDEX_NONE, "%s",
                               x->message[0] ? x->message : lt_error_describe(x->status));
         return;
     }
     struct lt_msg_ctl_reply r;
     lt_msg_init(&r, sizeof r, LT_MSG_CTL_REPLY, j->request_id);
-    r.request_type = x->type;
-    if (x->type == LT_MSG_STREAM_QUERY || x->type == LT_MSG_EVENT_QUERY)
+    r.request_type = j->ctl_type;
+    if (j->ctl_type == LT_MSG_STREAM_QUERY || j->ctl_type == LT_MSG_EVENT_QUERY)
         r.ready = x->ready ? 1u : 0u;
-    if (x->type == LT_MSG_STREAM_CREATE)
+    if (j->ctl_type == LT_MSG_STREAM_CREATE)
         r.stream = x->stream;
-    if (x->type == LT_MSG_EVENT_RECORD)
+    if (j->ctl_type == LT_MSG_EVENT_RECORD)
         r.event = x->event;
-    if (x->type == LT_MSG_EVENT_ELAPSED)
+    if (j->ctl_type == LT_MSG_EVENT_ELAPSED)
         r.elapsed_ms_bits = lt_f32_bits_finite(x->elapsed_ms_bits) ? x->elapsed_ms_bits : 0u;
     ga_server__send(c, &r, sizeof r);
 }

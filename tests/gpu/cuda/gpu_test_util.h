@@ -12,7 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu/exec.h"
+#include "base/log.h"
+#include "gpu/exec_cuda.h"
 
 #define CU_OK(call)                                                                                \
     do {                                                                                           \
@@ -49,9 +50,10 @@ static inline void tu_fill_words(uint64_t *w, size_t words, uint64_t seed)
 static char tu_captured[65536];
 static pthread_mutex_t tu_captured_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static inline void tu_capture_sink(void *ctx, int level, const char *line)
+static inline void tu_capture_fn(void *ctx, int level, const char *subsys, const char *line)
 {
     (void)ctx;
+    (void)subsys;
     pthread_mutex_lock(&tu_captured_lock);
     size_t used = strlen(tu_captured);
     if (used > sizeof(tu_captured) * 3 / 4) /* keep the newest lines */
@@ -59,6 +61,11 @@ static inline void tu_capture_sink(void *ctx, int level, const char *line)
     snprintf(tu_captured + used, sizeof(tu_captured) - used, "[%d] %s\n", level, line);
     pthread_mutex_unlock(&tu_captured_lock);
 }
+
+/* The sink every GPU test captures with (ga_device_opts.log, or the
+ * process default). */
+static const struct base_log_sink tu_capture_sink = {.fn = tu_capture_fn,
+                                                     .max_level = BASE_LOG_DEBUG};
 
 static inline void tu_capture_clear(void)
 {
@@ -101,6 +108,21 @@ static inline void tu_sleep_ms(unsigned int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* LEASE_CHECK_MAIN's probe for suites that open the device themselves: a
+ * driver with at least one device, else skip. */
+static inline int tu_cuda_probe(char *why, size_t len)
+{
+    int count = 0;
+    CUresult rc = cuInit(0);
+    if (rc == CUDA_SUCCESS)
+        rc = cuDeviceGetCount(&count);
+    if (rc != CUDA_SUCCESS || count < 1) {
+        snprintf(why, len, "no CUDA device (CUresult %d, %d devices)", (int)rc, count);
+        return 77;
+    }
+    return 0;
 }
 
 #endif /* TESTS_GPU_EXEC_GPU_TEST_UTIL_H */

@@ -10,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "check_main.h"
+#include "gpu_test_util.h"
 #include "device_internal.h"
 #include "gpu/extra_images.h"
 #include "gpu/ga.h"
 #include "kernels/checksum.h"
 #include "kernels/images.h"
-
-#define SKIP 77
 
 #define CU_OK(call)                                                                                \
     do {                                                                                           \
@@ -26,12 +27,15 @@
 
 static char captured[8192];
 
-static void capture_sink(void *ctx, int level, const char *line)
+static void capture_fn(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)subsys;
     (void)ctx;
     size_t used = strlen(captured);
     snprintf(captured + used, sizeof(captured) - used, "[%d] %s\n", level, line);
 }
+
+static struct base_log_sink capture_sink = {.fn = capture_fn, .max_level = BASE_LOG_DEBUG};
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -53,7 +57,7 @@ START_TEST(extra_kernel_loads_and_runs_with_the_embedded_ones)
                                              &count, err, sizeof(err)),
                      0);
     captured[0] = '\0';
-    ga_log_set_sink(capture_sink, NULL);
+    base_log_default_set(&capture_sink);
     struct ga_device *dev = NULL;
     struct ga_device_opts opts = {.ordinal = 0, .images = table, .image_count = count};
     rc = ga_device_open(&opts, &dev);
@@ -92,32 +96,20 @@ START_TEST(extra_kernel_loads_and_runs_with_the_embedded_ones)
     free(back);
     free(host);
     ga_device_close(dev);
-    ga_log_set_sink(NULL, NULL);
+    base_log_default_set(NULL);
     free(table);
     ga_extra_images_free(extra, extra_count);
 }
 END_TEST
 
-int main(void)
+static Suite *ga_extra_images_gpu_suite(void)
 {
-    int devices = 0;
-    CUresult rc = cuInit(0);
-    if (rc == CUDA_SUCCESS)
-        rc = cuDeviceGetCount(&devices);
-    if (rc != CUDA_SUCCESS || devices < 1) {
-        printf("SKIP ga_extra_images_gpu: no CUDA device (CUresult %d, %d devices)\n", (int)rc,
-               devices);
-        return SKIP;
-    }
     Suite *s = suite_create("ga_extra_images_gpu");
     TCase *tc = tcase_create("device");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, extra_kernel_loads_and_runs_with_the_embedded_ones);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+LEASE_CHECK_MAIN(ga_extra_images_gpu_suite, tu_cuda_probe)

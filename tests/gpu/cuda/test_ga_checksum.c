@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "check_main.h"
+#include "gpu_test_util.h"
 #include "gpu/ga.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/images.h"
-
-#define SKIP 77
 
 static struct ga_device *dev;
 
@@ -44,17 +45,20 @@ static void rng_fill(unsigned char *p, size_t n, uint64_t seed)
 /* Log lines captured during a test, to check what a refusal said. */
 static char captured[8192];
 
-static void capture_sink(void *ctx, int level, const char *line)
+static void capture_fn(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)subsys;
     (void)ctx;
     size_t used = strlen(captured);
     snprintf(captured + used, sizeof(captured) - used, "[%d] %s\n", level, line);
 }
 
+static struct base_log_sink capture_sink = {.fn = capture_fn, .max_level = BASE_LOG_DEBUG};
+
 static void device_open(void)
 {
     captured[0] = '\0';
-    ga_log_set_sink(capture_sink, NULL);
+    base_log_default_set(&capture_sink);
     struct ga_device_opts opts = {.ordinal = 0};
     int rc = ga_device_open(&opts, &dev);
     ck_assert_msg(rc == 0, "ga_device_open: %d\n%s", rc, captured);
@@ -65,7 +69,7 @@ static void device_close(void)
 {
     ga_device_close(dev);
     dev = NULL;
-    ga_log_set_sink(NULL, NULL);
+    base_log_default_set(NULL);
 }
 
 /* GPU sums of @len bytes at @addr (a copy of @host) equal the reference. */
@@ -261,10 +265,10 @@ END_TEST
 static void expect_open_refused(const struct ga_device_opts *opts, int want_rc, const char *text)
 {
     captured[0] = '\0';
-    ga_log_set_sink(capture_sink, NULL);
+    base_log_default_set(&capture_sink);
     struct ga_device *d = NULL;
     int rc = ga_device_open(opts, &d);
-    ga_log_set_sink(NULL, NULL);
+    base_log_default_set(NULL);
     if (rc == 0)
         ga_device_close(d);
     ck_assert_msg(rc == want_rc, "rc %d, expected %d\n%s", rc, want_rc, captured);
@@ -336,20 +340,4 @@ static Suite *ga_checksum_suite(void)
     return s;
 }
 
-int main(void)
-{
-    int count = 0;
-    CUresult rc = cuInit(0);
-    if (rc == CUDA_SUCCESS)
-        rc = cuDeviceGetCount(&count);
-    if (rc != CUDA_SUCCESS || count < 1) {
-        printf("SKIP ga_checksum: no CUDA device (CUresult %d, %d devices)\n", (int)rc, count);
-        return SKIP;
-    }
-    SRunner *sr = srunner_create(ga_checksum_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+LEASE_CHECK_MAIN(ga_checksum_suite, tu_cuda_probe)

@@ -1,8 +1,10 @@
 /* ga exec on a real GPU: the pool's moving context under thousands of
- * random calls, the stream and event tables (limits, stale and foreign ids,
- * the default stream, timing), GPU-side event waits, record_allocation
- * holding a lease's release until a copy completes, and dropping a dead
- * client's ids while its work is still queued. Run through gpu_gate. */
+ * random calls on the CUDA stream layer, timing and GPU-side event waits,
+ * record_allocation holding a lease's release until a copy completes; and
+ * the executor front over the CUDA backend: its id tables (limits, stale and
+ * foreign ids, the default stream, timing refusals), record_allocation by
+ * id, and dropping a dead client's ids while its work still completes. Run
+ * through gpu_gate. */
 #include <check.h>
 #include <cuda.h>
 #include <errno.h>
@@ -15,13 +17,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gpu/exec.h"
+#include "check_main.h"
+#include "exec_test_util.h"
+#include "gpu/exec_cuda.h"
+#include "gpu/executor_cuda.h"
+#include "gpu/lease_backend.h"
 #include "gpu_test_util.h"
 #include "kernels/blockhash_ref.h"
-#include "gpu/lease_backend.h"
 #include "lease/lease.h"
-
-#define SKIP 77
 
 static struct ga_device *dev;
 static CUdevice cu_dev;
@@ -38,7 +41,7 @@ struct stress {
     struct ga_streams *streams;
     unsigned char *host; /* pinned: OPS regions in, OPS regions out */
     CUdeviceptr dmem;    /* OPS regions */
-    struct lt_stream_id shared[SHARED];
+    CUstream shared[SHARED];
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int inflight, finished, failed, multi_thread_ops;
@@ -53,12 +56,10 @@ struct op {
     uint64_t seed;
     size_t len;
     int own_stream;
-    struct lt_stream_id stream;
-    struct lt_event_id ev[2];
+    CUstream stream;
+    CUevent ev[2];
     uint32_t workers; /* bit per worker index that ran a step */
 };
-
-#define OWNER 0x5eedULL
 
 static unsigned char *op_in(struct op *o)
 {
@@ -80,8 +81,8 @@ static void op_fail(struct op *o, const char *what, int rc)
     struct stress *st = o->st;
     pthread_mutex_lock(&st->lock);
     if (!st->first_failure[0])
-        snprintf(st->first_failure, sizeof(st->first_failure),
-                 "op %d (kind %d) step %d: %s: rc %d", o->index, o->kind, o->step, what, rc);
+        snprintf(st->first_failure, sizeof(st->first_failure), "op %d (kind %d) step %d: %s: rc %d",
+                 o->index, o->kind, o->step, what, rc);
     pthread_mutex_unlock(&st->lock);
 }
 
@@ -119,14 +120,9 @@ static void op_check_context(struct op *o)
     __atomic_add_fetch(&st->jobs, 1, __ATOMIC_RELAXED);
 }
 
-/* Raw launches on a managed stream go through get/put. */
 static int op_htod(struct op *o)
 {
-    CUstream cs = NULL;
-    OP_TRY(ga_stream_get(o->st->streams, OWNER, o->stream, &cs));
-    CUresult r = cuMemcpyHtoDAsync(op_dev(o), op_in(o), o->len, cs);
-    ga_stream_put(o->st->streams, o->stream);
-    OP_CU(r);
+    OP_CU(cuMemcpyHtoDAsync(op_dev(o), op_in(o), o->len, o->stream));
     return 0;
 }
 
@@ -136,27 +132,23 @@ static int op_copy_step(struct op *o)
     switch (o->step) {
     case 0:
         if (o->own_stream)
-            OP_TRY(ga_stream_create(s, OWNER, &o->stream));
+            OP_TRY(ga_stream_new(s, &o->stream));
         tu_fill(op_in(o), o->len, o->seed);
         return op_htod(o);
-    case 1: {
-        CUstream cs = NULL;
-        OP_TRY(ga_stream_get(s, OWNER, o->stream, &cs));
-        CUresult r = cuMemcpyDtoHAsync(op_out(o), op_dev(o), o->len, cs);
-        ga_stream_put(s, o->stream);
-        OP_CU(r);
-        OP_TRY(ga_event_record(s, OWNER, o->stream, lt_event_id_make(0, 0), 0, &o->ev[0]));
+    case 1:
+        OP_CU(cuMemcpyDtoHAsync(op_out(o), op_dev(o), o->len, o->stream));
+        OP_TRY(ga_event_new(s, 0, &o->ev[0]));
+        OP_TRY(ga_event_record(s, o->ev[0], o->stream));
         return 0;
-    }
     default:
-        OP_TRY(ga_event_synchronize(s, OWNER, o->ev[0]));
+        OP_TRY(ga_event_synchronize(s, o->ev[0]));
         if (memcmp(op_in(o), op_out(o), o->len) != 0) {
             op_fail(o, "round trip differs", -EBADMSG);
             return -EBADMSG;
         }
-        OP_TRY(ga_event_destroy(s, OWNER, o->ev[0]));
+        ga_event_free(s, o->ev[0]);
         if (o->own_stream)
-            OP_TRY(ga_stream_destroy(s, OWNER, o->stream));
+            ga_stream_free(s, o->stream);
         return 0;
     }
 }
@@ -166,7 +158,7 @@ static int op_checksum_step(struct op *o)
     if (o->step == 0) {
         tu_fill(op_in(o), o->len, o->seed);
         OP_TRY(op_htod(o));
-        OP_TRY(ga_stream_synchronize(o->st->streams, OWNER, o->stream));
+        OP_TRY(ga_stream_synchronize(o->st->streams, o->stream));
         return 0;
     }
     uint64_t want[REGION / 1024], got[REGION / 1024];
@@ -183,29 +175,25 @@ static int op_events_step(struct op *o)
 {
     struct ga_streams *s = o->st->streams;
     uint32_t pattern = (uint32_t)o->seed | 1u;
-    struct lt_stream_id other = o->st->shared[o->seed % SHARED];
+    CUstream other = o->st->shared[o->seed % SHARED];
     switch (o->step) {
-    case 0: {
-        OP_TRY(ga_stream_create(s, OWNER, &o->stream));
-        struct lt_event_id none = lt_event_id_make(0, 0);
-        OP_TRY(ga_event_record(s, OWNER, o->stream, none, GA_EVENT_TIMING, &o->ev[0]));
-        CUstream cs = NULL;
-        OP_TRY(ga_stream_get(s, OWNER, o->stream, &cs));
-        CUresult r = cuMemsetD32Async(op_dev(o), pattern, o->len / 4, cs);
-        ga_stream_put(s, o->stream);
-        OP_CU(r);
-        OP_TRY(ga_event_record(s, OWNER, o->stream, none, GA_EVENT_TIMING, &o->ev[1]));
+    case 0:
+        OP_TRY(ga_stream_new(s, &o->stream));
+        OP_TRY(ga_event_new(s, GA_EVENT_TIMING, &o->ev[0]));
+        OP_TRY(ga_event_record(s, o->ev[0], o->stream));
+        OP_CU(cuMemsetD32Async(op_dev(o), pattern, o->len / 4, o->stream));
+        OP_TRY(ga_event_new(s, GA_EVENT_TIMING, &o->ev[1]));
+        OP_TRY(ga_event_record(s, o->ev[1], o->stream));
         return 0;
-    }
     case 1:
-        OP_TRY(ga_event_wait(s, OWNER, other, o->ev[1])); /* GPU-side only */
-        OP_TRY(ga_event_query(s, OWNER, o->ev[0]));
-        OP_TRY(ga_stream_query(s, OWNER, o->stream));
+        OP_TRY(ga_event_wait(s, other, o->ev[1])); /* GPU-side only */
+        OP_TRY(ga_event_query(s, o->ev[0]));
+        OP_TRY(ga_stream_query(s, o->stream));
         return 0;
     default: {
-        OP_TRY(ga_event_synchronize(s, OWNER, o->ev[1]));
+        OP_TRY(ga_event_synchronize(s, o->ev[1]));
         float ms = -1;
-        OP_TRY(ga_event_elapsed(s, OWNER, o->ev[0], o->ev[1], &ms));
+        OP_TRY(ga_event_elapsed(s, o->ev[0], o->ev[1], &ms));
         if (!(ms >= 0)) {
             op_fail(o, "elapsed below 0", -ERANGE);
             return -ERANGE;
@@ -217,9 +205,9 @@ static int op_events_step(struct op *o)
                 op_fail(o, "memset pattern differs", -EBADMSG);
                 return -EBADMSG;
             }
-        OP_TRY(ga_event_destroy(s, OWNER, o->ev[0]));
-        OP_TRY(ga_event_destroy(s, OWNER, o->ev[1]));
-        OP_TRY(ga_stream_destroy(s, OWNER, o->stream));
+        ga_event_free(s, o->ev[0]);
+        ga_event_free(s, o->ev[1]);
+        ga_stream_free(s, o->stream);
         return 0;
     }
     }
@@ -281,13 +269,11 @@ START_TEST(pool_moves_one_primary_context_across_threads_under_random_load)
     pthread_cond_init(&st.cv, NULL);
     struct ga_pool_opts popts = {.threads = POOL_THREADS};
     ck_assert_int_eq(ga_device_pool_create(dev, &popts, &st.pool), 0);
-    struct ga_streams_opts sopts = {.max_streams = WINDOW + SHARED + 8, .max_events = 4 * WINDOW};
-    ck_assert_int_eq(ga_streams_create(dev, &sopts, &st.streams), 0);
+    ck_assert_int_eq(ga_streams_create(dev, &st.streams), 0);
     CU_OK(cuMemHostAlloc((void **)&st.host, (size_t)OPS * 2 * REGION, CU_MEMHOSTALLOC_PORTABLE));
     CU_OK(cuMemAlloc(&st.dmem, (size_t)OPS * REGION));
-    st.shared[0] = lt_stream_id_default();
-    for (int i = 1; i < SHARED; i++)
-        ck_assert_int_eq(ga_stream_create(st.streams, OWNER, &st.shared[i]), 0);
+    for (int i = 0; i < SHARED; i++)
+        ck_assert_int_eq(ga_stream_new(st.streams, &st.shared[i]), 0);
 
     struct op *ops = calloc(OPS, sizeof(*ops));
     ck_assert_ptr_nonnull(ops);
@@ -336,7 +322,7 @@ START_TEST(pool_moves_one_primary_context_across_threads_under_random_load)
     ck_assert_int_gt(st.multi_thread_ops, 0);
     for (int k = 0; k < KINDS; k++)
         ck_assert_uint_gt(st.kinds_done[k], OPS / 5);
-    ck_assert_uint_eq(ss.streams, SHARED - 1); /* every op's own stream was destroyed */
+    ck_assert_uint_eq(ss.streams, SHARED); /* every op's own stream was freed */
     ck_assert_uint_eq(ss.events, 0);
     /* This thread too sees the primary context, still the only one. */
     CUcontext cur = NULL;
@@ -346,6 +332,8 @@ START_TEST(pool_moves_one_primary_context_across_threads_under_random_load)
     ck_assert_int_eq(ga_device_synchronize(dev), 0);
 
     ga_pool_destroy(st.pool);
+    for (int i = 0; i < SHARED; i++)
+        ga_stream_free(st.streams, st.shared[i]);
     ga_streams_destroy(st.streams);
     CU_OK(cuMemFree(st.dmem));
     CU_OK(cuMemFreeHost(st.host));
@@ -355,115 +343,148 @@ START_TEST(pool_moves_one_primary_context_across_threads_under_random_load)
 }
 END_TEST
 
-/* ---- the tables ---- */
+/* ---- the executor front's tables over the CUDA backend ---- */
+
+/* A CUDA executor with @owners registered (0: its defaults for the tables). */
+static struct ga_executor *cuda_front(uint32_t table_streams, uint32_t table_events,
+                                      const uint64_t *owners, int n)
+{
+    struct ga_executor_cuda_opts o = {.table_streams = table_streams, .table_events = table_events};
+    struct ga_executor *ex = NULL;
+    ck_assert_int_eq(ga_executor_cuda_create(dev, &o, &ex), 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(ga_exec_client_add(ex, owners[i]), 0);
+    return ex;
+}
 
 START_TEST(stream_and_event_tables_refuse_past_their_maximum_with_the_numbers)
 {
-    struct ga_streams *s = NULL;
-    struct ga_streams_opts opts = {.max_streams = 4, .max_events = 3};
-    ck_assert_int_eq(ga_streams_create(dev, &opts, &s), 0);
+    static const uint64_t owners[] = {1, 2};
+    struct ga_executor *ex = cuda_front(4, 3, owners, 2);
     struct lt_stream_id ids[5];
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(ga_stream_create(s, 1, &ids[i]), 0);
-    tu_capture_clear();
+        ck_assert_int_eq(et_stream_create(ex, 1, 0, &ids[i]), 0);
     ids[4] = lt_stream_id_make(77, 77);
-    ck_assert_int_eq(ga_stream_create(s, 2, &ids[4]), -EMFILE);
+    ck_assert_int_eq(et_stream_create(ex, 2, 0, &ids[4]), -EMFILE);
     ck_assert(lt_stream_id_eq(ids[4], lt_stream_id_make(77, 77))); /* untouched */
-    ck_assert_msg(tu_logged("stream table full: 4 of max_streams 4 in use"), "%s", tu_captured);
-    ck_assert_int_eq(ga_stream_destroy(s, 1, ids[2]), 0);
-    ck_assert_int_eq(ga_stream_create(s, 2, &ids[4]), 0);
+    ck_assert_msg(strstr(et_why.message, "stream table is full: 4 of 4 in use"), "%s",
+                  et_why.message);
+    ck_assert_int_eq(et_stream_destroy(ex, 1, ids[2]), 0);
+    ck_assert_int_eq(et_stream_create(ex, 2, 0, &ids[4]), 0);
 
     struct lt_event_id ev[4], none = lt_event_id_make(0, 0);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(ga_event_record(s, 1, ids[0], none, 0, &ev[i]), 0);
-    tu_capture_clear();
-    ck_assert_int_eq(ga_event_record(s, 1, ids[0], none, 0, &ev[3]), -EMFILE);
-    ck_assert_msg(tu_logged("event table full: 3 of max_events 3 in use"), "%s", tu_captured);
-    struct ga_streams_stats st;
-    ck_assert_int_eq(ga_streams_stats_get(s, &st), 0);
-    ck_assert_uint_eq(st.streams, 4);
-    ck_assert_uint_eq(st.max_streams, 4);
-    ck_assert_uint_eq(st.events, 3);
-    ck_assert_uint_eq(st.max_events, 3);
-    ga_streams_destroy(s);
-    /* Limits above GA_STREAMS_LIMIT are refused up front. */
-    opts.max_streams = GA_STREAMS_LIMIT + 1;
-    ck_assert_int_eq(ga_streams_create(dev, &opts, &s), -EINVAL);
+        ck_assert_int_eq(et_event_record(ex, 1, ids[0], none, 0, &ev[i]), 0);
+    ck_assert_int_eq(et_event_record(ex, 1, ids[0], none, 0, &ev[3]), -EMFILE);
+    ck_assert_msg(strstr(et_why.message, "event table is full: 3 of 3 in use"), "%s",
+                  et_why.message);
+    struct ga_exec_client_stats st1, st2;
+    ck_assert_int_eq(ga_exec_client_stats(ex, 1, &st1), 0);
+    ck_assert_int_eq(ga_exec_client_stats(ex, 2, &st2), 0);
+    ck_assert_uint_eq(st1.streams + st2.streams, 4);
+    ck_assert_uint_eq(st1.events, 3);
+    ga_executor_destroy(ex);
+    /* Tables above 2^20 are refused up front. */
+    struct ga_executor_cuda_opts o = {.table_streams = (1u << 20) + 1};
+    ck_assert_int_eq(ga_executor_cuda_create(dev, &o, &ex), -EINVAL);
 }
 END_TEST
 
 START_TEST(stale_foreign_and_unknown_ids_are_refused)
 {
-    struct ga_streams *s = NULL;
-    ck_assert_int_eq(ga_streams_create(dev, NULL, &s), 0);
+    static const uint64_t owners[] = {0xa, 0xb};
+    struct ga_executor *ex = cuda_front(0, 0, owners, 2);
     struct lt_stream_id a;
     struct lt_event_id e;
-    ck_assert_int_eq(ga_stream_create(s, 0xa, &a), 0);
-    ck_assert_int_eq(ga_event_record(s, 0xa, a, lt_event_id_make(0, 0), 0, &e), 0);
-    tu_capture_clear();
+    ck_assert_int_eq(et_stream_create(ex, 0xa, 0, &a), 0);
+    ck_assert_int_eq(et_event_record(ex, 0xa, a, lt_event_id_make(0, 0), 0, &e), 0);
     /* Another client: refused everywhere, and a refused destroy destroys nothing. */
-    ck_assert_int_eq(ga_stream_validate(s, 0xb, a), -EPERM);
-    ck_assert_int_eq(ga_stream_query(s, 0xb, a), -EPERM);
-    ck_assert_int_eq(ga_stream_synchronize(s, 0xb, a), -EPERM);
-    ck_assert_int_eq(ga_stream_destroy(s, 0xb, a), -EPERM);
-    ck_assert_int_eq(ga_event_query(s, 0xb, e), -EPERM);
-    ck_assert_int_eq(ga_event_wait(s, 0xb, lt_stream_id_default(), e), -EPERM);
-    ck_assert_int_eq(ga_event_destroy(s, 0xb, e), -EPERM);
-    ck_assert_int_eq(ga_event_record(s, 0xb, a, lt_event_id_make(0, 0), 0, &e), -EPERM);
-    ck_assert_msg(tu_logged("belongs to client 0xa, not to client 0xb"), "%s", tu_captured);
-    ck_assert_int_eq(ga_stream_validate(s, 0xa, a), 0);
-    ck_assert_int_eq(ga_event_synchronize(s, 0xa, e), 0);
-    ck_assert_int_eq(ga_event_query(s, 0xa, e), 1);
-    ck_assert_int_eq(ga_stream_synchronize(s, 0xa, a), 0);
-    ck_assert_int_eq(ga_stream_query(s, 0xa, a), 1);
+    ck_assert_int_eq(et_stream_validate(ex, 0xb, a), -EPERM);
+    ck_assert_msg(strstr(et_why.message, "belongs to another client"), "%s", et_why.message);
+    ck_assert_int_eq(et_stream_query(ex, 0xb, a), -EPERM);
+    ck_assert_int_eq(et_stream_synchronize(ex, 0xb, a), -EPERM);
+    ck_assert_int_eq(et_stream_destroy(ex, 0xb, a), -EPERM);
+    ck_assert_int_eq(et_event_query(ex, 0xb, e), -EPERM);
+    ck_assert_int_eq(et_event_wait(ex, 0xb, lt_stream_id_default(), e), -EPERM);
+    ck_assert_int_eq(et_event_destroy(ex, 0xb, e), -EPERM);
+    ck_assert_int_eq(et_event_record(ex, 0xb, a, lt_event_id_make(0, 0), 0, &e), -EPERM);
+    ck_assert_int_eq(et_stream_validate(ex, 0xa, a), 0);
+    ck_assert_int_eq(et_event_synchronize(ex, 0xa, e), 0);
+    ck_assert_int_eq(et_event_query(ex, 0xa, e), 1);
+    ck_assert_int_eq(et_stream_synchronize(ex, 0xa, a), 0);
+    ck_assert_int_eq(et_stream_query(ex, 0xa, a), 1);
     /* Destroyed: the old generation is stale, for the owner too. */
-    ck_assert_int_eq(ga_stream_destroy(s, 0xa, a), 0);
-    ck_assert_int_eq(ga_event_destroy(s, 0xa, e), 0);
-    tu_capture_clear();
-    ck_assert_int_eq(ga_stream_validate(s, 0xa, a), -ESTALE);
-    ck_assert_int_eq(ga_stream_query(s, 0xa, a), -ESTALE);
-    ck_assert_int_eq(ga_stream_destroy(s, 0xa, a), -ESTALE);
-    ck_assert_int_eq(ga_event_query(s, 0xa, e), -ESTALE);
-    ck_assert_int_eq(ga_event_record(s, 0xa, lt_stream_id_default(), e, 0, &e), -ESTALE);
-    ck_assert_msg(tu_logged("is stale"), "%s", tu_captured);
+    ck_assert_int_eq(et_stream_destroy(ex, 0xa, a), 0);
+    ck_assert_int_eq(et_event_destroy(ex, 0xa, e), 0);
+    ck_assert_int_eq(et_stream_validate(ex, 0xa, a), -ESTALE);
+    ck_assert_msg(strstr(et_why.message, "is stale"), "%s", et_why.message);
+    ck_assert_int_eq(et_stream_query(ex, 0xa, a), -ESTALE);
+    ck_assert_int_eq(et_stream_destroy(ex, 0xa, a), -ESTALE);
+    ck_assert_int_eq(et_event_query(ex, 0xa, e), -ESTALE);
+    ck_assert_int_eq(et_event_record(ex, 0xa, lt_stream_id_default(), e, 0, &e), -ESTALE);
     /* Never issued, out of range, malformed. */
-    ck_assert_int_eq(ga_stream_validate(s, 0xa, lt_stream_id_make(900, 1)), -ENOENT);
-    ck_assert_int_eq(ga_stream_validate(s, 0xa, lt_stream_id_make(GA_STREAMS_LIMIT, 1)), -ENOENT);
-    ck_assert_int_eq(ga_stream_validate(s, 0xa, lt_stream_id_make(3, 0)), -EINVAL);
-    ck_assert_int_eq(ga_event_query(s, 0xa, lt_event_id_make(0, 0)), -EINVAL);
-    ga_streams_destroy(s);
+    ck_assert_int_eq(et_stream_validate(ex, 0xa, lt_stream_id_make(900, 1)), -ENOENT);
+    ck_assert_int_eq(et_stream_validate(ex, 0xa, lt_stream_id_make(1u << 20, 1)), -ENOENT);
+    ck_assert_int_eq(et_stream_validate(ex, 0xa, lt_stream_id_make(3, 0)), -EINVAL);
+    ck_assert_int_eq(et_event_query(ex, 0xa, lt_event_id_make(0, 0)), -EINVAL);
+    ga_executor_destroy(ex);
 }
 END_TEST
 
 START_TEST(default_stream_is_shared_and_cannot_be_destroyed)
 {
-    struct ga_streams *s = NULL;
-    ck_assert_int_eq(ga_streams_create(dev, NULL, &s), 0);
+    static const uint64_t owners[] = {1, 2};
+    struct ga_executor *ex = cuda_front(0, 0, owners, 2);
     struct lt_stream_id d = lt_stream_id_default();
     struct lt_event_id e1, e2;
-    ck_assert_int_eq(ga_stream_validate(s, 1, d), 0);
-    ck_assert_int_eq(ga_stream_validate(s, 2, d), 0);
-    ck_assert_int_eq(ga_event_record(s, 1, d, lt_event_id_make(0, 0), 0, &e1), 0);
-    ck_assert_int_eq(ga_event_record(s, 2, d, lt_event_id_make(0, 0), 0, &e2), 0);
-    ck_assert_int_eq(ga_stream_synchronize(s, 2, d), 0);
-    ck_assert_int_eq(ga_stream_query(s, 1, d), 1);
-    ck_assert_int_eq(ga_event_query(s, 1, e1), 1);
-    tu_capture_clear();
-    ck_assert_int_eq(ga_stream_destroy(s, 1, d), -EINVAL);
-    ck_assert_msg(tu_logged("is the default stream"), "%s", tu_captured);
-    ck_assert_int_eq(ga_stream_query(s, 2, d), 1);
-    ga_streams_destroy(s);
+    ck_assert_int_eq(et_stream_validate(ex, 1, d), 0);
+    ck_assert_int_eq(et_stream_validate(ex, 2, d), 0);
+    ck_assert_int_eq(et_event_record(ex, 1, d, lt_event_id_make(0, 0), 0, &e1), 0);
+    ck_assert_int_eq(et_event_record(ex, 2, d, lt_event_id_make(0, 0), 0, &e2), 0);
+    ck_assert_int_eq(et_stream_synchronize(ex, 2, d), 0);
+    ck_assert_int_eq(et_stream_query(ex, 1, d), 1);
+    ck_assert_int_eq(et_event_query(ex, 1, e1), 1);
+    ck_assert_int_eq(et_stream_destroy(ex, 1, d), -EINVAL);
+    ck_assert_msg(strstr(et_why.message, "default stream"), "%s", et_why.message);
+    ck_assert_int_eq(et_stream_query(ex, 2, d), 1);
+    ga_executor_destroy(ex);
 }
 END_TEST
 
-/* Queues a doorbell wait on @id with nothing after it: the stream's later
+START_TEST(untimed_events_are_refused_for_elapsed_time)
+{
+    static const uint64_t owners[] = {5};
+    struct ga_executor *ex = cuda_front(0, 0, owners, 1);
+    struct lt_stream_id a;
+    ck_assert_int_eq(et_stream_create(ex, 5, 0, &a), 0);
+    struct lt_event_id t0, t1, u0, u1, none = lt_event_id_make(0, 0);
+    ck_assert_int_eq(et_event_record(ex, 5, a, none, LT_EVENT_F_TIMING, &t0), 0);
+    ck_assert_int_eq(et_event_record(ex, 5, a, none, 0, &u0), 0);
+    ck_assert_int_eq(et_event_record(ex, 5, a, none, LT_EVENT_F_TIMING, &t1), 0);
+    ck_assert_int_eq(et_event_record(ex, 5, a, none, 0, &u1), 0);
+    ck_assert_int_eq(et_event_synchronize(ex, 5, t1), 0);
+    float ms = -1, keep = 123.0f;
+    ck_assert_int_eq(et_event_elapsed(ex, 5, t0, t1, &ms), 0);
+    ck_assert_msg(ms >= 0.0f && ms < 10000.0f, "elapsed %f ms", ms);
+    ck_assert_int_eq(et_event_elapsed(ex, 5, u0, u1, &keep), -EINVAL);
+    ck_assert_int_eq(et_event_elapsed(ex, 5, t0, u1, &keep), -EINVAL);
+    ck_assert(keep == 123.0f);
+    ck_assert_msg(strstr(et_why.message, "created with TIMING"), "%s", et_why.message);
+    /* A non-timing event cannot be re-recorded as a timing one. */
+    ck_assert_int_eq(et_event_record(ex, 5, a, u0, LT_EVENT_F_TIMING, &u0), -EINVAL);
+    ck_assert_int_eq(et_event_record(ex, 5, a, none, 0x10, &u0), -EINVAL);
+    ga_executor_destroy(ex);
+}
+END_TEST
+
+/* Queues a doorbell wait on @st with nothing after it: the stream's later
  * work holds until *gate >= seq. */
-static void gate_queue(struct ga_streams *s, uint64_t owner, struct lt_stream_id id,
-                       uint64_t gate_dev, uint64_t seq, ga_stream_work_fn work, void *work_arg)
+static void gate_queue(struct ga_streams *s, CUstream st, uint64_t gate_dev, uint64_t seq,
+                       ga_stream_work_fn work, void *work_arg)
 {
     struct ga_doorbell_req req = {
         .bell_dev = gate_dev, .seq = seq, .work = work, .work_arg = work_arg};
-    ck_assert_int_eq(ga_doorbell_queue(s, owner, id, &req), 0);
+    ck_assert_int_eq(ga_doorbell_queue(s, st, &req), 0);
 }
 
 struct host_word {
@@ -473,61 +494,56 @@ struct host_word {
 
 static void host_word_alloc(struct host_word *w, uint64_t initial)
 {
-    CU_OK(cuMemHostAlloc((void **)&w->host, 64, CU_MEMHOSTALLOC_DEVICEMAP |
-                                                    CU_MEMHOSTALLOC_PORTABLE));
+    CU_OK(cuMemHostAlloc((void **)&w->host, 64,
+                         CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
     *w->host = initial;
     CU_OK(cuMemHostGetDevicePointer(&w->dev, w->host, 0));
 }
 
-START_TEST(timed_region_has_positive_elapsed_and_untimed_events_are_refused)
+START_TEST(timed_region_has_positive_elapsed_and_unfinished_events_are_refused)
 {
     struct ga_streams *s = NULL;
-    ck_assert_int_eq(ga_streams_create(dev, NULL, &s), 0);
-    struct lt_stream_id a;
-    ck_assert_int_eq(ga_stream_create(s, 5, &a), 0);
+    ck_assert_int_eq(ga_streams_create(dev, &s), 0);
+    CUstream a = NULL;
+    ck_assert_int_eq(ga_stream_new(s, &a), 0);
     CUdeviceptr d = 0;
     const size_t n = 256u << 20;
     CU_OK(cuMemAlloc(&d, n));
-    struct lt_event_id t0, t1, u0, u1, none = lt_event_id_make(0, 0);
-    ck_assert_int_eq(ga_event_record(s, 5, a, none, GA_EVENT_TIMING, &t0), 0);
-    ck_assert_int_eq(ga_event_record(s, 5, a, none, 0, &u0), 0);
-    CUstream cs = NULL;
-    ck_assert_int_eq(ga_stream_get(s, 5, a, &cs), 0);
+    CUevent t0, t1;
+    ck_assert_int_eq(ga_event_new(s, GA_EVENT_TIMING, &t0), 0);
+    ck_assert_int_eq(ga_event_new(s, GA_EVENT_TIMING, &t1), 0);
+    ck_assert_int_eq(ga_event_record(s, t0, a), 0);
     for (int i = 0; i < 8; i++)
-        CU_OK(cuMemsetD32Async(d, 0x01020304u + (unsigned)i, n / 4, cs));
-    ga_stream_put(s, a);
-    ck_assert_int_eq(ga_event_record(s, 5, a, none, GA_EVENT_TIMING, &t1), 0);
-    ck_assert_int_eq(ga_event_record(s, 5, a, none, 0, &u1), 0);
-    ck_assert_int_eq(ga_event_synchronize(s, 5, t1), 0);
+        CU_OK(cuMemsetD32Async(d, 0x01020304u + (unsigned)i, n / 4, a));
+    ck_assert_int_eq(ga_event_record(s, t1, a), 0);
+    ck_assert_int_eq(ga_event_synchronize(s, t1), 0);
     float ms = -1;
-    ck_assert_int_eq(ga_event_elapsed(s, 5, t0, t1, &ms), 0);
+    ck_assert_int_eq(ga_event_elapsed(s, t0, t1, &ms), 0);
     printf("timed region: 8 memsets of 256 MiB took %.3f ms\n", ms);
     ck_assert_msg(ms > 0.0f && ms < 10000.0f, "elapsed %f ms", ms);
-    tu_capture_clear();
-    float keep = 123.0f;
-    ck_assert_int_eq(ga_event_elapsed(s, 5, u0, u1, &keep), -EINVAL);
-    ck_assert_int_eq(ga_event_elapsed(s, 5, t0, u1, &keep), -EINVAL);
-    ck_assert(keep == 123.0f);
-    ck_assert_msg(tu_logged("recorded without GA_EVENT_TIMING"), "%s", tu_captured);
-    /* A non-timing event cannot be re-recorded as a timing one. */
-    ck_assert_int_eq(ga_event_record(s, 5, a, u0, GA_EVENT_TIMING, &u0), -EINVAL);
-    ck_assert_int_eq(ga_event_record(s, 5, a, none, 0x10, &u0), -EINVAL);
+    /* Unknown flags are refused before anything is made. */
+    CUevent bad = NULL;
+    ck_assert_int_eq(ga_event_new(s, 0x10, &bad), -EINVAL);
+    ck_assert_ptr_null(bad);
 
     /* Re-recording behind a closed gate: elapsed is refused until complete. */
     struct host_word gate;
     host_word_alloc(&gate, 0);
-    gate_queue(s, 5, a, gate.dev, 1, NULL, NULL);
-    struct lt_event_id again;
-    ck_assert_int_eq(ga_event_record(s, 5, a, t1, GA_EVENT_TIMING, &again), 0);
-    ck_assert(lt_event_id_eq(again, t1));
-    ck_assert_int_eq(ga_event_query(s, 5, t1), 0);
+    gate_queue(s, a, gate.dev, 1, NULL, NULL);
+    ck_assert_int_eq(ga_event_record(s, t1, a), 0);
+    ck_assert_int_eq(ga_event_query(s, t1), 0);
     tu_capture_clear();
-    ck_assert_int_eq(ga_event_elapsed(s, 5, t0, t1, &keep), -EAGAIN);
+    float keep = 123.0f;
+    ck_assert_int_eq(ga_event_elapsed(s, t0, t1, &keep), -EAGAIN);
+    ck_assert(keep == 123.0f);
     ck_assert_msg(tu_logged("has not completed yet"), "%s", tu_captured);
     ga_doorbell_ring(gate.host, 1);
-    ck_assert_int_eq(ga_event_synchronize(s, 5, t1), 0);
-    ck_assert_int_eq(ga_event_elapsed(s, 5, t0, t1, &keep), 0);
+    ck_assert_int_eq(ga_event_synchronize(s, t1), 0);
+    ck_assert_int_eq(ga_event_elapsed(s, t0, t1, &keep), 0);
     ck_assert_msg(keep >= ms, "re-recorded end %f ms before the first end %f ms", keep, ms);
+    ga_event_free(s, t0);
+    ga_event_free(s, t1);
+    ga_stream_free(s, a);
     ga_streams_destroy(s);
     CU_OK(cuMemFree(d));
     CU_OK(cuMemFreeHost(gate.host));
@@ -537,30 +553,34 @@ END_TEST
 START_TEST(event_wait_holds_another_stream_on_the_gpu_not_the_host)
 {
     struct ga_streams *s = NULL;
-    ck_assert_int_eq(ga_streams_create(dev, NULL, &s), 0);
-    struct lt_stream_id a, b;
-    ck_assert_int_eq(ga_stream_create(s, 9, &a), 0);
-    ck_assert_int_eq(ga_stream_create(s, 9, &b), 0);
+    ck_assert_int_eq(ga_streams_create(dev, &s), 0);
+    CUstream a = NULL, b = NULL;
+    ck_assert_int_eq(ga_stream_new(s, &a), 0);
+    ck_assert_int_eq(ga_stream_new(s, &b), 0);
     struct host_word gate, done;
     host_word_alloc(&gate, 0x1000);
     host_word_alloc(&done, 0);
-    gate_queue(s, 9, a, gate.dev, 0x1007, NULL, NULL);
-    struct lt_event_id ea;
-    ck_assert_int_eq(ga_event_record(s, 9, a, lt_event_id_make(0, 0), 0, &ea), 0);
+    gate_queue(s, a, gate.dev, 0x1007, NULL, NULL);
+    CUevent ea = NULL;
+    ck_assert_int_eq(ga_event_new(s, 0, &ea), 0);
+    ck_assert_int_eq(ga_event_record(s, ea, a), 0);
     uint64_t t0 = tu_now_ns();
-    ck_assert_int_eq(ga_event_wait(s, 9, b, ea), 0);
-    ck_assert_int_eq(ga_doorbell_signal(s, 9, b, done.dev, 0xabcdef42ULL), 0);
+    ck_assert_int_eq(ga_event_wait(s, b, ea), 0);
+    ck_assert_int_eq(ga_doorbell_signal(s, b, done.dev, 0xabcdef42ULL), 0);
     ck_assert_uint_lt(tu_now_ns() - t0, 500ull * 1000000); /* the host did not wait */
     tu_sleep_ms(50);
     ck_assert_uint_eq(ga_doorbell_peek(done.host), 0);
-    ck_assert_int_eq(ga_stream_query(s, 9, b), 0);
+    ck_assert_int_eq(ga_stream_query(s, b), 0);
     ga_doorbell_ring(gate.host, 0x1006); /* below seq: still closed */
     tu_sleep_ms(20);
     ck_assert_uint_eq(ga_doorbell_peek(done.host), 0);
     ga_doorbell_ring(gate.host, 0x1007);
     ck_assert(tu_wait_word(done.host, 0xabcdef42ULL, 5000));
     ck_assert_uint_eq(ga_doorbell_peek(done.host), 0xabcdef42ULL);
-    ck_assert_int_eq(ga_stream_synchronize(s, 9, b), 0);
+    ck_assert_int_eq(ga_stream_synchronize(s, b), 0);
+    ga_event_free(s, ea);
+    ga_stream_free(s, a);
+    ga_stream_free(s, b);
     ga_streams_destroy(s);
     CU_OK(cuMemFreeHost(gate.host));
     CU_OK(cuMemFreeHost(done.host));
@@ -577,18 +597,19 @@ struct lease_fx {
     struct lease_backend backend;
     struct lease_service *svc;
     struct lease_client_id client; /* in the lease service */
-    uint64_t owner;                /* the same client as the streams' owner: client.value */
+    uint64_t owner;                /* the same client as the executor's owner: client.value */
     struct lt_segment_id seg;
     struct lt_lease_id lease, lease2;
-    uint64_t *host; /* the leased range in this process */
+    uint64_t *host;  /* the leased range in this process */
+    uint64_t *host2; /* lease2's */
     struct ga_streams *streams;
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int completed; /* on_release_complete calls */
     uint64_t completed_lease;
     int event_done_at_complete;
-    struct lt_event_id copy_done; /* recorded after the copy */
-    int overwrite;                /* the callback stores pattern B at once */
+    CUevent copy_done; /* recorded after the copy; NULL: none */
+    int overwrite;     /* the callback stores pattern B at once */
 };
 
 static void on_release_complete(void *arg, struct lease_client_id client, struct lt_lease_id lease)
@@ -597,9 +618,7 @@ static void on_release_complete(void *arg, struct lease_client_id client, struct
     (void)client;
     /* The lease is free: the daemon may reuse the bytes now. Prove the copy
      * was done by then, then reuse them. */
-    int q = lt_event_id_is_null(fx->copy_done)
-                ? -1
-                : ga_event_query(fx->streams, fx->owner, fx->copy_done);
+    int q = fx->copy_done ? ga_event_query(fx->streams, fx->copy_done) : -1;
     if (fx->overwrite)
         tu_fill_words(fx->host, LEASE_BYTES / 8, 0xbbbbbbbbULL);
     pthread_mutex_lock(&fx->lock);
@@ -662,7 +681,8 @@ static void lease_fx_setup(struct lease_fx *fx, uint64_t pattern_seed)
     fx->lease = res[0].lease;
     fx->lease2 = res[1].lease;
     fx->host = res[0].host_addr;
-    ck_assert_int_eq(ga_streams_create(dev, NULL, &fx->streams), 0);
+    fx->host2 = res[1].host_addr;
+    ck_assert_int_eq(ga_streams_create(dev, &fx->streams), 0);
 }
 
 static void lease_fx_teardown(struct lease_fx *fx)
@@ -702,14 +722,16 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
     CU_OK(cuMemsetD8(d, 0, LEASE_BYTES));
     struct host_word gate;
     host_word_alloc(&gate, 0);
-    struct lt_stream_id a;
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner, &a), 0);
+    CUstream a = NULL;
+    ck_assert_int_eq(ga_stream_new(fx.streams, &a), 0);
 
     /* gate -> copy of the leased bytes -> event, then record_allocation. */
     struct copy_args c = {.dst = d, .src = fx.host, .len = LEASE_BYTES};
-    gate_queue(fx.streams, fx.owner, a, gate.dev, 1, copy_work, &c);
-    ck_assert_int_eq(
-        ga_event_record(fx.streams, fx.owner, a, lt_event_id_make(0, 0), 0, &fx.copy_done), 0);
+    gate_queue(fx.streams, a, gate.dev, 1, copy_work, &c);
+    CUevent done_ev = NULL;
+    ck_assert_int_eq(ga_event_new(fx.streams, 0, &done_ev), 0);
+    ck_assert_int_eq(ga_event_record(fx.streams, done_ev, a), 0);
+    fx.copy_done = done_ev;
     fx.overwrite = 1;
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease), 0);
 
@@ -722,13 +744,13 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
     ck_assert_uint_eq(info.pending_work, 1);
     tu_sleep_ms(50);
     ck_assert_int_eq(wait_completed(&fx, 1, 0), 0); /* the copy cannot have run */
-    ck_assert_int_eq(ga_stream_query(fx.streams, fx.owner, a), 0);
+    ck_assert_int_eq(ga_stream_query(fx.streams, a), 0);
 
     ga_doorbell_ring(gate.host, 1);
     ck_assert_int_eq(wait_completed(&fx, 1, 10000), 1);
     ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease));
     ck_assert_int_eq(fx.event_done_at_complete, 1);
-    ck_assert_int_eq(ga_stream_synchronize(fx.streams, fx.owner, a), 0);
+    ck_assert_int_eq(ga_stream_synchronize(fx.streams, a), 0);
     /* The callback overwrote the bytes after the release completed; the GPU
      * copy holds every block of the first pattern and none of the second. */
     ck_assert_int_eq(ga_checksum_compute(dev, d, LEASE_BYTES, SUM_BLOCK, got), (int)SUM_BLOCKS);
@@ -741,26 +763,27 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
     ck_assert_uint_eq(ss.completions_run, 1);
     ck_assert_uint_eq(ss.completions_pending, 0);
 
-    /* Refusals: a released lease, another client's stream; no pin is left. */
+    /* Refusals: a released lease; no pin is left. */
     tu_capture_clear();
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease),
                      -EALREADY);
-    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc,
-                                                 (struct lease_client_id){fx.owner + 1}, fx.lease2),
-                     -EPERM);
     ck_assert_msg(tu_logged("record_allocation"), "%s", tu_captured);
     ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease2, &info, NULL), 0);
     ck_assert_uint_eq(info.pending_work, 0);
-    /* On the default stream with nothing queued it completes at once. */
-    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, lt_stream_id_default(), fx.svc,
-                                                 fx.client, fx.lease2),
+    /* On a stream with nothing queued it completes at once. */
+    CUstream idle = NULL;
+    ck_assert_int_eq(ga_stream_new(fx.streams, &idle), 0);
+    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, idle, fx.svc, fx.client, fx.lease2),
                      0);
     fx.overwrite = 0;
-    fx.copy_done = lt_event_id_make(0, 0);
+    fx.copy_done = NULL;
     ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rr, NULL), 1);
     ck_assert_int_eq(wait_completed(&fx, 2, 10000), 2);
     ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease2));
 
+    ga_event_free(fx.streams, done_ev);
+    ga_stream_free(fx.streams, a);
+    ga_stream_free(fx.streams, idle);
     lease_fx_teardown(&fx);
     CU_OK(cuMemFree(d));
     CU_OK(cuMemFreeHost(gate.host));
@@ -769,51 +792,77 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
 }
 END_TEST
 
+static void on_work(void *arg, const struct ga_exec_result *res)
+{
+    __atomic_store_n((uint32_t *)arg, res->status, __ATOMIC_RELEASE);
+}
+
 START_TEST(drop_owner_retires_ids_at_once_and_work_still_completes)
 {
     static struct lease_fx fx;
     lease_fx_setup(&fx, 0x12345678ULL);
-    CUdeviceptr d = 0;
-    CU_OK(cuMemAlloc(&d, 1 << 20));
+    const uint64_t owners[] = {fx.owner, fx.owner + 1};
+    struct ga_executor *ex = cuda_front(0, 0, owners, 2);
     struct host_word gate;
     host_word_alloc(&gate, 0);
     struct lt_stream_id a, other;
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner, &a), 0);
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner + 1, &other), 0);
-    struct copy_args c = {.dst = d, .src = fx.host, .len = 1 << 20};
-    gate_queue(fx.streams, fx.owner, a, gate.dev, 42, copy_work, &c);
-    struct lt_event_id ev;
-    ck_assert_int_eq(ga_event_record(fx.streams, fx.owner, a, lt_event_id_make(0, 0), 0, &ev),
-                     0);
-    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease2), 0);
+    ck_assert_int_eq(et_stream_create(ex, fx.owner, 0, &a), 0);
+    ck_assert_int_eq(et_stream_create(ex, fx.owner + 1, 0, &other), 0);
 
-    /* The client died: its ids go now, its queued work does not. */
-    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.owner), 2);
+    /* By id: another client's stream is refused and leaves no pin; on the
+     * default stream with nothing queued it completes at once. */
     tu_capture_clear();
-    ck_assert_int_eq(ga_stream_query(fx.streams, fx.owner, a), -ESTALE);
-    ck_assert_int_eq(ga_event_query(fx.streams, fx.owner, ev), -ESTALE);
-    ck_assert_int_eq(ga_stream_validate(fx.streams, fx.owner + 1, other), 0);
-    struct ga_streams_stats ss;
-    ck_assert_int_eq(ga_streams_stats_get(fx.streams, &ss), 0);
-    ck_assert_uint_eq(ss.streams, 1);
-    ck_assert_uint_eq(ss.events, 0);
-    ck_assert_uint_eq(ss.completions_pending, 1);
-
+    struct lt_failure why;
+    ck_assert_int_eq(ga_exec_record_allocation(ex, other, fx.svc, fx.client, fx.lease2, &why),
+                     -EPERM);
+    ck_assert_uint_eq(why.code, LT_E_NOT_OWNER);
+    ck_assert_msg(tu_logged("record_allocation"), "%s", tu_captured);
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease2, &info, NULL), 0);
+    ck_assert_uint_eq(info.pending_work, 0);
+    ck_assert_int_eq(
+        ga_exec_record_allocation(ex, lt_stream_id_default(), fx.svc, fx.client, fx.lease, &why),
+        0);
     struct lease_release_result rr = {.rc = 1};
+    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease, &rr, NULL), 1);
+    ck_assert_int_eq(wait_completed(&fx, 1, 10000), 1);
+
+    /* gate -> copy of lease2's bytes on a, an event, record_allocation. */
+    uint32_t status = 0xffff;
+    struct ga_exec_work w = {.owner = fx.owner,
+                             .stream = a,
+                             .op = LT_OP_COPY_H2D,
+                             .host = (unsigned char *)fx.host2,
+                             .length = 1 << 20,
+                             .mem_class = LT_CLASS_PINNED,
+                             .bell = {.host = gate.host, .dev = gate.dev, .seq = 42},
+                             .done_cb = on_work,
+                             .arg = &status};
+    w.args.copy = (struct lt_op_copy_h2d){.offset = 0, .length = 1 << 20};
+    ck_assert_int_eq(ga_exec_submit(ex, &w, &why), 0);
+    struct lt_event_id ev;
+    ck_assert_int_eq(et_event_record(ex, fx.owner, a, lt_event_id_make(0, 0), 0, &ev), 0);
+    ck_assert_int_eq(ga_exec_record_allocation(ex, a, fx.svc, fx.client, fx.lease2, &why), 0);
+    ck_assert_int_eq(et_stream_query(ex, fx.owner, a), 0); /* issued, held by the gate */
     ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rr, NULL), 1);
     tu_sleep_ms(50);
-    ck_assert_int_eq(wait_completed(&fx, 1, 0), 0);
-    ga_doorbell_ring(gate.host, 42);
-    ck_assert_int_eq(wait_completed(&fx, 1, 10000), 1);
+    ck_assert_int_eq(wait_completed(&fx, 2, 0), 1); /* the copy holds the release */
+
+    /* The client died: its ids go now; its queued work is answered as
+     * cancelled once the GPU passed it (the agent rings its bells). */
+    ga_exec_client_drop(ex, fx.owner);
+    ck_assert_int_lt(et_stream_query(ex, fx.owner, a), 0);
+    ck_assert_int_lt(et_event_query(ex, fx.owner, ev), 0);
+    ck_assert_int_eq(et_stream_validate(ex, fx.owner + 1, other), 0);
+    ck_assert_int_eq(wait_completed(&fx, 2, 10000), 2);
     ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease2));
-    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.owner), 0);
+    ck_assert_uint_eq(__atomic_load_n(&status, __ATOMIC_ACQUIRE), LT_E_SHUTTING_DOWN);
+    char line[2048];
+    ck_assert_int_gt(ga_exec_stats_format(ex, line, sizeof line), 0);
+    ck_assert_msg(strstr(line, "clients=1 streams=1 events=0"), "%s", line);
+    ga_executor_destroy(ex);
     ck_assert_int_eq(ga_device_synchronize(dev), 0);
-    /* The copy ran from the leased bytes. */
-    uint64_t back[16];
-    CU_OK(cuMemcpyDtoH(back, d, sizeof(back)));
-    ck_assert_int_eq(memcmp(back, fx.host, sizeof(back)), 0);
     lease_fx_teardown(&fx);
-    CU_OK(cuMemFree(d));
     CU_OK(cuMemFreeHost(gate.host));
 }
 END_TEST
@@ -850,12 +899,16 @@ static Suite *exec_suite(void)
     tcase_add_test(pool, pool_moves_one_primary_context_across_threads_under_random_load);
     tcase_set_timeout(pool, 120);
     suite_add_tcase(s, pool);
+    TCase *streams = tcase_create("streams");
+    tcase_add_test(streams, timed_region_has_positive_elapsed_and_unfinished_events_are_refused);
+    tcase_add_test(streams, event_wait_holds_another_stream_on_the_gpu_not_the_host);
+    tcase_set_timeout(streams, 60);
+    suite_add_tcase(s, streams);
     TCase *ids = tcase_create("ids");
     tcase_add_test(ids, stream_and_event_tables_refuse_past_their_maximum_with_the_numbers);
     tcase_add_test(ids, stale_foreign_and_unknown_ids_are_refused);
     tcase_add_test(ids, default_stream_is_shared_and_cannot_be_destroyed);
-    tcase_add_test(ids, timed_region_has_positive_elapsed_and_untimed_events_are_refused);
-    tcase_add_test(ids, event_wait_holds_another_stream_on_the_gpu_not_the_host);
+    tcase_add_test(ids, untimed_events_are_refused_for_elapsed_time);
     tcase_set_timeout(ids, 60);
     suite_add_tcase(s, ids);
     TCase *lease = tcase_create("record_allocation");
@@ -866,36 +919,38 @@ static Suite *exec_suite(void)
     return s;
 }
 
-int main(void)
+static int open_device(char *why, size_t len)
 {
-    ga_log_set_sink(tu_capture_sink, NULL);
+    base_log_default_set(&tu_capture_sink);
     struct ga_device_opts opts = {.ordinal = 0};
     int rc = ga_device_open(&opts, &dev);
     if (rc == -ENODEV) {
-        printf("SKIP ga_exec_gpu: no usable CUDA device\n%s", tu_captured);
-        return SKIP;
+        snprintf(why, len, "no usable CUDA device\n%s", tu_captured);
+        return LEASE_CHECK_SKIP;
     }
     if (rc < 0) {
-        printf("ga_device_open failed: %d\n%s", rc, tu_captured);
-        return EXIT_FAILURE;
+        snprintf(why, len, "ga_device_open failed: %d\n%s", rc, tu_captured);
+        return -1;
     }
     if (ga_doorbell_check(dev) < 0) {
-        printf("SKIP ga_exec_gpu: the gates these tests use need stream memory operations\n%s",
-               tu_captured);
+        snprintf(why, len, "the gates these tests use need stream memory operations\n%s",
+                 tu_captured);
         ga_device_close(dev);
-        return SKIP;
+        return LEASE_CHECK_SKIP;
     }
     if (cuCtxGetCurrent(&primary) != CUDA_SUCCESS || cuCtxGetId(primary, &primary_id) ||
         cuCtxGetDevice(&cu_dev) != CUDA_SUCCESS) {
-        printf("cannot read the primary context\n");
-        return EXIT_FAILURE;
+        snprintf(why, len, "cannot read the primary context");
+        return -1;
     }
-    SRunner *sr = srunner_create(exec_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    ga_device_close(dev);
-    ga_log_set_sink(NULL, NULL);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return 0;
 }
+
+static void close_device(int failed)
+{
+    (void)failed;
+    ga_device_close(dev);
+    base_log_default_set(NULL);
+}
+
+LEASE_CHECK_MAIN_DONE(exec_suite, open_device, close_device)

@@ -113,9 +113,10 @@ struct capture {
     char line[512];
 };
 
-static void capture_sink(void *ctx, int level, const char *line)
+static void capture_fn(void *ctx, int level, const char *subsys, const char *line)
 {
     struct capture *c = ctx;
+    ck_assert_str_eq(subsys, "cuda");
     c->calls++;
     c->level = level;
     snprintf(c->line, sizeof(c->line), "%s", line);
@@ -124,12 +125,13 @@ static void capture_sink(void *ctx, int level, const char *line)
 START_TEST(log_lines_reach_the_installed_sink)
 {
     struct capture c = {0};
-    ga_log_set_sink(capture_sink, &c);
+    struct base_log_sink sink = {.fn = capture_fn, .ctx = &c, .max_level = BASE_LOG_DEBUG};
+    ga__log_sink_set(&sink);
     ga__warn("pin budget %d of %d", 3, 4);
     ck_assert_int_eq(c.calls, 1);
-    ck_assert_int_eq(c.level, GA_LOG_WARN);
+    ck_assert_int_eq(c.level, BASE_LOG_WARN);
     ck_assert_str_eq(c.line, "pin budget 3 of 4");
-    ga_log_set_sink(NULL, NULL);
+    ga__log_sink_set(NULL);
     ga__info("to stderr, not the sink");
     ck_assert_int_eq(c.calls, 1);
 }

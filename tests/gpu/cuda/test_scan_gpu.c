@@ -12,13 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "check_main.h"
+#include "gpu_test_util.h"
 #include "gpu/ga.h"
 #include "gpu/scan.h"
 #include "kernels/scan.h"
 #include "kernels/scan_ref.h"
 #include "scan_test_util.h"
 
-#define SKIP 77
 /* Normwise relative error of the scores against f64 (METHOD.md): f32 sums
  * of exact f32 products land far below this. */
 #define REL_ERR_MAX 1e-5
@@ -33,18 +35,21 @@ static double worst_rel_err;
         ck_assert_msg(cu_ok_rc == CUDA_SUCCESS, "%s -> CUresult %d", #call, (int)cu_ok_rc);        \
     } while (0)
 
-static void capture_sink(void *ctx, int level, const char *line)
+static void capture_fn(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)subsys;
     (void)ctx;
     size_t used = strlen(captured);
     if (used + 1 < sizeof(captured))
         snprintf(captured + used, sizeof(captured) - used, "[%d] %s\n", level, line);
 }
 
+static struct base_log_sink capture_sink = {.fn = capture_fn, .max_level = BASE_LOG_DEBUG};
+
 static void device_open(void)
 {
     captured[0] = '\0';
-    ga_log_set_sink(capture_sink, NULL);
+    base_log_default_set(&capture_sink);
     struct ga_device_opts opts = {.ordinal = 0};
     int rc = ga_device_open(&opts, &dev);
     ck_assert_msg(rc == 0, "ga_device_open: %d\n%s", rc, captured);
@@ -55,7 +60,7 @@ static void device_close(void)
 {
     ga_device_close(dev);
     dev = NULL;
-    ga_log_set_sink(NULL, NULL);
+    base_log_default_set(NULL);
 }
 
 enum mem { MEM_DEVICE, MEM_MAPPED, MEM_REGISTERED };
@@ -546,22 +551,11 @@ static Suite *ga_scan_suite(void)
     return s;
 }
 
-int main(void)
+static void report(int failed)
 {
-    int count = 0;
-    CUresult rc = cuInit(0);
-    if (rc == CUDA_SUCCESS)
-        rc = cuDeviceGetCount(&count);
-    if (rc != CUDA_SUCCESS || count < 1) {
-        printf("SKIP ga_scan: no CUDA device (CUresult %d, %d devices)\n", (int)rc, count);
-        return SKIP;
-    }
-    SRunner *sr = srunner_create(ga_scan_suite());
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    (void)failed;
     printf("ga_scan: worst normwise relative error of the scores %.3g (limit %.0e)\n",
            worst_rel_err, REL_ERR_MAX);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+LEASE_CHECK_MAIN_DONE(ga_scan_suite, tu_cuda_probe, report)

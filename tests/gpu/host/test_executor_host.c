@@ -1,6 +1,6 @@
-/* The host executor behind struct ga_executor_ops: the C reference kernels
- * on worker threads, streams as FIFOs, events, doorbells, done words,
- * cancellation on client drop and shutdown, and managed ids. */
+/* The host backend behind the executor front's typed verbs: the C reference
+ * kernels on worker threads, streams as FIFOs, events, doorbells, done
+ * words, cancellation on client drop and shutdown, and managed ids. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +23,7 @@
 struct rec_ev {
     int kind; /* 1 work, 2 ctl */
     uint64_t tag;
+    uint16_t type; /* ctl: the command answered */
     struct ga_exec_result w;
     struct ga_exec_ctl_result c;
 };
@@ -43,11 +44,16 @@ static void rec_work(void *arg, const struct ga_exec_result *r)
     pthread_mutex_unlock(&R.mu);
 }
 
+/* A command's reply argument: its tag and its type. */
+#define CTL_ARG(tag, type) ((void *)(uintptr_t)((uint64_t)(tag) << 8 | (type)))
+
 static void rec_ctl(void *arg, const struct ga_exec_ctl_result *r)
 {
+    uint64_t v = (uintptr_t)arg;
     pthread_mutex_lock(&R.mu);
     if (R.n < 512)
-        R.ev[R.n++] = (struct rec_ev){.kind = 2, .tag = (uintptr_t)arg, .c = *r};
+        R.ev[R.n++] =
+            (struct rec_ev){.kind = 2, .tag = v >> 8, .type = (uint16_t)(v & 0xff), .c = *r};
     pthread_cond_broadcast(&R.cv);
     pthread_mutex_unlock(&R.mu);
 }
@@ -87,9 +93,9 @@ static void ex_make(const struct ga_executor_host_opts *o)
 {
     R.n = 0;
     ck_assert_int_eq(ga_executor_host_create(o, &ex), 0);
-    ck_assert_int_eq(ex->ops->client_add(ex->ctx, OWNER_A), 0);
-    ck_assert_int_eq(ex->ops->client_add(ex->ctx, OWNER_B), 0);
-    ck_assert_int_eq(ex->ops->client_add(ex->ctx, OWNER_A), -EEXIST);
+    ck_assert_int_eq(ga_exec_client_add(ex, OWNER_A), 0);
+    ck_assert_int_eq(ga_exec_client_add(ex, OWNER_B), 0);
+    ck_assert_int_eq(ga_exec_client_add(ex, OWNER_A), -EEXIST);
 }
 
 static void setup(void)
@@ -147,34 +153,77 @@ static struct ga_exec_work verify_work(uint64_t owner, unsigned char *p, size_t 
 static void submit_ok(const struct ga_exec_work *w)
 {
     struct lt_failure why;
-    int rc = ex->ops->submit(ex->ctx, w, &why);
+    int rc = ga_exec_submit(ex, w, &why);
     ck_assert_msg(rc == 0, "submit refused: %s", rc ? why.message : "");
 }
 
-static struct ga_exec_ctl ctl_of(uint16_t type, uint64_t owner, uint64_t tag)
+/* A command as the protocol names it, issued through the typed verbs. */
+struct test_ctl {
+    uint16_t type;
+    uint64_t owner;
+    struct lt_stream_id stream;
+    struct lt_event_id event;
+    struct lt_event_id end;
+    uint32_t flags;
+    uint64_t tag;
+};
+
+static struct test_ctl ctl_of(uint16_t type, uint64_t owner, uint64_t tag)
 {
-    return (struct ga_exec_ctl){
-        .type = type, .owner = owner, .done_cb = rec_ctl, .arg = (void *)(uintptr_t)tag};
+    return (struct test_ctl){.type = type, .owner = owner, .tag = tag};
+}
+
+static int ctl_issue(const struct test_ctl *c, struct lt_failure *why)
+{
+    struct ga_exec_reply r = {rec_ctl, CTL_ARG(c->tag, c->type)};
+    switch (c->type) {
+    case LT_MSG_STREAM_CREATE:
+        return ga_exec_stream_create(ex, c->owner, c->flags, &r, why);
+    case LT_MSG_STREAM_VALIDATE:
+        return ga_exec_stream_validate(ex, c->owner, c->stream, &r, why);
+    case LT_MSG_STREAM_QUERY:
+        return ga_exec_stream_query(ex, c->owner, c->stream, &r, why);
+    case LT_MSG_STREAM_SYNCHRONIZE:
+        return ga_exec_stream_synchronize(ex, c->owner, c->stream, &r, why);
+    case LT_MSG_STREAM_DESTROY:
+        return ga_exec_stream_destroy(ex, c->owner, c->stream, &r, why);
+    case LT_MSG_EVENT_RECORD:
+        return ga_exec_event_record(ex, c->owner, c->stream, c->event, c->flags, &r, why);
+    case LT_MSG_EVENT_WAIT:
+        return ga_exec_event_wait(ex, c->owner, c->stream, c->event, &r, why);
+    case LT_MSG_EVENT_QUERY:
+        return ga_exec_event_query(ex, c->owner, c->event, &r, why);
+    case LT_MSG_EVENT_SYNCHRONIZE:
+        return ga_exec_event_synchronize(ex, c->owner, c->event, &r, why);
+    case LT_MSG_EVENT_DESTROY:
+        return ga_exec_event_destroy(ex, c->owner, c->event, &r, why);
+    case LT_MSG_EVENT_ELAPSED:
+        return ga_exec_event_elapsed(ex, c->owner, c->event, c->end, &r, why);
+    case LT_MSG_DEVICE_SYNCHRONIZE:
+        return ga_exec_device_synchronize(ex, c->owner, &r, why);
+    }
+    ck_abort_msg("not a command: %u", c->type);
+    return -EINVAL;
 }
 
 /* Runs @c, expects it accepted and answered at once; returns the answer. */
-static struct ga_exec_ctl_result ctl_now(struct ga_exec_ctl c)
+static struct ga_exec_ctl_result ctl_now(struct test_ctl c)
 {
     int before = rec_wait(0, 0);
     struct lt_failure why;
-    int rc = ex->ops->ctl(ex->ctx, &c, &why);
+    int rc = ctl_issue(&c, &why);
     ck_assert_msg(rc == 0, "%s refused: %s", lt_msg_type_name(c.type), rc ? why.message : "");
     ck_assert_int_eq(rec_wait(before + 1, 5000), before + 1);
     struct rec_ev e = rec_get(before);
     ck_assert_int_eq(e.kind, 2);
-    ck_assert_uint_eq(e.c.type, c.type);
+    ck_assert_uint_eq(e.type, c.type);
     return e.c;
 }
 
-static uint32_t ctl_refused(struct ga_exec_ctl c)
+static uint32_t ctl_refused(struct test_ctl c)
 {
     struct lt_failure why = {0};
-    int rc = ex->ops->ctl(ex->ctx, &c, &why);
+    int rc = ctl_issue(&c, &why);
     ck_assert_int_lt(rc, 0);
     ck_assert_int_eq(rc, lt_error_errno(why.code));
     ck_assert_uint_ge(strlen(why.message), 1);
@@ -263,7 +312,7 @@ START_TEST(test_a_stream_is_fifo_and_other_streams_run_past_its_bell)
     usleep(50000);
     ck_assert_int_eq(rec_wait(0, 0), base + 1); /* a waits for its bell, b behind it */
     ck_assert_uint_eq(ctl_now(ctl_of(LT_MSG_STREAM_QUERY, OWNER_A, 0)).ready, 1);
-    struct ga_exec_ctl q = ctl_of(LT_MSG_STREAM_QUERY, OWNER_A, 0);
+    struct test_ctl q = ctl_of(LT_MSG_STREAM_QUERY, OWNER_A, 0);
     q.stream = s;
     ck_assert_uint_eq(ctl_now(q).ready, 0);
     base = rec_wait(0, 0);
@@ -286,7 +335,7 @@ START_TEST(test_events_order_streams_and_time_the_work)
     uint64_t bell = 0;
     struct lt_stream_id s = ctl_now(ctl_of(LT_MSG_STREAM_CREATE, OWNER_A, 0)).stream;
     struct lt_stream_id t = ctl_now(ctl_of(LT_MSG_STREAM_CREATE, OWNER_A, 0)).stream;
-    struct ga_exec_ctl rec = ctl_of(LT_MSG_EVENT_RECORD, OWNER_A, 0);
+    struct test_ctl rec = ctl_of(LT_MSG_EVENT_RECORD, OWNER_A, 0);
     rec.stream = s;
     rec.flags = LT_EVENT_F_TIMING;
     struct lt_event_id e0 = ctl_now(rec).event;
@@ -295,24 +344,24 @@ START_TEST(test_events_order_streams_and_time_the_work)
     a.bell = (struct ga_exec_word){.host = &bell, .seq = 1};
     submit_ok(&a);
     struct lt_event_id e1 = ctl_now(rec).event;
-    struct ga_exec_ctl wt = ctl_of(LT_MSG_EVENT_WAIT, OWNER_A, 0);
+    struct test_ctl wt = ctl_of(LT_MSG_EVENT_WAIT, OWNER_A, 0);
     wt.stream = t;
     wt.event = e1;
     ctl_now(wt);
     struct ga_exec_work w = verify_work(OWNER_A, p, 8192, 512, so, 21);
     w.stream = t;
     submit_ok(&w);
-    struct ga_exec_ctl q = ctl_of(LT_MSG_EVENT_QUERY, OWNER_A, 0);
+    struct test_ctl q = ctl_of(LT_MSG_EVENT_QUERY, OWNER_A, 0);
     q.event = e1;
     ck_assert_uint_eq(ctl_now(q).ready, 0);
-    struct ga_exec_ctl el = ctl_of(LT_MSG_EVENT_ELAPSED, OWNER_A, 0);
+    struct test_ctl el = ctl_of(LT_MSG_EVENT_ELAPSED, OWNER_A, 0);
     el.event = e0;
     el.end = e1;
     ck_assert_uint_eq(ctl_refused(el), LT_E_BUSY);
-    struct ga_exec_ctl sync = ctl_of(LT_MSG_EVENT_SYNCHRONIZE, OWNER_A, 77);
+    struct test_ctl sync = ctl_of(LT_MSG_EVENT_SYNCHRONIZE, OWNER_A, 77);
     sync.event = e1;
     struct lt_failure why;
-    ck_assert_int_eq(ex->ops->ctl(ex->ctx, &sync, &why), 0);
+    ck_assert_int_eq(ctl_issue(&sync, &why), 0);
     int base = rec_wait(0, 0);
     usleep(60000);
     ck_assert_int_eq(rec_wait(0, 0), base); /* w waits on t for e1, e1 for the bell */
@@ -350,11 +399,11 @@ START_TEST(test_stream_and_device_sync_answer_after_the_work)
     submit_ok(&a);
     int base = rec_wait(0, 0);
     struct lt_failure why;
-    struct ga_exec_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 31);
+    struct test_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 31);
     ss.stream = s;
-    ck_assert_int_eq(ex->ops->ctl(ex->ctx, &ss, &why), 0);
-    struct ga_exec_ctl ds = ctl_of(LT_MSG_DEVICE_SYNCHRONIZE, OWNER_A, 32);
-    ck_assert_int_eq(ex->ops->ctl(ex->ctx, &ds, &why), 0);
+    ck_assert_int_eq(ctl_issue(&ss, &why), 0);
+    struct test_ctl ds = ctl_of(LT_MSG_DEVICE_SYNCHRONIZE, OWNER_A, 32);
+    ck_assert_int_eq(ctl_issue(&ds, &why), 0);
     /* Another owner's device sync does not wait for OWNER_A's work. */
     ctl_now(ctl_of(LT_MSG_DEVICE_SYNCHRONIZE, OWNER_B, 33));
     base++;
@@ -383,26 +432,26 @@ START_TEST(test_client_drop_cancels_queued_and_waiting_work)
     struct ga_exec_work b = verify_work(OWNER_A, p, 4096, 512, so, 41);
     b.stream = s;
     submit_ok(&b);
-    struct ga_exec_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 42);
+    struct test_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 42);
     ss.stream = s;
     struct lt_failure why;
-    ck_assert_int_eq(ex->ops->ctl(ex->ctx, &ss, &why), 0);
+    ck_assert_int_eq(ctl_issue(&ss, &why), 0);
     struct ga_exec_client_stats st;
-    ck_assert_int_eq(ex->ops->client_stats(ex->ctx, OWNER_A, &st), 0);
+    ck_assert_int_eq(ga_exec_client_stats(ex, OWNER_A, &st), 0);
     ck_assert_uint_eq(st.streams, 1);
     ck_assert_uint_eq(st.queued, 2);
     int base = rec_wait(0, 0);
     usleep(20000);
 
-    ex->ops->client_drop(ex->ctx, OWNER_A);
+    ga_exec_client_drop(ex, OWNER_A);
     ck_assert_int_eq(rec_wait(base + 3, 5000), base + 3);
     for (int i = base; i < base + 3; i++) {
         struct rec_ev e = rec_get(i);
         ck_assert_uint_eq(e.kind == 1 ? e.w.status : e.c.status, LT_E_SHUTTING_DOWN);
     }
     ck_assert_uint_eq(done, 0); /* cancelled work never ran */
-    ck_assert_int_eq(ex->ops->client_stats(ex->ctx, OWNER_A, &st), -ENOENT);
-    ck_assert_int_lt(ex->ops->submit(ex->ctx, &b, &why), 0);
+    ck_assert_int_eq(ga_exec_client_stats(ex, OWNER_A, &st), -ENOENT);
+    ck_assert_int_lt(ga_exec_submit(ex, &b, &why), 0);
     ck_assert_msg(why.code == LT_E_NOT_FOUND || why.code == LT_E_SHUTTING_DOWN, "%s",
                   lt_error_name(why.code)); /* gone, or still draining */
     /* OWNER_B is untouched. */
@@ -418,7 +467,7 @@ START_TEST(test_stream_and_event_ids_are_owner_and_generation_checked)
 {
     struct lt_stream_id s = ctl_now(ctl_of(LT_MSG_STREAM_CREATE, OWNER_A, 0)).stream;
     ck_assert(lt_stream_id_is_issued(s));
-    struct ga_exec_ctl q = ctl_of(LT_MSG_STREAM_VALIDATE, OWNER_B, 0);
+    struct test_ctl q = ctl_of(LT_MSG_STREAM_VALIDATE, OWNER_B, 0);
     q.stream = s;
     ck_assert_uint_eq(ctl_refused(q), LT_E_NOT_OWNER);
     q.owner = OWNER_A;
@@ -432,7 +481,7 @@ START_TEST(test_stream_and_event_ids_are_owner_and_generation_checked)
     struct lt_stream_id s2 = ctl_now(ctl_of(LT_MSG_STREAM_CREATE, OWNER_A, 0)).stream;
     ck_assert_uint_eq(ctl_refused(ctl_of(LT_MSG_STREAM_CREATE, OWNER_A, 0)), LT_E_LIMIT);
     ctl_now(ctl_of(LT_MSG_STREAM_CREATE, OWNER_B, 0)); /* B has its own limit */
-    struct ga_exec_ctl d = ctl_of(LT_MSG_STREAM_DESTROY, OWNER_A, 0);
+    struct test_ctl d = ctl_of(LT_MSG_STREAM_DESTROY, OWNER_A, 0);
     d.stream = s2;
     ctl_now(d);
     ck_assert_uint_eq(ctl_refused(d), LT_E_STALE_ID);
@@ -443,15 +492,15 @@ START_TEST(test_stream_and_event_ids_are_owner_and_generation_checked)
     ck_assert_uint_eq(ctl_refused(d), LT_E_BAD_ID);
 
     /* Events: 4 per owner, owner-checked, stale once destroyed. */
-    struct ga_exec_ctl r = ctl_of(LT_MSG_EVENT_RECORD, OWNER_A, 0);
+    struct test_ctl r = ctl_of(LT_MSG_EVENT_RECORD, OWNER_A, 0);
     struct lt_event_id ev[4];
     for (int i = 0; i < 4; i++)
         ev[i] = ctl_now(r).event;
     ck_assert_uint_eq(ctl_refused(r), LT_E_LIMIT);
-    struct ga_exec_ctl eq = ctl_of(LT_MSG_EVENT_QUERY, OWNER_B, 0);
+    struct test_ctl eq = ctl_of(LT_MSG_EVENT_QUERY, OWNER_B, 0);
     eq.event = ev[0];
     ck_assert_uint_eq(ctl_refused(eq), LT_E_NOT_OWNER);
-    struct ga_exec_ctl ed = ctl_of(LT_MSG_EVENT_DESTROY, OWNER_A, 0);
+    struct test_ctl ed = ctl_of(LT_MSG_EVENT_DESTROY, OWNER_A, 0);
     ed.event = ev[0];
     ctl_now(ed);
     eq.owner = OWNER_A;
@@ -460,7 +509,7 @@ START_TEST(test_stream_and_event_ids_are_owner_and_generation_checked)
     r.flags = LT_EVENT_F_TIMING; /* flags only when creating */
     ck_assert_uint_eq(ctl_refused(r), LT_E_UNKNOWN_FLAGS);
     struct ga_exec_client_stats st;
-    ck_assert_int_eq(ex->ops->client_stats(ex->ctx, OWNER_A, &st), 0);
+    ck_assert_int_eq(ga_exec_client_stats(ex, OWNER_A, &st), 0);
     ck_assert_uint_eq(st.streams, 2);
     ck_assert_uint_eq(st.events, 3);
 }
@@ -475,19 +524,19 @@ START_TEST(test_unsupported_and_malformed_work_is_refused)
                              .host = buf,
                              .length = sizeof buf,
                              .done_cb = rec_work};
-    ck_assert_int_eq(ex->ops->submit(ex->ctx, &w, &why), -EOPNOTSUPP);
+    ck_assert_int_eq(ga_exec_submit(ex, &w, &why), -EOPNOTSUPP);
     ck_assert_uint_eq(why.code, LT_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(why.message, "VECTOR_SCAN"));
     w.op = 9;
-    ck_assert_int_lt(ex->ops->submit(ex->ctx, &w, &why), 0);
+    ck_assert_int_lt(ga_exec_submit(ex, &w, &why), 0);
     ck_assert_uint_eq(why.code, LT_E_BAD_OP);
     w.op = LT_OP_COPY_H2D;
     w.owner = 0x999;
-    ck_assert_int_lt(ex->ops->submit(ex->ctx, &w, &why), 0);
+    ck_assert_int_lt(ga_exec_submit(ex, &w, &why), 0);
     ck_assert_uint_eq(why.code, LT_E_NOT_FOUND);
     w.owner = OWNER_A;
     w.stream = (struct lt_stream_id){3, 7};
-    ck_assert_int_lt(ex->ops->submit(ex->ctx, &w, &why), 0);
+    ck_assert_int_lt(ga_exec_submit(ex, &w, &why), 0);
     ck_assert_uint_eq(why.code, LT_E_NOT_FOUND);
     ck_assert_int_eq(rec_wait(0, 0), 0); /* refusals never call back */
 }
@@ -504,16 +553,16 @@ START_TEST(test_shutdown_answers_everything_and_refuses_more)
     struct ga_exec_work b = verify_work(OWNER_B, p, 4096, 512, so, 51);
     submit_ok(&b);
     ck_assert_int_eq(rec_wait(1, 5000), 1); /* b ran */
-    ex->ops->shutdown(ex->ctx);
+    ga_exec_shutdown(ex);
     ck_assert_int_eq(rec_wait(0, 0), 2); /* every callback ran before it returned */
     ck_assert_uint_eq(rec_get(1).tag, 50);
     ck_assert_uint_eq(rec_get(1).w.status, LT_E_SHUTTING_DOWN);
     struct lt_failure why;
-    ck_assert_int_eq(ex->ops->submit(ex->ctx, &b, &why), -ESHUTDOWN);
-    ck_assert_int_eq(ex->ops->client_add(ex->ctx, 0x77), -ESHUTDOWN);
-    ex->ops->shutdown(ex->ctx); /* idempotent */
+    ck_assert_int_eq(ga_exec_submit(ex, &b, &why), -ESHUTDOWN);
+    ck_assert_int_eq(ga_exec_client_add(ex, 0x77), -ESHUTDOWN);
+    ga_exec_shutdown(ex); /* idempotent */
     char line[512];
-    ck_assert_int_gt(ex->ops->stats_format(ex->ctx, line, sizeof line), 0);
+    ck_assert_int_gt(ga_exec_stats_format(ex, line, sizeof line), 0);
     ck_assert_ptr_nonnull(strstr(line, "cancelled=1"));
     free(p);
 }

@@ -1,5 +1,6 @@
-/* The CUDA executor: the GPU agent's work on a real device, behind the
- * executor table of gpu/executor.h (docs/agent.md, "The CUDA executor").
+/* The CUDA executor: the executor front of gpu/executor.h over the CUDA
+ * backend, the GPU agent's work on a real device (docs/agent.md, "The CUDA
+ * executor").
  *
  * Every op is queued on the GPU and answered when the GPU has done it:
  * PINNED leases are copied to device memory in chunks, double-buffered on a
@@ -16,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "base/log.h"
 #include "gpu/executor.h"
 #include "gpu/ga.h"
 
@@ -23,9 +25,8 @@ struct ga_executor_cuda_opts {
     uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
     uint32_t max_streams;   /* streams one client may create; 0: 64 */
     uint32_t max_events;    /* events one client may hold; 0: 1024 */
-    uint32_t table_streams; /* managed streams of all clients (each client also uses up to
-                               two internal ones); 0: 4096 */
-    uint32_t table_events;  /* managed events of all clients; 0: 16384 */
+    uint32_t table_streams; /* managed stream ids of all clients at once; 0: 4096 */
+    uint32_t table_events;  /* managed event ids of all clients at once; 0: 16384 */
     uint64_t chunk_bytes;   /* copy/compute pipeline chunk, a multiple of 4096; 0: 64 MiB */
     uint32_t result_slots;  /* checksum and scan submits in flight at once; 0: 16384 */
     /* Called once, from an executor thread, when the device faults (a sticky
@@ -33,11 +34,12 @@ struct ga_executor_cuda_opts {
      * answered LT_E_GPU_FAULT; the agent should stop and be restarted. */
     void (*on_fault)(void *arg, int err);
     void *fault_arg;
+    struct base_log_sink log; /* the front's lines ("exec"); zeroed: the process default */
 };
 
 /* Creates the CUDA executor on @dev (open, kernels loaded), which must
- * outlive it: a worker pool, the stream and event tables, a pinned result
- * arena and a fault monitor thread. The device must support 64-bit stream
+ * outlive it: a worker pool, the stream layer, a pinned result arena and a
+ * fault monitor thread, under the front (ids in FIFO tables). The device must support 64-bit stream
  * memory operations and mapped host memory (doorbells), else -ENOTSUP with
  * the attribute values logged. @opts may be NULL. On success *@ex_p is the
  * caller's: ga_executor_destroy frees it (before ga_device_close). Returns 0,

@@ -6,7 +6,8 @@
  * loaded and every kernel resolved and loaded eagerly. No other context is
  * ever created and nothing is JIT-compiled. Functions return 0 (or a count)
  * on success and a negative errno on failure; the function that decides an
- * error logs it once, with the CUDA call and its CUresult where there is one.
+ * error logs it once (base_log, subsystem "cuda"), with the CUDA call and
+ * its CUresult where there is one.
  *
  * This header does not include cuda.h: device addresses travel as uint64_t
  * (a CUdeviceptr, or a mapped host pointer's device address). */
@@ -16,19 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct base_log_sink;
 struct kn_image;
-
-/* ---- log lines ---- */
-
-enum ga_log_level { GA_LOG_ERROR = 0, GA_LOG_WARN = 1, GA_LOG_INFO = 2 };
-
-/* Receives one complete line (no trailing newline) per event. */
-typedef void (*ga_log_fn)(void *ctx, int level, const char *line);
-
-/* Routes log lines to @fn with @ctx; NULL restores the default (stderr,
- * prefixed "ga: "). Set it before opening a device: not synchronised with
- * concurrent logging. */
-void ga_log_set_sink(ga_log_fn fn, void *ctx);
 
 /* ---- the device ---- */
 
@@ -39,6 +29,10 @@ struct ga_device_opts {
     unsigned int required_arch;    /* digits (90 = sm_90); 0: the embedded images' arch */
     const struct kn_image *images; /* NULL: the embedded kn_images table */
     size_t image_count;
+    /* Every line of the CUDA layer (subsystem "cuda"), from this call on:
+     * kept by pointer, it must outlive the device. NULL: the process
+     * default (base/log.h). */
+    const struct base_log_sink *log;
 };
 
 struct ga_device_info {

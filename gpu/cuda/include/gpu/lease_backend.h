@@ -29,8 +29,8 @@ LT_EXTERN_C_BEGIN
  * gives it (ga_cu_errno, gpu/cuda/errmap.c) and the code LT_E_MEMLOCK
  * (-ENOMEM), LT_E_UNSUPPORTED (-ENOTSUP) or LT_E_GPU_FAULT (anything
  * else). */
-int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes,
-                               struct lease_backend *backend_p, struct lt_failure *why_p);
+int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
+                               struct lt_failure *why_p);
 
 LT_EXTERN_C_END
 

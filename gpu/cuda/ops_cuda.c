@@ -21,7 +21,7 @@
 
 #include "cu_call.h"
 #include "device_internal.h"
-#include "executor_cuda_internal.h"
+#include "backend_cuda.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 #include "kernels/scan.h"

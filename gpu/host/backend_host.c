@@ -1,0 +1,999 @@
+/* The host backend (gpu/executor_host.h): the agent's work on CPU threads,
+ * for machines without a GPU (DESIGN.md, "The GPU agent", host backend),
+ * behind the executor front's backend table (gpu/exec_backend.h).
+ *
+ * Each stream is a FIFO of jobs (work, event records, event waits, sync
+ * markers). A stream with jobs sits in exactly one place: the ready list
+ * (a worker will take it), a worker (running its head), the doorbell list
+ * (its head waits for a bell word) or an event's parked list (its head waits
+ * for an event). A worker takes a ready stream, runs its head jobs, and puts
+ * it back at the tail after one work item, so streams share the workers
+ * fairly and each stream keeps its order. Doorbells are polled by one thread
+ * with exponential backoff, so a bell that never rings costs no worker.
+ * Answers are gathered under the lock and given to the front after it is
+ * dropped, in order. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/time.h"
+#include "gpu/executor_host.h"
+#include "host_internal.h"
+#include "lease_types/validate.h"
+
+#define HX_WORKERS_DEFAULT_MAX 4u
+#define HX_WORKERS_MAX 256u
+#define HX_SCRATCH_DEFAULT (4ull << 20)
+#define HX_SCRATCH_MAX (1ull << 30)
+#define HX_BELL_SLEEP_MIN_US 2u
+#define HX_BELL_SLEEP_DEFAULT_US 1000u
+
+enum hx_kind { HX_WORK, HX_RECORD, HX_WAIT, HX_MARK };
+enum hx_state { HX_IDLE, HX_READY, HX_RUNNING, HX_WAIT_BELL, HX_WAIT_EVENT };
+
+struct hx_event;
+struct hx_owner;
+
+/* A stream or device synchronize: answered when @left markers have run. */
+struct hx_barrier {
+    struct hx_barrier *next; /* in a fire list */
+    uint32_t left;
+    uint32_t status;
+    struct ga_exec_call *call;
+};
+
+struct hx_job {
+    struct hx_job *next;
+    enum hx_kind kind;
+    struct hx_event *ev;     /* RECORD, WAIT */
+    uint64_t epoch;          /* RECORD: the record's; WAIT: the one waited for */
+    struct hx_barrier *bar;  /* MARK */
+    struct ga_exec_job *job; /* WORK */
+    struct ga_exec_result res;
+};
+
+struct hx_stream {
+    struct hx_owner *owner;
+    uint32_t flags;
+    enum hx_state state;
+    struct hx_job *head, *tail;
+    struct hx_stream *next, *prev;   /* in the ready, doorbell or parked list */
+    struct hx_stream *onext, *oprev; /* the owner's streams */
+    struct hx_event *parked_on;
+    bool closed; /* the front is done with it; freed once drained */
+};
+
+struct hx_list {
+    struct hx_stream *head, *tail;
+    uint64_t n;
+};
+
+/* An EVENT_SYNCHRONIZE waiting for epoch @epoch. */
+struct hx_waiter {
+    struct hx_waiter *next;
+    uint64_t epoch;
+    struct hx_barrier *bar;
+};
+
+struct hx_event {
+    struct hx_owner *owner;
+    struct hx_event *onext, *oprev; /* the owner's events */
+    bool timing;
+    bool closed;
+    uint64_t recorded; /* records queued */
+    uint64_t done;     /* the latest record completed */
+    uint64_t done_ns;  /* CLOCK_MONOTONIC when record @done ran */
+    uint32_t refs;     /* open, queued RECORD/WAIT jobs, sync waiters */
+    struct hx_list parked;
+    struct hx_waiter *waiters;
+};
+
+struct hx_owner {
+    struct hx_owner *next, *prev; /* every owner in memory */
+    struct hx_stream *streams;    /* in memory, draining ones included */
+    struct hx_event *events;
+    uint32_t objs; /* streams and events in memory */
+    bool dropped;
+};
+
+struct hx;
+
+struct hx_worker {
+    struct hx *hx;
+    pthread_t thread;
+    unsigned char *scratch;
+};
+
+struct hx {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;
+    pthread_cond_t bell_cv;
+    struct hx_list ready;
+    struct hx_list bell;
+    uint64_t bell_changes;
+    struct hx_owner *owners;
+    struct hx_worker *workers;
+    uint32_t nworkers;
+    uint32_t started;
+    pthread_t bell_thread;
+    bool bell_started;
+    uint64_t scratch_bytes;
+    uint32_t bell_sleep_max_us;
+    bool stopping;
+    bool shut;
+    uint64_t ran, bell_waits;
+};
+
+/* Answers gathered under the lock, given after it is dropped, in order. */
+struct hx_fire {
+    struct hx_job *jobs, *jobs_tail;
+    struct hx_barrier *bars, *bars_tail;
+};
+
+/* ---- lists and answers ------------------------------------------------- */
+
+static void hx__list_push(struct hx_list *l, struct hx_stream *s, bool front)
+{
+    s->prev = s->next = NULL;
+    if (!l->head) {
+        l->head = l->tail = s;
+    } else if (front) {
+        s->next = l->head;
+        l->head->prev = s;
+        l->head = s;
+    } else {
+        s->prev = l->tail;
+        l->tail->next = s;
+        l->tail = s;
+    }
+    l->n++;
+}
+
+static void hx__list_remove(struct hx_list *l, struct hx_stream *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        l->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        l->tail = s->prev;
+    s->prev = s->next = NULL;
+    l->n--;
+}
+
+static void hx__fire_job(struct hx_fire *f, struct hx_job *j)
+{
+    j->next = NULL;
+    if (f->jobs_tail)
+        f->jobs_tail->next = j;
+    else
+        f->jobs = j;
+    f->jobs_tail = j;
+}
+
+static void hx__bar_arrive(struct hx_barrier *b, uint32_t status, struct hx_fire *f)
+{
+    if (status != LT_OK)
+        b->status = status;
+    if (--b->left != 0)
+        return;
+    b->next = NULL;
+    if (f->bars_tail)
+        f->bars_tail->next = b;
+    else
+        f->bars = b;
+    f->bars_tail = b;
+}
+
+/* Gives every gathered answer to the front; the lock must not be held. */
+static void hx__fire(struct hx_fire *f)
+{
+    for (struct hx_job *j = f->jobs, *n; j; j = n) {
+        n = j->next;
+        ga_exec_job_done(j->job, &j->res);
+        free(j);
+    }
+    for (struct hx_barrier *b = f->bars, *n; b; b = n) {
+        n = b->next;
+        char words[LT_ERROR_MSG_LEN];
+        struct ga_exec_answer a = {.status = b->status};
+        if (b->status != LT_OK) {
+            snprintf(words, sizeof words, "%s: work cancelled (%s)", ga_exec_call_name(b->call),
+                     lt_error_describe(b->status));
+            a.message = words;
+        }
+        ga_exec_call_done(b->call, &a);
+        free(b);
+    }
+    f->jobs = f->jobs_tail = NULL;
+    f->bars = f->bars_tail = NULL;
+}
+
+/* ---- objects (locked) --------------------------------------------------- */
+
+static void hx__owner_maybe_free(struct hx *hx, struct hx_owner *o)
+{
+    if (!o->dropped || o->objs != 0)
+        return;
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        hx->owners = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    free(o);
+}
+
+static void hx__stream_maybe_free(struct hx *hx, struct hx_stream *s)
+{
+    if (!s->closed || s->head || s->state != HX_IDLE)
+        return;
+    struct hx_owner *o = s->owner;
+    if (s->oprev)
+        s->oprev->onext = s->onext;
+    else
+        o->streams = s->onext;
+    if (s->onext)
+        s->onext->oprev = s->oprev;
+    free(s);
+    o->objs--;
+    hx__owner_maybe_free(hx, o);
+}
+
+static void hx__event_unref(struct hx *hx, struct hx_event *ev)
+{
+    if (--ev->refs != 0)
+        return;
+    struct hx_owner *o = ev->owner;
+    if (ev->oprev)
+        ev->oprev->onext = ev->onext;
+    else
+        o->events = ev->onext;
+    if (ev->onext)
+        ev->onext->oprev = ev->oprev;
+    free(ev);
+    o->objs--;
+    hx__owner_maybe_free(hx, o);
+}
+
+/* Makes an idle stream with jobs ready. */
+static void hx__stream_kick(struct hx *hx, struct hx_stream *s)
+{
+    if (s->state != HX_IDLE || !s->head)
+        return;
+    s->state = HX_READY;
+    hx__list_push(&hx->ready, s, (s->flags & LT_STREAM_F_HIGH_PRIORITY) != 0);
+    pthread_cond_signal(&hx->work_cv);
+}
+
+static void hx__enqueue(struct hx *hx, struct hx_stream *s, struct hx_job *j)
+{
+    j->next = NULL;
+    if (s->tail)
+        s->tail->next = j;
+    else
+        s->head = j;
+    s->tail = j;
+    hx__stream_kick(hx, s);
+}
+
+static struct hx_job *hx__pop(struct hx_stream *s)
+{
+    struct hx_job *j = s->head;
+    s->head = j->next;
+    if (!s->head)
+        s->tail = NULL;
+    return j;
+}
+
+/* An event's record @epoch ran: wake what waited for it. */
+static void hx__event_reached(struct hx *hx, struct hx_event *ev, uint64_t epoch, struct hx_fire *f)
+{
+    if (epoch <= ev->done)
+        return; /* a later record already completed: the event reflects that one */
+    ev->done = epoch;
+    ev->done_ns = base_now_ns();
+    for (struct hx_stream *s = ev->parked.head, *n; s; s = n) {
+        n = s->next;
+        if (s->head && s->head->kind == HX_WAIT && s->head->epoch > ev->done)
+            continue;
+        hx__list_remove(&ev->parked, s);
+        s->parked_on = NULL;
+        s->state = HX_IDLE;
+        hx__stream_kick(hx, s);
+    }
+    for (struct hx_waiter **pp = &ev->waiters; *pp;) {
+        struct hx_waiter *w = *pp;
+        if (w->epoch > ev->done) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        hx__bar_arrive(w->bar, LT_OK, f);
+        free(w);
+        hx__event_unref(hx, ev);
+    }
+}
+
+/* Takes every queued job off @s (answered LT_E_SHUTTING_DOWN) and out of
+ * whatever list it waits in; a running head finishes. */
+static void hx__stream_cancel(struct hx *hx, struct hx_stream *s, struct hx_fire *f)
+{
+    switch (s->state) {
+    case HX_READY:
+        hx__list_remove(&hx->ready, s);
+        s->state = HX_IDLE;
+        break;
+    case HX_WAIT_BELL:
+        hx__list_remove(&hx->bell, s);
+        hx->bell_changes++;
+        s->state = HX_IDLE;
+        break;
+    case HX_WAIT_EVENT:
+        hx__list_remove(&s->parked_on->parked, s);
+        s->parked_on = NULL;
+        s->state = HX_IDLE;
+        break;
+    case HX_IDLE:
+    case HX_RUNNING:
+        break;
+    }
+    while (s->head) {
+        struct hx_job *j = hx__pop(s);
+        switch (j->kind) {
+        case HX_WORK:
+            memset(&j->res, 0, sizeof j->res);
+            j->res.status = LT_E_SHUTTING_DOWN;
+            hx__fire_job(f, j);
+            continue;
+        case HX_RECORD:
+        case HX_WAIT:
+            hx__event_unref(hx, j->ev);
+            break;
+        case HX_MARK:
+            hx__bar_arrive(j->bar, LT_E_SHUTTING_DOWN, f);
+            break;
+        }
+        free(j);
+    }
+}
+
+/* The event's id is gone: with @cancel_waiters its synchronizes are
+ * answered as cancelled, else they still complete. */
+static void hx__event_close(struct hx *hx, struct hx_event *ev, struct hx_fire *f,
+                            bool cancel_waiters)
+{
+    ev->closed = true;
+    while (cancel_waiters && ev->waiters) {
+        struct hx_waiter *w = ev->waiters;
+        ev->waiters = w->next;
+        hx__bar_arrive(w->bar, LT_E_SHUTTING_DOWN, f);
+        free(w);
+        ev->refs--; /* the open reference below keeps ev alive */
+    }
+    hx__event_unref(hx, ev);
+}
+
+static void hx__owner_cancel(struct hx *hx, struct hx_owner *o, struct hx_fire *f)
+{
+    o->dropped = true;
+    if (o->objs == 0) { /* its default stream was never opened */
+        hx__owner_maybe_free(hx, o);
+        return;
+    }
+    for (struct hx_stream *s = o->streams; s; s = s->onext)
+        hx__stream_cancel(hx, s, f);
+    for (struct hx_event *ev = o->events, *n; ev; ev = n) {
+        n = ev->onext;
+        if (!ev->closed)
+            hx__event_close(hx, ev, f, true);
+    }
+    for (struct hx_stream *s = o->streams, *n; s; s = n) {
+        n = s->onext;
+        s->closed = true;
+        hx__stream_maybe_free(hx, s); /* the last object out frees o */
+    }
+}
+
+/* ---- the workers and the doorbell poller ---------------------------------- */
+
+static bool hx__bell_rung(const struct hx_job *j)
+{
+    const struct ga_exec_word *b = &ga_exec_job_work(j->job)->bell;
+    return !b->host || __atomic_load_n(b->host, __ATOMIC_ACQUIRE) >= b->seq;
+}
+
+/* Works through @s's head until it runs one work item, empties, or waits.
+ * Locked on entry and exit; drops the lock around the work itself. */
+static void hx__stream_serve(struct hx_worker *wk, struct hx_stream *s, struct hx_fire *f)
+{
+    struct hx *hx = wk->hx;
+    s->state = HX_RUNNING;
+    while (s->head) {
+        struct hx_job *j = s->head;
+        switch (j->kind) {
+        case HX_RECORD:
+            hx__pop(s);
+            hx__event_reached(hx, j->ev, j->epoch, f);
+            hx__event_unref(hx, j->ev);
+            free(j);
+            continue;
+        case HX_WAIT:
+            if (j->ev->done < j->epoch) {
+                s->state = HX_WAIT_EVENT;
+                s->parked_on = j->ev;
+                hx__list_push(&j->ev->parked, s, false);
+                return;
+            }
+            hx__pop(s);
+            hx__event_unref(hx, j->ev);
+            free(j);
+            continue;
+        case HX_MARK:
+            hx__pop(s);
+            hx__bar_arrive(j->bar, LT_OK, f);
+            free(j);
+            continue;
+        case HX_WORK:
+            break;
+        }
+        if (!hx__bell_rung(j)) {
+            s->state = HX_WAIT_BELL;
+            hx__list_push(&hx->bell, s, false);
+            hx->bell_changes++;
+            hx->bell_waits++;
+            pthread_cond_signal(&hx->bell_cv);
+            return;
+        }
+        hx__pop(s);
+        pthread_mutex_unlock(&hx->mu);
+        /* Answer what this stream finished so far, then the work itself,
+         * before the stream is handed on: its answers keep stream order. */
+        hx__fire(f);
+        hx__op_run(ga_exec_job_work(j->job), wk->scratch, hx->scratch_bytes, &j->res);
+        ga_exec_job_done(j->job, &j->res);
+        free(j);
+        pthread_mutex_lock(&hx->mu);
+        hx->ran++;
+        break; /* one work item per turn: other streams get the worker too */
+    }
+    s->state = HX_IDLE;
+    if (s->head)
+        hx__stream_kick(hx, s);
+    else
+        hx__stream_maybe_free(hx, s);
+}
+
+static void *hx__worker_main(void *arg)
+{
+    struct hx_worker *wk = arg;
+    struct hx *hx = wk->hx;
+    struct hx_fire f = {0};
+    pthread_mutex_lock(&hx->mu);
+    for (;;) {
+        while (!hx->ready.head && !hx->stopping)
+            pthread_cond_wait(&hx->work_cv, &hx->mu);
+        if (!hx->ready.head)
+            break;
+        struct hx_stream *s = hx->ready.head;
+        hx__list_remove(&hx->ready, s);
+        hx__stream_serve(wk, s, &f);
+        if (f.jobs || f.bars) {
+            pthread_mutex_unlock(&hx->mu);
+            hx__fire(&f);
+            pthread_mutex_lock(&hx->mu);
+        }
+    }
+    pthread_mutex_unlock(&hx->mu);
+    return NULL;
+}
+
+/* The doorbell poller: a polling stand-in for cuStreamWaitValue64. It sleeps
+ * with exponential backoff while nothing rings and starts over whenever a
+ * bell rings or the set of waiting streams changes. */
+static void *hx__bell_main(void *arg)
+{
+    struct hx *hx = arg;
+    uint32_t sleep_us = HX_BELL_SLEEP_MIN_US;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&hx->mu);
+    while (!hx->stopping) {
+        if (!hx->bell.head) {
+            pthread_cond_wait(&hx->bell_cv, &hx->mu);
+            sleep_us = HX_BELL_SLEEP_MIN_US;
+            continue;
+        }
+        bool rang = false;
+        for (struct hx_stream *s = hx->bell.head, *n; s; s = n) {
+            n = s->next;
+            if (!hx__bell_rung(s->head))
+                continue;
+            hx__list_remove(&hx->bell, s);
+            s->state = HX_IDLE;
+            hx__stream_kick(hx, s);
+            rang = true;
+        }
+        if (rang || seen != hx->bell_changes) {
+            seen = hx->bell_changes;
+            sleep_us = HX_BELL_SLEEP_MIN_US;
+            if (rang)
+                continue;
+        }
+        struct timespec until = base_deadline_ns((uint64_t)sleep_us * 1000u);
+        pthread_cond_timedwait(&hx->bell_cv, &hx->mu, &until);
+        sleep_us = sleep_us * 2 > hx->bell_sleep_max_us ? hx->bell_sleep_max_us : sleep_us * 2;
+    }
+    pthread_mutex_unlock(&hx->mu);
+    return NULL;
+}
+
+/* ---- the backend table ---------------------------------------------------- */
+
+static int hx_work_check(void *ctx, const struct ga_exec_work *w, struct lt_failure *why_p)
+{
+    (void)ctx;
+    return hx__op_check(w, why_p);
+}
+
+static int hx_owner_open(void *ctx, uint64_t owner, void **bo_p)
+{
+    struct hx *hx = ctx;
+    (void)owner;
+    struct hx_owner *o = calloc(1, sizeof(*o));
+    if (!o)
+        return -ENOMEM;
+    pthread_mutex_lock(&hx->mu);
+    o->next = hx->owners;
+    if (hx->owners)
+        hx->owners->prev = o;
+    hx->owners = o;
+    pthread_mutex_unlock(&hx->mu);
+    *bo_p = o;
+    return 0;
+}
+
+static void hx_owner_drop(void *ctx, void *bo)
+{
+    struct hx *hx = ctx;
+    struct hx_fire f = {0};
+    pthread_mutex_lock(&hx->mu);
+    hx__owner_cancel(hx, bo, &f);
+    pthread_mutex_unlock(&hx->mu);
+    hx__fire(&f);
+}
+
+static int hx_stream_open(void *ctx, void *bo, uint32_t flags, void **bs_p)
+{
+    struct hx *hx = ctx;
+    struct hx_owner *o = bo;
+    struct hx_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->owner = o;
+    s->flags = flags;
+    s->state = HX_IDLE;
+    pthread_mutex_lock(&hx->mu);
+    s->onext = o->streams;
+    if (o->streams)
+        o->streams->oprev = s;
+    o->streams = s;
+    o->objs++;
+    pthread_mutex_unlock(&hx->mu);
+    *bs_p = s;
+    return 0;
+}
+
+static void hx_stream_close(void *ctx, void *bs)
+{
+    struct hx *hx = ctx;
+    struct hx_stream *s = bs;
+    pthread_mutex_lock(&hx->mu);
+    s->closed = true; /* queued work still runs, as in CUDA */
+    hx__stream_maybe_free(hx, s);
+    pthread_mutex_unlock(&hx->mu);
+}
+
+static int hx_event_open(void *ctx, void *bo, uint32_t flags, void **bev_p)
+{
+    struct hx *hx = ctx;
+    struct hx_owner *o = bo;
+    struct hx_event *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return -ENOMEM;
+    ev->owner = o;
+    ev->timing = (flags & LT_EVENT_F_TIMING) != 0;
+    ev->refs = 1;
+    pthread_mutex_lock(&hx->mu);
+    ev->onext = o->events;
+    if (o->events)
+        o->events->oprev = ev;
+    o->events = ev;
+    o->objs++;
+    pthread_mutex_unlock(&hx->mu);
+    *bev_p = ev;
+    return 0;
+}
+
+static void hx_event_close(void *ctx, void *bev)
+{
+    struct hx *hx = ctx;
+    struct hx_fire f = {0};
+    pthread_mutex_lock(&hx->mu);
+    hx__event_close(hx, bev, &f, false); /* pending synchronizes still complete */
+    pthread_mutex_unlock(&hx->mu);
+    hx__fire(&f);
+}
+
+static struct hx_job *hx__job_new(enum hx_kind kind, struct lt_failure *why, const char *what)
+{
+    struct hx_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        lt_failure_set(why, LT_E_SYSTEM, 0, "%s: out of memory", what);
+    else
+        j->kind = kind;
+    return j;
+}
+
+static int hx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct lt_failure *why_p)
+{
+    struct hx *hx = ctx;
+    struct hx_job *j = hx__job_new(HX_WORK, why_p, "submit");
+    if (!j)
+        return -ENOMEM;
+    j->job = job;
+    pthread_mutex_lock(&hx->mu);
+    hx__enqueue(hx, bs, j);
+    pthread_mutex_unlock(&hx->mu);
+    return 0;
+}
+
+static int hx_stream_query(void *ctx, void *bs, struct ga_exec_call *call, struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_stream *s = bs;
+    (void)why;
+    pthread_mutex_lock(&hx->mu);
+    struct ga_exec_answer a = {.status = LT_OK, .ready = !s->head && s->state != HX_RUNNING};
+    pthread_mutex_unlock(&hx->mu);
+    ga_exec_call_done(call, &a);
+    return 0;
+}
+
+/* One sync marker on each of @n streams; @call is answered when all ran. */
+static int hx__barrier(struct hx *hx, struct ga_exec_call *call, struct hx_stream **streams,
+                       uint32_t n, struct lt_failure *why)
+{
+    struct hx_barrier *b = calloc(1, sizeof(*b));
+    struct hx_job **jobs = calloc(n ? n : 1, sizeof(*jobs));
+    bool ok = b && jobs;
+    for (uint32_t i = 0; ok && i < n; i++)
+        ok = (jobs[i] = calloc(1, sizeof(**jobs))) != NULL;
+    if (!ok) {
+        for (uint32_t i = 0; jobs && i < n; i++)
+            free(jobs[i]);
+        free(jobs);
+        free(b);
+        return lt_failure_set(why, LT_E_SYSTEM, 0, "%s: out of memory", ga_exec_call_name(call));
+    }
+    b->left = n;
+    b->call = call;
+    for (uint32_t i = 0; i < n; i++) {
+        jobs[i]->kind = HX_MARK;
+        jobs[i]->bar = b;
+        hx__enqueue(hx, streams[i], jobs[i]);
+    }
+    free(jobs);
+    return 0;
+}
+
+static int hx_stream_sync(void *ctx, void *bs, struct ga_exec_call *call, struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_stream *s = bs;
+    pthread_mutex_lock(&hx->mu);
+    int rc = hx__barrier(hx, call, &s, 1, why);
+    pthread_mutex_unlock(&hx->mu);
+    return rc;
+}
+
+static int hx_device_sync(void *ctx, void *bo, struct ga_exec_call *call, struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_owner *o = bo;
+    pthread_mutex_lock(&hx->mu);
+    uint32_t n = 0;
+    for (struct hx_stream *s = o->streams; s; s = s->onext)
+        n++;
+    struct hx_stream **v = calloc(n ? n : 1, sizeof(*v));
+    int rc = v ? 0 : lt_failure_set(why, LT_E_SYSTEM, 0, "DEVICE_SYNCHRONIZE: out of memory");
+    n = 0;
+    for (struct hx_stream *s = o->streams; v && s; s = s->onext)
+        v[n++] = s;
+    if (rc == 0)
+        rc = hx__barrier(hx, call, v, n, why);
+    pthread_mutex_unlock(&hx->mu);
+    free(v);
+    return rc;
+}
+
+static int hx_event_record(void *ctx, void *bs, void *bev, struct ga_exec_call *call,
+                           struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_event *ev = bev;
+    struct hx_job *j = hx__job_new(HX_RECORD, why, "EVENT_RECORD");
+    if (!j)
+        return -ENOMEM;
+    pthread_mutex_lock(&hx->mu);
+    j->ev = ev;
+    j->epoch = ++ev->recorded;
+    ev->refs++;
+    hx__enqueue(hx, bs, j);
+    pthread_mutex_unlock(&hx->mu);
+    ga_exec_call_ok(call);
+    return 0;
+}
+
+static int hx_event_wait(void *ctx, void *bs, void *bev, struct ga_exec_call *call,
+                         struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_event *ev = bev;
+    struct hx_job *j = hx__job_new(HX_WAIT, why, "EVENT_WAIT");
+    if (!j)
+        return -ENOMEM;
+    pthread_mutex_lock(&hx->mu);
+    if (ev->done >= ev->recorded) {
+        free(j); /* nothing pending: waiting is a no-op, as in CUDA */
+    } else {
+        j->ev = ev;
+        j->epoch = ev->recorded;
+        ev->refs++;
+        hx__enqueue(hx, bs, j);
+    }
+    pthread_mutex_unlock(&hx->mu);
+    ga_exec_call_ok(call);
+    return 0;
+}
+
+static int hx_event_query(void *ctx, void *bev, struct ga_exec_call *call, struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_event *ev = bev;
+    (void)why;
+    pthread_mutex_lock(&hx->mu);
+    struct ga_exec_answer a = {.status = LT_OK, .ready = ev->done >= ev->recorded};
+    pthread_mutex_unlock(&hx->mu);
+    ga_exec_call_done(call, &a);
+    return 0;
+}
+
+static int hx_event_sync(void *ctx, void *bev, struct ga_exec_call *call, struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_event *ev = bev;
+    struct hx_waiter *w = calloc(1, sizeof(*w));
+    struct hx_barrier *b = calloc(1, sizeof(*b));
+    if (!w || !b) {
+        free(w);
+        free(b);
+        return lt_failure_set(why, LT_E_SYSTEM, 0, "EVENT_SYNCHRONIZE: out of memory");
+    }
+    pthread_mutex_lock(&hx->mu);
+    bool now = ev->done >= ev->recorded;
+    if (!now) {
+        b->left = 1;
+        b->call = call;
+        w->bar = b;
+        w->epoch = ev->recorded;
+        w->next = ev->waiters;
+        ev->waiters = w;
+        ev->refs++;
+    }
+    pthread_mutex_unlock(&hx->mu);
+    if (now) {
+        free(w);
+        free(b);
+        ga_exec_call_ok(call);
+    }
+    return 0;
+}
+
+static int hx_event_elapsed(void *ctx, void *start, void *end, struct ga_exec_call *call,
+                            struct lt_failure *why)
+{
+    struct hx *hx = ctx;
+    struct hx_event *a = start, *b = end;
+    pthread_mutex_lock(&hx->mu);
+    bool a_pending = a->recorded == 0 || a->done < a->recorded;
+    bool b_pending = b->recorded == 0 || b->done < b->recorded;
+    bool never = a->recorded == 0 || b->recorded == 0;
+    double ms = ((double)b->done_ns - (double)a->done_ns) / 1e6;
+    pthread_mutex_unlock(&hx->mu);
+    if (a_pending || b_pending)
+        return lt_failure_set(why, LT_E_BUSY, 0,
+                              "EVENT_ELAPSED: expected both events recorded and complete, found "
+                              "the %s %s",
+                              a_pending ? "start" : "end", never ? "never recorded" : "pending");
+    struct ga_exec_answer ans = {.status = LT_OK, .elapsed_ms = (float)ms};
+    ga_exec_call_done(call, &ans);
+    return 0;
+}
+
+static int hx_stats_format(void *ctx, char *buf, size_t len)
+{
+    struct hx *hx = ctx;
+    pthread_mutex_lock(&hx->mu);
+    int n = snprintf(buf, len,
+                     "host executor: workers=%" PRIu32 " ready=%" PRIu64 " bell_waiting=%" PRIu64
+                     " ran=%" PRIu64 " bell_waits=%" PRIu64 "\n",
+                     hx->nworkers, hx->ready.n, hx->bell.n, hx->ran, hx->bell_waits);
+    pthread_mutex_unlock(&hx->mu);
+    return n;
+}
+
+/* Stops the threads (every owner was dropped, so nothing is queued). */
+static void hx__threads_stop(struct hx *hx)
+{
+    struct hx_fire f = {0};
+    pthread_mutex_lock(&hx->mu);
+    hx->stopping = true;
+    for (struct hx_owner *o = hx->owners, *n; o; o = n) {
+        n = o->next;
+        if (!o->dropped)
+            hx__owner_cancel(hx, o, &f);
+    }
+    pthread_cond_broadcast(&hx->work_cv);
+    pthread_cond_broadcast(&hx->bell_cv);
+    pthread_mutex_unlock(&hx->mu);
+    hx__fire(&f);
+    for (uint32_t i = 0; i < hx->started; i++)
+        pthread_join(hx->workers[i].thread, NULL);
+    if (hx->bell_started)
+        pthread_join(hx->bell_thread, NULL);
+    hx->started = 0;
+    hx->bell_started = false;
+}
+
+static void hx_shutdown(void *ctx)
+{
+    struct hx *hx = ctx;
+    if (hx->shut)
+        return;
+    hx__threads_stop(hx);
+    hx->shut = true;
+}
+
+static void hx__free(struct hx *hx)
+{
+    /* What running work left behind after its owner was cancelled. */
+    while (hx->owners) {
+        struct hx_owner *o = hx->owners;
+        hx->owners = o->next;
+        for (struct hx_stream *s = o->streams, *n; s; s = n) {
+            n = s->onext;
+            free(s);
+        }
+        for (struct hx_event *ev = o->events, *n; ev; ev = n) {
+            n = ev->onext;
+            free(ev);
+        }
+        free(o);
+    }
+    for (uint32_t i = 0; hx->workers && i < hx->nworkers; i++)
+        free(hx->workers[i].scratch);
+    free(hx->workers);
+    pthread_cond_destroy(&hx->work_cv);
+    pthread_cond_destroy(&hx->bell_cv);
+    pthread_mutex_destroy(&hx->mu);
+    free(hx);
+}
+
+static void hx_destroy(void *ctx)
+{
+    struct hx *hx = ctx;
+    hx_shutdown(hx);
+    hx__free(hx);
+}
+
+static const struct ga_exec_backend_ops hx_ops = {
+    .work_check = hx_work_check,
+    .owner_open = hx_owner_open,
+    .owner_drop = hx_owner_drop,
+    .stream_open = hx_stream_open,
+    .stream_close = hx_stream_close,
+    .event_open = hx_event_open,
+    .event_close = hx_event_close,
+    .work_enqueue = hx_work_enqueue,
+    .stream_query = hx_stream_query,
+    .stream_sync = hx_stream_sync,
+    .event_record = hx_event_record,
+    .event_wait = hx_event_wait,
+    .event_query = hx_event_query,
+    .event_sync = hx_event_sync,
+    .event_elapsed = hx_event_elapsed,
+    .device_sync = hx_device_sync,
+    .stats_format = hx_stats_format,
+    .shutdown = hx_shutdown,
+    .destroy = hx_destroy,
+};
+
+/* ---- creation -------------------------------------------------------------- */
+
+static int hx__threads_start(struct hx *hx)
+{
+    for (uint32_t i = 0; i < hx->nworkers; i++) {
+        hx->workers[i].hx = hx;
+        hx->workers[i].scratch = malloc((size_t)hx->scratch_bytes);
+        if (!hx->workers[i].scratch)
+            return -ENOMEM;
+    }
+    for (; hx->started < hx->nworkers; hx->started++) {
+        int rc = -pthread_create(&hx->workers[hx->started].thread, NULL, hx__worker_main,
+                                 &hx->workers[hx->started]);
+        if (rc < 0)
+            return rc;
+    }
+    int rc = -pthread_create(&hx->bell_thread, NULL, hx__bell_main, hx);
+    if (rc == 0)
+        hx->bell_started = true;
+    return rc;
+}
+
+int ga_executor_host_create(const struct ga_executor_host_opts *opts, struct ga_executor **ex_p)
+{
+    struct ga_executor_host_opts o = opts ? *opts : (struct ga_executor_host_opts){0};
+    if (!ex_p || o.workers > HX_WORKERS_MAX || o.scratch_bytes > HX_SCRATCH_MAX)
+        return -EINVAL;
+    if (o.workers == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        o.workers = cpus < 1                        ? 1u
+                    : cpus > HX_WORKERS_DEFAULT_MAX ? HX_WORKERS_DEFAULT_MAX
+                                                    : (uint32_t)cpus;
+    }
+    struct hx *hx = calloc(1, sizeof(*hx));
+    if (!hx)
+        return -ENOMEM;
+    hx->scratch_bytes = o.scratch_bytes ? o.scratch_bytes : HX_SCRATCH_DEFAULT;
+    hx->bell_sleep_max_us = o.bell_sleep_max_us ? o.bell_sleep_max_us : HX_BELL_SLEEP_DEFAULT_US;
+    if (hx->bell_sleep_max_us < HX_BELL_SLEEP_MIN_US)
+        hx->bell_sleep_max_us = HX_BELL_SLEEP_MIN_US;
+    hx->nworkers = o.workers;
+    pthread_mutex_init(&hx->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&hx->bell_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&hx->work_cv, NULL);
+    hx->workers = calloc(hx->nworkers, sizeof(*hx->workers));
+    int rc = hx->workers ? hx__threads_start(hx) : -ENOMEM;
+    if (rc < 0)
+        goto fail;
+    struct ga_exec_config cfg = {
+        .limits = {.max_streams = o.max_streams, .max_events = o.max_events},
+        .reuse = BASE_IDTAB_REUSE_LIFO,
+        .log = o.log,
+    };
+    struct ga_exec_backend be = {
+        .name = "host",
+        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_HOST_BACKEND,
+        .ops = &hx_ops,
+        .ctx = hx,
+    };
+    if ((rc = ga_executor_create(&cfg, &be, ex_p)) < 0)
+        goto fail;
+    return 0;
+
+fail:
+    hx__threads_stop(hx);
+    hx__free(hx);
+    return rc;
+}
