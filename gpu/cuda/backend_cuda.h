@@ -1,5 +1,6 @@
-/* Internals of the CUDA backend, shared by backend_cuda.c (owners, their
- * command queues, the CUDA objects behind the front's streams and events,
+/* Internals of the CUDA backend, shared by backend_cuda.c (the table the
+ * front calls, creation), serve_cuda.c (owners' command queues served on
+ * the pool, the CUDA objects behind the front's streams and events,
  * completions, faults) and ops_cuda.c (what one op queues on the GPU, and
  * its result). */
 #ifndef GPU_BACKEND_CUDA_H
@@ -162,6 +163,21 @@ struct cx {
     bool mon_started;
     pthread_cond_t mon_cv;
 };
+
+/* ---- serve_cuda.c ---- */
+
+/* The protocol names of enum cx_ctl, for words. */
+extern const char *const cx__ctl_names[];
+
+/* Locked. Appends @cmd to @o's FIFO (one owner reference for it) and makes
+ * sure a pool job serves it. Returns 0 or the pool's refusal. */
+int cx__push(struct cx *x, struct cx_owner *o, struct cx_cmd *cmd);
+
+/* Locked. Drops a reference; the last frees the owner. */
+void cx__owner_unref(struct cx *x, struct cx_owner *o);
+
+/* The fault monitor thread (arg: the struct cx). */
+void *cx__monitor_main(void *arg);
 
 /* ---- ops_cuda.c ---- */
 
