@@ -22,7 +22,6 @@
  *               the child waits for the hash, computed with the C reference.
  * Prints p50/p99 per path and, last, a table. Exit 0 when every iteration
  * completed (the goal line says whether the latency goal was met). */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -37,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "bench_cuda.h"
 #include "gpu/cu.h"
 #include "gpu/exec_cuda.h"
 #include "kernels/blockhash_ref.h"
@@ -364,17 +364,26 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
     return 0;
 }
 
-static void usage(void)
+static void usage_to(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: doorbell-bench [--iters N (1..%d, default 2000)] [--pause-us N "
             "(default 50)]\n"
             "                      [--work kernel|write|kernel-flag (default kernel)]\n",
             MAX_ITERS);
 }
 
+static void usage(void)
+{
+    usage_to(stderr);
+}
+
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        usage_to(stdout);
+        return 0;
+    }
     uint32_t iters = 2000, pause_us = 50, work = W_KERNEL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
@@ -398,6 +407,7 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    bench_cuda_require("doorbell-bench");
     /* Everything shared exists before the fork; CUDA only after it. */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t shm_len = (sizeof(struct shm) + page - 1) / page * page;

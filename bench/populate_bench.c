@@ -15,7 +15,6 @@
  *
  * and, as the ceiling, the register of the mapping that pre-faulted it.
  * Medians of --repeat runs, the order rotated each run. */
-#include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +24,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_cuda.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -117,6 +118,10 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        printf("usage: populate-bench [--size-gib N] [--repeat N]\n");
+        return 0;
+    }
     size_t size = 4ull << 30;
     int repeat = 3;
     for (int i = 1; i < argc; i++) {
@@ -133,6 +138,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "populate-bench: expected a size > 0 and 1..32 repeats\n");
         return 2;
     }
+    bench_cuda_require("populate-bench");
     CUdevice dev;
     CUcontext ctx;
     if (!cu_ok(cuInit(0), "cuInit") || !cu_ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||

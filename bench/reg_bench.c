@@ -22,7 +22,6 @@
  *
  * Each figure is the median of --repeat runs; the order of the two paths
  * alternates so neither always runs on a warmer system. */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -33,6 +32,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_cuda.h"
 
 #include "base/time.h"
 #include "bench_huge.h"
@@ -172,6 +173,10 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        printf("usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k,huge,thp]\n");
+        return 0;
+    }
     uint64_t size = 4ull << 30;
     int repeat = 3;
     int want[BACKING_COUNT] = {1, 1, 0};
@@ -207,6 +212,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "reg-bench: expected 1..64 repeats and a size > 0\n");
         return 2;
     }
+    bench_cuda_require("reg-bench");
     uint64_t huge_need = size / (2ull << 20);
     long huge_free = bench_huge_pages_free();
     if (want[BACKING_HUGETLB] && (size % (2ull << 20) || huge_free < (long)huge_need)) {

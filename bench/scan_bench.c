@@ -15,7 +15,6 @@
  * over the median time (events around the region); every path's checksums are
  * compared with the C reference and every top-k with the f64 reference
  * (kr_scan_check) and with each other. The table comes last. */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/rand.h"
+#include "bench_cuda.h"
 #include "gpu/cu.h"
 #include "gpu/ga.h"
 #include "gpu/scan.h"
@@ -51,7 +51,7 @@ __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
-        if (GA_CU(call) < 0)                                                                       \
+        if (ga_cu_check((call), #call, __FILE__, __LINE__) < 0)                                    \
             die("%s failed (see the line above)", #call);                                          \
     } while (0)
 
@@ -95,11 +95,15 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
+static void usage_to(FILE *f)
+{
+    fprintf(f, "usage: scan-bench [--sizes 16M,256M,2G] [--dim 1024] [--k 64] [--chunk 64M]\n"
+               "                  [--zc-chunk 8M] [--block 256K] [--reps N] [--types f32,f16]\n");
+}
+
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: scan-bench [--sizes 16M,256M,2G] [--dim 1024] [--k 64] [--chunk 64M]\n"
-            "                  [--zc-chunk 8M] [--block 256K] [--reps N] [--types f32,f16]\n");
+    usage_to(stderr);
     exit(2);
 }
 
@@ -620,8 +624,13 @@ static void size_run(struct bench *b, size_t size)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        usage_to(stdout);
+        return 0;
+    }
     struct bench b = {.memfd = -1};
     opts_parse(argc, argv, &b.o);
+    bench_cuda_require("scan-bench");
     bench_open(&b);
     printf("rates are shard bytes / median time; checksum block %u bytes, pinned chunk %zu MiB "
            "(2 streams), zero-copy chunk %zu MiB\n",

@@ -1,390 +1,82 @@
 /* lease-agent: the GPU agent. It serves the lease protocol on its socket
  * (docs/agent.md) with the CUDA backend (the default: hardware gate,
  * cuMemHostRegister, the CUDA executor) or, asked for by name, the host
- * backend; a CUDA start that fails is an error, never a silent fallback.
- * --self-test proves on real hardware that the embedded checksum kernel
- * loads and agrees with the C reference. */
+ * backend (the same code as lease-agent-host: gpu/agent_host.h); a CUDA
+ * start that fails is an error, never a silent fallback. --self-test
+ * (agent_self_test.c) proves on real hardware that the embedded kernels load
+ * and agree with the C reference.
+ *
+ * One getopt_long table: the server's options (gpu/server/cli.c, shared
+ * with lease-agent-host) after lease-agent's own. The driver is loaded only
+ * when a CUDA path starts (gpu/cu.h), so --help, --version and --backend
+ * host work on a machine without it. */
 #include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <signal.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "agent.h"
 #include "base/parse.h"
+#include "gpu/agent_host.h"
 #include "gpu/cu.h"
 #include "gpu/executor_cuda.h"
-#include "gpu/executor_host.h"
-#include "gpu/extra_images.h"
-#include "gpu/ga.h"
-#include "gpu/server.h"
-#include "kernels/blockhash_ref.h"
-#include "kernels/images.h"
 #include "gpu/lease_backend.h"
+#include "gpu/server.h"
 
-#define AGENT_DEFAULT_BYTES (256u << 20)
-#define AGENT_DEFAULT_BLOCK (64u << 10)
-#define AGENT_DEFAULT_SEED 0x6167656e74ULL /* never zero: xorshift would stick */
+enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
+
+/* lease-agent's own options; their vals stay below GA_SERVER_CLI_OPT_BASE. */
+enum {
+    AGENT_OPT_SELF_TEST = 0x100,
+    AGENT_OPT_BACKEND,
+    AGENT_OPT_DEVICE,
+    AGENT_OPT_CHUNK_BYTES,
+    AGENT_OPT_CUBIN_DIR,
+    AGENT_OPT_BYTES,
+    AGENT_OPT_BLOCK_SIZE,
+    AGENT_OPT_SEED,
+};
+
+static const struct option agent_own_options[] = {
+    {"self-test", no_argument, NULL, AGENT_OPT_SELF_TEST},
+    {"backend", required_argument, NULL, AGENT_OPT_BACKEND},
+    {"device", required_argument, NULL, AGENT_OPT_DEVICE},
+    {"chunk-bytes", required_argument, NULL, AGENT_OPT_CHUNK_BYTES},
+    {"cubin-dir", required_argument, NULL, AGENT_OPT_CUBIN_DIR},
+    {"bytes", required_argument, NULL, AGENT_OPT_BYTES},
+    {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
+    {"seed", required_argument, NULL, AGENT_OPT_SEED},
+};
+#define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
 
 struct agent_args {
+    struct ga_server_cli cli;
+    struct agent_self_test_args st;
     int self_test;
-    int device;
-    size_t bytes;
-    uint32_t block_size;
-    uint64_t seed;
-    const char *cubin_dir;
+    enum agent_backend backend;
+    uint64_t chunk;
+    const char *server_opt;    /* the first server option given (refused with --self-test) */
+    const char *serve_only;    /* --backend or --chunk-bytes given (refused with --self-test) */
+    const char *self_test_opt; /* --bytes, --block-size or --seed (only with --self-test) */
 };
 
 static void agent_usage(FILE *f)
 {
     fprintf(f,
-            "usage: lease-agent --self-test [--device N] [--bytes N[K|M|G]] [--block-size N]\n"
+            "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
+            "                   [--cubin-dir DIR] [server options]\n"
+            "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
-            "\n"
-            "  --self-test   open GPU N through the hardware gate (driver >= 580 / CUDA 13,\n"
-            "                compute capability == the embedded cubins' arch), load every\n"
-            "                embedded kernel, checksum --bytes of seeded random data on the GPU\n"
-            "                (device memory and mapped host memory) and with the C reference,\n"
-            "                flip one bit and check that verify names exactly that block.\n"
-            "                Prints one result line; exit 0 only if everything matched.\n"
-            "  --cubin-dir DIR  also load every DIR/*.cubin (SASS-only, this arch, kernels\n"
-            "                named k_*) with the embedded images; a bad file fails start-up.\n"
-            "  defaults: --device 0 --bytes %u --block-size %u\n"
-            "\n"
-            "lease-agent links libcuda.so.1 from the NVIDIA driver: on a machine without the\n"
-            "driver the dynamic loader refuses to start it (\"libcuda.so.1: cannot open shared\n"
-            "object file\"), before any of this runs.\n",
-            AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
-}
-
-static int agent_size_parse(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || s[0] == '-')
-        return -EINVAL;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end || v > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
-static int agent_args_parse(int argc, char **argv, struct agent_args *a)
-{
-    *a = (struct agent_args){.bytes = AGENT_DEFAULT_BYTES,
-                             .block_size = AGENT_DEFAULT_BLOCK,
-                             .seed = AGENT_DEFAULT_SEED};
-    for (int i = 1; i < argc; i++) {
-        uint64_t v = 0;
-        const char *opt = argv[i];
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            agent_usage(stdout);
-            exit(0);
-        } else if (strcmp(opt, "--self-test") == 0) {
-            a->self_test = 1;
-            continue;
-        } else if (strcmp(opt, "--cubin-dir") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "lease-agent: --cubin-dir: expected a directory, found nothing\n");
-                return -EINVAL;
-            }
-            a->cubin_dir = argv[++i];
-            continue;
-        }
-        if (i + 1 >= argc || agent_size_parse(argv[i + 1], &v) < 0) {
-            fprintf(stderr, "lease-agent: %s: expected a number, found '%s'\n", opt,
-                    i + 1 < argc ? argv[i + 1] : "nothing");
-            return -EINVAL;
-        }
-        i++;
-        if (strcmp(opt, "--device") == 0 && v < 64) {
-            a->device = (int)v;
-        } else if (strcmp(opt, "--bytes") == 0 && v >= 64 && v <= SIZE_MAX / 2) {
-            a->bytes = (size_t)v;
-        } else if (strcmp(opt, "--block-size") == 0 && v && v % 8 == 0 && v <= UINT32_MAX) {
-            a->block_size = (uint32_t)v;
-        } else if (strcmp(opt, "--seed") == 0 && v) {
-            a->seed = v;
-        } else {
-            fprintf(stderr,
-                    "lease-agent: %s %s: unknown option or value out of range "
-                    "(--device 0..63, --bytes >= 64, --block-size a multiple of 8, "
-                    "--seed non-zero)\n",
-                    opt, argv[i]);
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
-
-static uint64_t agent_rng(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1DULL;
-}
-
-static double agent_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Index of the first entry where @a and @b differ, or -1. */
-static long agent_first_diff(const uint64_t *a, const uint64_t *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return (long)i;
-    return -1;
-}
-
-struct agent_bufs {
-    unsigned char *host;  /* cuMemHostAlloc, mapped */
-    CUdeviceptr host_dev; /* its device address */
-    CUdeviceptr dev;      /* cuMemAlloc copy */
-    uint64_t *ref, *gpu;
-    size_t n;
-};
-
-/* GPU sums of the @len bytes at @addr (which holds @host's bytes) against
- * the C reference over @host. */
-static int agent_compare(struct ga_device *d, const char *what, const unsigned char *host,
-                         uint64_t addr, size_t len, uint32_t bs, struct agent_bufs *b,
-                         double *gbps_p)
-{
-    long n = kr_block_checksums(host, len, bs, b->ref);
-    double t0 = agent_now();
-    int got = ga_checksum_compute(d, addr, len, bs, b->gpu);
-    double dt = agent_now() - t0;
-    if (got < 0 || got != n) {
-        printf("lease-agent self-test FAIL: %s: ga_checksum_compute returned %d, expected %ld "
-               "blocks (%s)\n",
-               what, got, n, got < 0 ? strerror(-got) : "count");
-        return -1;
-    }
-    long diff = agent_first_diff(b->ref, b->gpu, (size_t)n);
-    if (diff >= 0) {
-        printf("lease-agent self-test FAIL: %s, %zu bytes: block %ld: GPU %#018" PRIx64
-               ", C reference %#018" PRIx64 "\n",
-               what, len, diff, b->gpu[diff], b->ref[diff]);
-        return -1;
-    }
-    if (gbps_p)
-        *gbps_p = (double)len / dt / 1e9;
-    return 0;
-}
-
-static int agent_verify_one(struct ga_device *d, const char *what, uint64_t addr, size_t len,
-                            uint32_t bs, const uint64_t *expected, int64_t want_first,
-                            uint64_t want_count)
-{
-    int64_t first = 0;
-    uint64_t count = 0;
-    int rc = ga_checksum_verify(d, addr, len, bs, expected, &first, &count);
-    if (rc < 0 || first != want_first || count != want_count) {
-        printf("lease-agent self-test FAIL: verify on %s: rc %d, first bad block %" PRId64
-               " (expected %" PRId64 "), %" PRIu64 " bad (expected %" PRIu64 ")\n",
-               what, rc, first, want_first, count, want_count);
-        return -1;
-    }
-    return 0;
-}
-
-static int agent_self_test_run(struct ga_device *d, const struct agent_args *a,
-                               struct agent_bufs *b)
-{
-    const size_t len = a->bytes;
-    const uint32_t bs = a->block_size;
-    uint64_t s = a->seed;
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t v = agent_rng(&s);
-        memcpy(b->host + i, &v, len - i < 8 ? len - i : 8);
-    }
-    if (GA_CU(cuMemcpyHtoD(b->dev, b->host, len)) < 0)
-        return -1;
-
-    double dev_gbps = 0, map_gbps = 0;
-    if (agent_compare(d, "device memory", b->host, b->dev, len, bs, b, &dev_gbps) < 0 ||
-        agent_compare(d, "mapped host memory", b->host, b->host_dev, len, bs, b, &map_gbps) < 0 ||
-        agent_compare(d, "device memory, 3 bytes short", b->host, b->dev, len - 3, bs, b, NULL) <
-            0 ||
-        agent_compare(d, "mapped host memory, from byte 8", b->host + 8, b->host_dev + 8, len - 8,
-                      bs, b, NULL) < 0)
-        return -1;
-    /* b->ref holds the last comparison's sums; recompute the full ones. */
-    kr_block_checksums(b->host, len, bs, b->ref);
-    if (agent_verify_one(d, "clean device memory", b->dev, len, bs, b->ref, -1, 0) < 0)
-        return -1;
-
-    size_t pos = (size_t)(agent_rng(&s) % len);
-    unsigned char bit = (unsigned char)(1u << (agent_rng(&s) % 8));
-    b->host[pos] ^= bit;
-    if (GA_CU(cuMemcpyHtoD(b->dev + pos, b->host + pos, 1)) < 0)
-        return -1;
-    int64_t block = (int64_t)(pos / bs);
-    if (agent_verify_one(d, "device memory with one flipped bit", b->dev, len, bs, b->ref, block,
-                         1) < 0 ||
-        agent_verify_one(d, "mapped memory with one flipped bit", b->host_dev, len, bs, b->ref,
-                         block, 1) < 0)
-        return -1;
-    b->host[pos] ^= bit;
-
-    const struct ga_device_info *in = ga_device_info_get(d);
-    printf("lease-agent self-test PASS: device %d %s (sm_%u, driver API %d, kernel module "
-           "%d.%d): %zu bytes in %zu blocks of %u: GPU == C reference on device memory "
-           "(%.1f GB/s) and mapped host memory (%.1f GB/s), short and offset tails too; bit "
-           "flipped at byte %zu -> verify named block %" PRId64 " only, on both\n",
-           in->ordinal, in->name, in->arch, in->driver_version, in->kmd_major, in->kmd_minor, len,
-           b->n, bs, dev_gbps, map_gbps, pos, block);
-    return 0;
-}
-
-/* The image table for ga_device_open: the embedded images, plus those of
- * --cubin-dir when given. */
-struct agent_images {
-    struct kn_image *extra;
-    size_t extra_count;
-    struct kn_image *table; /* embedded + extra; NULL: the embedded table alone */
-};
-
-/* Loads @dir's cubins (NULL: none) and points @opts at the combined table.
- * Returns 0 or a negative errno after saying why on stderr. */
-static int agent_images_prepare(const char *dir, struct agent_images *ai,
-                                struct ga_device_opts *opts)
-{
-    *ai = (struct agent_images){0};
-    if (!dir)
-        return 0;
-    char err[1024];
-    unsigned int arch = kn_images[0].arch;
-    int rc = ga_extra_images_load(dir, arch, &ai->extra, &ai->extra_count, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: error: --cubin-dir: %s\n", err);
-        return rc;
-    }
-    fprintf(stderr, "lease-agent: --cubin-dir %s: %zu extra image%s for sm_%u\n", dir,
-            ai->extra_count, ai->extra_count == 1 ? "" : "s", arch);
-    for (size_t i = 0; i < ai->extra_count; i++) {
-        const struct kn_image *img = &ai->extra[i];
-        fprintf(stderr, "lease-agent: extra image '%s' (%s/%s.cubin, %zu bytes, sm_%u), kernels:",
-                img->name, dir, img->name, img->size, img->arch);
-        for (size_t k = 0; k < img->kernel_count; k++)
-            fprintf(stderr, "%s %s", k ? "," : "", img->kernels[k]);
-        fprintf(stderr, "\n");
-    }
-    size_t count = 0;
-    rc = ga_extra_images_combine(kn_images, kn_image_count, ai->extra, ai->extra_count, &ai->table,
-                                 &count, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: error: --cubin-dir %s: %s\n", dir, err);
-        ga_extra_images_free(ai->extra, ai->extra_count);
-        *ai = (struct agent_images){0};
-        return rc;
-    }
-    opts->images = ai->table;
-    opts->image_count = count;
-    opts->required_arch = arch;
-    return 0;
-}
-
-/* Call after ga_device_close: the device points into the table. */
-static void agent_images_release(struct agent_images *ai)
-{
-    free(ai->table);
-    ga_extra_images_free(ai->extra, ai->extra_count);
-    *ai = (struct agent_images){0};
-}
-
-static int agent_self_test(const struct agent_args *a)
-{
-    struct ga_device *d = NULL;
-    struct ga_device_opts opts = {.ordinal = a->device};
-    struct agent_images ai;
-    if (agent_images_prepare(a->cubin_dir, &ai, &opts) < 0) {
-        printf("lease-agent self-test FAIL: --cubin-dir %s refused (see the line above)\n",
-               a->cubin_dir);
-        return 1;
-    }
-    int rc = ga_device_open(&opts, &d);
-    if (rc < 0) {
-        agent_images_release(&ai);
-        printf("lease-agent self-test FAIL: cannot open CUDA device %d: %s (see the lines "
-               "above)\n",
-               a->device, strerror(-rc));
-        return 1;
-    }
-    struct agent_bufs b = {.n = kr_block_count(a->bytes, a->block_size)};
-    int result = 1;
-    b.ref = calloc(b.n, sizeof(*b.ref));
-    b.gpu = calloc(b.n, sizeof(*b.gpu));
-    if (!b.ref || !b.gpu) {
-        printf("lease-agent self-test FAIL: out of host memory for %zu sums\n", b.n);
-        goto out_free;
-    }
-    void *host = NULL;
-    if (ga_device_make_current(d) < 0 ||
-        GA_CU(cuMemHostAlloc(&host, a->bytes, CU_MEMHOSTALLOC_DEVICEMAP)) < 0) {
-        printf("lease-agent self-test FAIL: cannot allocate %zu bytes of mapped host memory\n",
-               a->bytes);
-        goto out_free;
-    }
-    b.host = host;
-    if (GA_CU(cuMemHostGetDevicePointer(&b.host_dev, host, 0)) < 0 ||
-        GA_CU(cuMemAlloc(&b.dev, a->bytes)) < 0) {
-        printf("lease-agent self-test FAIL: cannot map host memory or allocate %zu bytes of "
-               "device memory\n",
-               a->bytes);
-        goto out_host;
-    }
-    if (agent_self_test_run(d, a, &b) == 0)
-        result = 0;
-    GA_CU(cuMemFree(b.dev));
-out_host:
-    GA_CU(cuMemFreeHost(b.host));
-out_free:
-    free(b.gpu);
-    free(b.ref);
-    ga_device_close(d);
-    agent_images_release(&ai);
-    return result;
-}
-
-/* ---- server mode ---------------------------------------------------------- */
-
-enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
-
-static struct ga_server *agent_srv; /* for the fault callback */
-static volatile int agent_faulted;
-
-static void agent_server_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: lease-agent [--backend cuda|host] [--device N] [server options]\n"
-            "       lease-agent --self-test [--device N] [--bytes N] [--block-size N] [--seed N]\n"
+            "       lease-agent --help | --version\n"
             "\n"
             "  --backend cuda   (default) open GPU N through the hardware gate, register\n"
             "                   segments with cuMemHostRegister and run the work on the GPU.\n"
             "                   If that cannot start, lease-agent exits with the reason; it\n"
             "                   never falls back to the host backend by itself.\n"
             "  --backend host   the host backend (mlock, C reference kernels on CPU threads,\n"
-            "                   polled doorbells): no GPU is touched; announced in the log.\n"
+            "                   polled doorbells), as lease-agent-host: no GPU is touched and\n"
+            "                   no driver is needed; announced in the log.\n"
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
@@ -392,30 +84,176 @@ static void agent_server_usage(FILE *f)
             "                   GPU's arch, no PTX, kernels named k_*); any bad file, or a\n"
             "                   kernel name already taken, fails start-up\n"
             "\n"
-            "Server options (as lease-agent-host):\n");
+            "  --self-test      open GPU N through the hardware gate (driver >= 580 / CUDA 13,\n"
+            "                   compute capability == the embedded cubins' arch), load every\n"
+            "                   embedded kernel, checksum --bytes of seeded random data on the\n"
+            "                   GPU (device memory and mapped host memory) and with the C\n"
+            "                   reference, flip one bit and check that verify names exactly\n"
+            "                   that block. Prints one result line; exit 0 only if everything\n"
+            "                   matched. Serves nothing: takes no server option.\n"
+            "  --bytes SIZE     self-test data (default %u; at least 64)\n"
+            "  --block-size N   self-test checksum block (default %u; a multiple of 8)\n"
+            "  --seed N         self-test data seed (non-zero)\n"
+            "\n"
+            "The NVIDIA driver (libcuda.so.1) is loaded when a CUDA path starts, not before:\n"
+            "without it --help, --version and --backend host work, and the CUDA paths exit\n"
+            "saying so.\n"
+            "\n"
+            "Server options (as lease-agent-host):\n",
+            AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
+
+/* "--opt: expected ..., found 'v'" into @err. */
+static int agent_refuse(const char *opt, const char *want, const char *val, char *err,
+                        size_t errlen)
+{
+    snprintf(err, errlen, "--%s: expected %s, found '%s'", opt, want, val ? val : "");
+    return -EINVAL;
+}
+
+static int agent_option(struct agent_args *a, int opt, const char *name, const char *val, char *err,
+                        size_t errlen)
+{
+    uint64_t v = 0;
+    uint32_t u = 0;
+    switch (opt) {
+    case AGENT_OPT_SELF_TEST:
+        a->self_test = 1;
+        return 0;
+    case AGENT_OPT_BACKEND:
+        a->serve_only = "--backend";
+        if (strcmp(val, "cuda") == 0)
+            a->backend = AGENT_BACKEND_CUDA;
+        else if (strcmp(val, "host") == 0)
+            a->backend = AGENT_BACKEND_HOST;
+        else
+            return agent_refuse(name, "'cuda' or 'host'", val, err, errlen);
+        return 0;
+    case AGENT_OPT_DEVICE:
+        if (base_parse_u32(val, 0, 63, &u, NULL, 0) < 0)
+            return agent_refuse(name, "0..63", val, err, errlen);
+        a->st.device = (int)u;
+        return 0;
+    case AGENT_OPT_CHUNK_BYTES:
+        a->serve_only = "--chunk-bytes";
+        if (base_parse_size(val, &v, NULL, 0) < 0 || v < 4096 || v % 4096 != 0 || v > (1ull << 30))
+            return agent_refuse(name, "a multiple of 4K from 4K to 1G", val, err, errlen);
+        a->chunk = v;
+        return 0;
+    case AGENT_OPT_CUBIN_DIR:
+        if (!val[0])
+            return agent_refuse(name, "a directory", val, err, errlen);
+        a->st.cubin_dir = val;
+        return 0;
+    case AGENT_OPT_BYTES:
+        a->self_test_opt = "--bytes";
+        if (base_parse_size(val, &v, NULL, 0) < 0 || v < 64 || v > SIZE_MAX / 2)
+            return agent_refuse(name, "a size of at least 64 bytes", val, err, errlen);
+        a->st.bytes = (size_t)v;
+        return 0;
+    case AGENT_OPT_BLOCK_SIZE:
+        a->self_test_opt = "--block-size";
+        if (base_parse_u32(val, 8, UINT32_MAX, &u, NULL, 0) < 0 || u % 8 != 0)
+            return agent_refuse(name, "a multiple of 8", val, err, errlen);
+        a->st.block_size = u;
+        return 0;
+    case AGENT_OPT_SEED:
+        a->self_test_opt = "--seed";
+        if (base_parse_u64(val, 1, UINT64_MAX, &v, NULL, 0) < 0)
+            return agent_refuse(name, "a non-zero number", val, err, errlen);
+        a->st.seed = v;
+        return 0;
+    default:
+        return -ENOENT;
+    }
+}
+
+/* The whole command line, lease-agent's options and the server's. Returns
+ * 0 or -EINVAL with @err saying which option expected what. */
+static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    ga_server_cli_init(&a->cli);
+    a->st = (struct agent_self_test_args){.bytes = AGENT_DEFAULT_BYTES,
+                                          .block_size = AGENT_DEFAULT_BLOCK,
+                                          .seed = AGENT_DEFAULT_SEED};
+    static struct option table[AGENT_OWN_COUNT + 64];
+    if (AGENT_OWN_COUNT + ga_server_cli_option_count + 1 > sizeof table / sizeof table[0])
+        return agent_refuse("help", "a smaller option table", "", err, errlen);
+    memcpy(table, agent_own_options, sizeof agent_own_options);
+    memcpy(table + AGENT_OWN_COUNT, ga_server_cli_options,
+           (ga_server_cli_option_count + 1) * sizeof table[0]);
+    opterr = 0; /* every refusal is ours, in one line */
+    optind = 1;
+    for (;;) {
+        int index = -1;
+        int opt = getopt_long(argc, argv, "+:h", table, &index);
+        if (opt == -1)
+            break;
+        if (opt == '?' || opt == ':')
+            return ga_server_cli_getopt_error(argc, argv, opt, err, errlen);
+        if (opt == 'h') {
+            a->cli.help = 1;
+            continue;
+        }
+        const char *name = index >= 0 ? table[index].name : "?";
+        int rc = agent_option(a, opt, name, optarg, err, errlen);
+        if (rc == -ENOENT) {
+            rc = ga_server_cli_option(&a->cli, opt, optarg, err, errlen);
+            if (rc == 0 && !a->server_opt && strcmp(name, "help") != 0 &&
+                strcmp(name, "version") != 0 && strcmp(name, "log-level") != 0)
+                a->server_opt = name;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "expected an option, found '%s'", argv[optind]);
+        return -EINVAL;
+    }
+    if (a->cli.help || a->cli.version)
+        return 0;
+    if (a->self_test && a->server_opt) {
+        snprintf(err, errlen, "--%s: not with --self-test, which serves nothing", a->server_opt);
+        return -EINVAL;
+    }
+    if (a->self_test && a->serve_only) {
+        snprintf(err, errlen, "%s: not with --self-test, which serves nothing", a->serve_only);
+        return -EINVAL;
+    }
+    if (!a->self_test && a->self_test_opt) {
+        snprintf(err, errlen, "%s: expected --self-test with it, found a server start",
+                 a->self_test_opt);
+        return -EINVAL;
+    }
+    if (!a->self_test && a->st.cubin_dir && a->backend != AGENT_BACKEND_CUDA) {
+        snprintf(err, errlen,
+                 "--cubin-dir %s: expected the CUDA backend, found --backend host (which "
+                 "loads no cubins)",
+                 a->st.cubin_dir);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* ---- the CUDA server ---------------------------------------------------- */
+
+static struct ga_server *agent_srv; /* for the fault callback */
+static volatile int agent_faulted;
+static const struct base_log_sink *agent_log;
 
 static void agent_on_fault(void *arg, int err)
 {
     (void)arg;
-    fprintf(stderr,
-            "lease-agent: error: the GPU faulted (%s); every request in flight was answered "
-            "GPU_FAULT. Stopping: restart the agent.\n",
-            strerror(-err));
+    base_log(agent_log, BASE_LOG_ERROR, AGENT_SUBSYS,
+             "the GPU faulted (%s); every request in flight was answered GPU_FAULT. Stopping: "
+             "restart the agent.",
+             strerror(-err));
     agent_faulted = 1;
     struct ga_server *srv = __atomic_load_n(&agent_srv, __ATOMIC_ACQUIRE);
     if (srv)
         ga_server_stop(srv);
-}
-
-/* Serves until a signal or a fault. Returns the exit status. */
-static int agent_serve(struct ga_server_cli *cli, struct lease_backend *be, struct ga_executor *ex)
-{
-    cli->cfg.backend = be;
-    cli->cfg.executor = ex;
-    int status = ga_server_cli_serve(cli, &agent_srv);
-    return status || agent_faulted ? 1 : 0;
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
@@ -423,18 +261,26 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
+    const struct base_log_sink *log = &cli->cfg.log;
+    agent_log = log;
+    char msg[768];
+    if (agent_driver_load(msg, sizeof msg) < 0) {
+        base_log(log, BASE_LOG_ERROR, AGENT_SUBSYS,
+                 "the CUDA backend cannot start on device %d: %s", device, msg);
+        return 1;
+    }
     struct ga_device *dev = NULL;
-    struct ga_device_opts opts = {.ordinal = device, .log = &cli->log_sink};
+    struct ga_device_opts opts = {.ordinal = device, .log = log};
     struct agent_images ai;
-    if (agent_images_prepare(cubin_dir, &ai, &opts) < 0)
+    if (agent_images_prepare(log, cubin_dir, &ai, &opts) < 0)
         return 1;
     int rc = ga_device_open(&opts, &dev);
     if (rc < 0) {
         agent_images_release(&ai);
-        fprintf(stderr,
-                "lease-agent: error: the CUDA backend cannot start on device %d: %s (the lines "
-                "above say what was found and what is required). %s\n",
-                device, strerror(-rc), hint);
+        base_log(log, BASE_LOG_ERROR, AGENT_SUBSYS,
+                 "the CUDA backend cannot start on device %d: %s (the lines above say what was "
+                 "found and what is required). %s",
+                 device, strerror(-rc), hint);
         return 1;
     }
     int status = 1;
@@ -442,8 +288,8 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
     struct lt_failure why;
     rc = ga_cuda_lease_backend_init(ga_device_context(dev), 0, &be, &why);
     if (rc < 0) {
-        fprintf(stderr, "lease-agent: error: CUDA registration backend: %s. %s\n", why.message,
-                hint);
+        base_log(log, BASE_LOG_ERROR, AGENT_SUBSYS, "CUDA registration backend: %s. %s",
+                 why.message, hint);
         goto out_dev;
     }
     const struct ga_device_info *in = ga_device_info_get(dev);
@@ -454,23 +300,27 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
         .on_fault = agent_on_fault,
-        .log = cli->log_sink,
+        .log = cli->cfg.log,
     };
     struct ga_executor *ex = NULL;
     rc = ga_executor_cuda_create(dev, &xo, &ex);
     if (rc < 0) {
-        fprintf(stderr,
-                "lease-agent: error: the CUDA executor cannot start on device %d (%s): "
-                "%s (see above). %s\n",
-                device, in->name, strerror(-rc), hint);
+        base_log(log, BASE_LOG_ERROR, AGENT_SUBSYS,
+                 "the CUDA executor cannot start on device %d (%s): %s (see above). %s", device,
+                 in->name, strerror(-rc), hint);
         goto out_be;
     }
-    fprintf(stderr,
-            "lease-agent: CUDA backend on device %d %s (sm_%u, %s, driver API %d, kernel module "
-            "%d.%d)\n",
-            in->ordinal, in->name, in->arch, in->pci_bus_id, in->driver_version, in->kmd_major,
-            in->kmd_minor);
-    status = agent_serve(cli, &be, ex);
+    base_log(log, BASE_LOG_NOTICE, AGENT_SUBSYS,
+             "CUDA backend on device %d %s (sm_%u, %s, driver API %d, kernel module %d.%d)",
+             in->ordinal, in->name, in->arch, in->pci_bus_id, in->driver_version, in->kmd_major,
+             in->kmd_minor);
+    cli->cfg.backend = &be;
+    cli->cfg.executor = ex;
+    status = ga_server_cli_serve(cli, &agent_srv);
+    if (agent_faulted)
+        status = 1;
+    cli->cfg.backend = NULL;
+    cli->cfg.executor = NULL;
     ga_executor_destroy(ex);
 out_be:
     lease_backend_fini(&be);
@@ -480,176 +330,33 @@ out_dev:
     return status;
 }
 
-static int agent_serve_host(struct ga_server_cli *cli)
-{
-    fprintf(stderr, "lease-agent: HOST BACKEND (--backend host): no GPU is used. mlock stands "
-                    "in for registration, the C reference kernels run on CPU threads, doorbells "
-                    "are polled.\n");
-    struct lease_backend be;
-    struct lt_failure why;
-    int rc = lease_host_backend_init(&be, &why);
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: host backend: %s\n", why.message);
-        return 1;
-    }
-    uint64_t cap = UINT64_MAX;
-    if (be.capacity && be.capacity(be.ctx, &cap, NULL) < 0)
-        cap = 0;
-    uint64_t half = ga_server_cli_half_memory();
-    ga_server_cli_budgets_default(cli, cap < half ? cap : half, "lockable");
-    struct ga_executor *ex = NULL;
-    struct ga_executor_host_opts ho = {
-        .workers = cli->exec.workers,
-        .max_streams = cli->exec.max_streams,
-        .max_events = cli->exec.max_events,
-    };
-    rc = ga_executor_host_create(&ho, &ex);
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: host executor: %s\n", strerror(-rc));
-        lease_backend_fini(&be);
-        return 1;
-    }
-    int status = agent_serve(cli, &be, ex);
-    ga_executor_destroy(ex);
-    lease_backend_fini(&be);
-    return status;
-}
-
-/* Takes --backend, --device, --chunk-bytes and --cubin-dir out of @argv (into *@rest_p, argv[0]
- * kept) and leaves the rest to ga_server_cli_parse. */
-static int agent_server_args(int argc, char **argv, enum agent_backend *backend_p, int *device_p,
-                             uint64_t *chunk_p, const char **cubin_dir_p, char **rest, int *nrest_p)
-{
-    int n = 0;
-    rest[n++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        const char *val = NULL;
-        bool backend = false, device = false;
-        if (strncmp(opt, "--backend", 9) == 0 && (opt[9] == '\0' || opt[9] == '=')) {
-            backend = true;
-            val = opt[9] == '=' ? opt + 10 : (i + 1 < argc ? argv[++i] : NULL);
-        } else if (strncmp(opt, "--device", 8) == 0 && (opt[8] == '\0' || opt[8] == '=')) {
-            device = true;
-            val = opt[8] == '=' ? opt + 9 : (i + 1 < argc ? argv[++i] : NULL);
-        } else if (strncmp(opt, "--chunk-bytes", 13) == 0 && (opt[13] == '\0' || opt[13] == '=')) {
-            val = opt[13] == '=' ? opt + 14 : (i + 1 < argc ? argv[++i] : NULL);
-            uint64_t v = 0;
-            if (!val || base_parse_size(val, &v, NULL, 0) < 0 || v < 4096 || v % 4096 != 0 ||
-                v > (1ull << 30)) {
-                fprintf(stderr,
-                        "lease-agent: --chunk-bytes: expected a multiple of 4K from 4K "
-                        "to 1G, found '%s'\n",
-                        val ? val : "nothing");
-                return -EINVAL;
-            }
-            *chunk_p = v;
-            continue;
-        } else if (strncmp(opt, "--cubin-dir", 11) == 0 && (opt[11] == '\0' || opt[11] == '=')) {
-            val = opt[11] == '=' ? opt + 12 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!val || !*val) {
-                fprintf(stderr, "lease-agent: --cubin-dir: expected a directory, found nothing\n");
-                return -EINVAL;
-            }
-            *cubin_dir_p = val;
-            continue;
-        } else {
-            rest[n++] = argv[i];
-            continue;
-        }
-        if (backend) {
-            if (val && strcmp(val, "cuda") == 0) {
-                *backend_p = AGENT_BACKEND_CUDA;
-            } else if (val && strcmp(val, "host") == 0) {
-                *backend_p = AGENT_BACKEND_HOST;
-            } else {
-                fprintf(stderr, "lease-agent: --backend: expected 'cuda' or 'host', found '%s'\n",
-                        val ? val : "nothing");
-                return -EINVAL;
-            }
-        } else if (device) {
-            char *end = NULL;
-            long v = val ? strtol(val, &end, 10) : -1;
-            if (!val || !*val || *end || v < 0 || v > 63) {
-                fprintf(stderr, "lease-agent: --device: expected 0..63, found '%s'\n",
-                        val ? val : "nothing");
-                return -EINVAL;
-            }
-            *device_p = (int)v;
-        }
-    }
-    rest[n] = NULL;
-    *nrest_p = n;
-    return 0;
-}
-
-static int agent_server_main(int argc, char **argv)
-{
-    enum agent_backend backend = AGENT_BACKEND_CUDA;
-    int device = 0, nrest = 0;
-    uint64_t chunk = 0;
-    const char *cubin_dir = NULL;
-    char **rest = calloc((size_t)argc + 1, sizeof(*rest));
-    if (!rest)
-        return 1;
-    if (agent_server_args(argc, argv, &backend, &device, &chunk, &cubin_dir, rest, &nrest) < 0) {
-        free(rest);
-        return 2;
-    }
-    if (cubin_dir && backend != AGENT_BACKEND_CUDA) {
-        fprintf(stderr,
-                "lease-agent: --cubin-dir %s: expected the CUDA backend, found --backend "
-                "host (which loads no cubins)\n",
-                cubin_dir);
-        free(rest);
-        return 2;
-    }
-    struct ga_server_cli cli;
-    char err[256];
-    int rc = ga_server_cli_parse(nrest, rest, &cli, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "lease-agent: %s (see --help)\n", err);
-        free(rest);
-        return 2;
-    }
-    if (cli.help) {
-        agent_server_usage(stdout);
-        free(rest);
-        return 0;
-    }
-    /* Blocked before any thread starts, so only the server's signalfd sees them. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    struct base_log_file *logf = NULL;
-    if (ga_server_cli_log_setup(&cli, &logf) < 0) {
-        free(rest);
-        return 1;
-    }
-    int status = backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&cli, device, chunk, cubin_dir)
-                                               : agent_serve_host(&cli);
-    base_log_default_set(NULL);
-    base_log_file_destroy(logf);
-    free(rest); /* cli's strings point into argv, not here */
-    return status;
-}
-
 int main(int argc, char **argv)
 {
-    bool self_test = false;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--self-test") == 0)
-            self_test = true;
-    if (!self_test)
-        return agent_server_main(argc, argv);
     struct agent_args a;
-    if (agent_args_parse(argc, argv, &a) < 0) {
-        agent_usage(stderr);
+    char err[512];
+    if (agent_args_parse(argc, argv, &a, err, sizeof err) < 0) {
+        fprintf(stderr, "lease-agent: %s (see --help)\n", err);
         return 2;
     }
-    return agent_self_test(&a);
+    if (a.cli.help) {
+        agent_usage(stdout);
+        return 0;
+    }
+    if (a.cli.version) {
+        ga_server_cli_version(stdout, "lease-agent");
+        return 0;
+    }
+    if (a.self_test)
+        return agent_self_test(&a.st);
+    /* Before any thread starts, so only the server's signalfd sees them. */
+    ga_server_cli_signals_block();
+    struct base_log_file *logf = NULL;
+    if (ga_server_cli_log_setup(&a.cli, &logf) < 0)
+        return 1;
+    int status = a.backend == AGENT_BACKEND_CUDA
+                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir)
+                     : ga_agent_host_serve(&a.cli, "--backend host");
+    base_log_default_set(NULL);
+    base_log_file_destroy(logf);
+    return status;
 }

@@ -156,6 +156,11 @@ int ga_device_open(const struct ga_device_opts *opts, struct ga_device **dev_p)
 
     if (opts->log)
         ga__log_sink_set(opts->log);
+    char no_driver[512];
+    if (ga_cu_load(no_driver, sizeof no_driver) < 0) {
+        ga__err("no NVIDIA driver: %s", no_driver);
+        return -ENODEV;
+    }
     struct ga_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
         return -ENOMEM;

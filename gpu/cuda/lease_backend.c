@@ -36,7 +36,7 @@ static int cu_fail(struct lt_failure *why_p, const char *call, CUresult res, int
 #define CU_TRY(why_p, call, base, length)                                                          \
     do {                                                                                           \
         CUresult res_ = CUDA_SUCCESS;                                                              \
-        int rc_ = GA_CU_R(call, &res_);                                                            \
+        int rc_ = ga_cu_check(res_ = (call), #call, __FILE__, __LINE__);                           \
         if (rc_ < 0)                                                                               \
             return cu_fail(why_p, #call, res_, rc_, base, length);                                 \
     } while (0)
@@ -91,6 +91,10 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
     if (!ctx || !backend_p)
         return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
                               "cuda backend: expected a context and an output pointer");
+    char err[512];
+    if (ga_cu_load(err, sizeof err) < 0)
+        return lt_failure_set(why_p, LT_E_UNSUPPORTED, -ENODEV,
+                              "cuda backend: no NVIDIA driver: %s", err);
     if (chunk_bytes == 0)
         chunk_bytes = GA_CUDA_LEASE_CHUNK_DEFAULT;
     if (chunk_bytes % (uint64_t)page != 0 || chunk_bytes > GA_CUDA_LEASE_CHUNK_MAX)

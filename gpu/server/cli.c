@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ enum {
     GA_OPT_READY_FD,
     GA_OPT_LOG_LEVEL,
     GA_OPT_HELP,
+    GA_OPT_VERSION,
 };
 
 const struct option ga_server_cli_options[] = {
@@ -51,6 +54,7 @@ const struct option ga_server_cli_options[] = {
     {"ready-fd", required_argument, NULL, GA_OPT_READY_FD},
     {"log-level", required_argument, NULL, GA_OPT_LOG_LEVEL},
     {"help", no_argument, NULL, GA_OPT_HELP},
+    {"version", no_argument, NULL, GA_OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
 
@@ -90,7 +94,8 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "  --ready-fd N           once serving, write \"ready <pid> <socket>\" to fd N and\n"
             "                         close it\n"
             "  --log-level LEVEL      error, warn, notice, info (default) or debug\n"
-            "  --help                 this text\n"
+            "  --help, -h             this text\n"
+            "  --version              the version, then exit\n"
             "\n"
             "Signals: SIGTERM/SIGINT stop cleanly (socket and lock file removed), SIGUSR1\n"
             "logs the counters. Sizes take K, M, G, T suffixes (binary: 1K = 1024).\n",
@@ -209,6 +214,9 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
     case GA_OPT_HELP:
         cli->help = 1;
         return 0;
+    case GA_OPT_VERSION:
+        cli->version = 1;
+        return 0;
     default:
         return -ENOENT;
     }
@@ -279,6 +287,22 @@ void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, cons
                  "budgets PINNED %" PRIu64 " MAPPED %" PRIu64 " bytes (%s: %" PRIu64
                  " bytes; set them with --pinned-budget and --mapped-budget)",
                  cli->cfg.budget_pinned, cli->cfg.budget_mapped, what, cap);
+}
+
+void ga_server_cli_version(FILE *f, const char *prog)
+{
+    fprintf(f, "%s %s (lease protocol %u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION);
+}
+
+void ga_server_cli_signals_block(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **file_p)

@@ -465,6 +465,7 @@ static Suite *scan_ref_suite(void)
     tcase_add_test(keys, f16_decode_matches_stagingd_for_every_pattern);
     tcase_add_test(keys, score_keys_order_like_the_scores);
     tcase_add_test(keys, error_bound_grows_with_dim_and_stays_under_1e5_to_4096);
+    tcase_set_timeout(keys, 60); /* 200k-key loops: seconds on a loaded CI machine, not 4 */
     suite_add_tcase(s, keys);
     TCase *topk = tcase_create("topk");
     tcase_add_test(topk, topk_matches_full_sort_on_random_records);

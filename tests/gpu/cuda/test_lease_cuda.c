@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "check_main.h"
+#include "gpu_test_util.h"
 #include "huge_pages.h"
 #include "gpu/lease_backend.h"
 
@@ -295,7 +297,7 @@ START_TEST(driver_errors_are_named_and_mapped_to_errno)
 }
 END_TEST
 
-int main(void)
+static Suite *lease_cuda_suite(void)
 {
     Suite *s = suite_create("lease_cuda");
     TCase *tc = tcase_create("cuda_backend");
@@ -305,9 +307,7 @@ int main(void)
     tcase_add_test(tc, driver_errors_are_named_and_mapped_to_errno);
     tcase_add_test(tc, hugetlb_segments_register_and_the_gpu_reads_them);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+LEASE_CHECK_MAIN(lease_cuda_suite, tu_cuda_probe)

@@ -27,6 +27,7 @@ struct fb_obj {
     int kind; /* 1 owner, 2 stream, 3 event */
     struct fb_obj *owner;
     int closed, dropped;
+    struct fb_obj *all_next; /* every object made, freed by the teardown */
 };
 
 #define FB_MAX 256
@@ -42,6 +43,7 @@ static struct {
     int stream_closes, event_closes, owner_drops, opened;
     uint32_t record_status; /* nonzero: the next record is answered with it */
     void (*enqueue_hook)(void);
+    struct fb_obj *all;
 } FB = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct ga_executor *ex;
@@ -53,6 +55,10 @@ static struct fb_obj *fb_new(int kind, struct fb_obj *owner)
     o->kind = kind;
     o->owner = owner;
     __atomic_add_fetch(&FB.opened, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&FB.mu);
+    o->all_next = FB.all;
+    FB.all = o;
+    pthread_mutex_unlock(&FB.mu);
     return o;
 }
 
@@ -108,7 +114,7 @@ static void fb_owner_drop(void *be, void *bo)
         struct ga_exec_answer a = {.status = LT_E_SHUTTING_DOWN};
         ga_exec_call_done(syncs[i], &a);
     }
-    ((struct fb_obj *)bo)->dropped = 1; /* its streams and events go with it (leaked here) */
+    ((struct fb_obj *)bo)->dropped = 1; /* its streams and events go with it (freed at teardown) */
 }
 
 static int fb_stream_open(void *be, void *bo, uint32_t flags, void **bs_p)
@@ -336,6 +342,12 @@ static void teardown(void)
     fb_syncs_finish();
     ga_executor_destroy(ex);
     ex = NULL;
+    /* Closed and dropped objects stay readable until here, for the asserts. */
+    for (struct fb_obj *o = FB.all, *next; o; o = next) {
+        next = o->all_next;
+        free(o);
+    }
+    FB.all = NULL;
 }
 
 static unsigned char bytes[4096];

@@ -48,9 +48,9 @@ struct ga_server_config {
                                             it the client is disconnected; 0: 1 MiB */
     uint64_t max_segment_bytes;          /* largest segment offered; 0: LT_SEGMENT_SIZE_MAX */
     const char *agent_name;              /* in HELLO_REPLY; NULL: "ga-<executor name>" */
-    int handle_signals;   /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop)
-                             and SIGUSR1 (stats to the log); the caller must have blocked
-                             them in every thread (pthread_sigmask before any thread) */
+    int handle_signals; /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop)
+                           and SIGUSR1 (stats to the log); the caller must have blocked
+                           them in every thread (pthread_sigmask before any thread) */
     /* Every line of the server (subsystem "server") and of its lease service
      * ("lease"); called on any thread. Zeroed: the process default
      * (base/log.h: standard error as "<program>: <level>: <subsys>: ..."). */
@@ -96,11 +96,12 @@ struct ga_server_cli {
     uid_t allow[GA_SERVER_MAX_ALLOW_UIDS];
     int budget_pinned_set; /* 1 when --pinned-budget was given */
     int budget_mapped_set;
-    struct ga_exec_limits exec;        /* --workers, --max-streams, --max-events */
-    int ready_fd;                      /* --ready-fd: -1 when not given */
-    int log_level;                     /* --log-level: BASE_LOG_*, default info */
-    struct base_log_sink log_sink;     /* ga_server_cli_log_setup's; cfg.log points here */
-    int help;                          /* --help or -h seen: print the usage and exit 0 */
+    struct ga_exec_limits exec;    /* --workers, --max-streams, --max-events */
+    int ready_fd;                  /* --ready-fd: -1 when not given */
+    int log_level;                 /* --log-level: BASE_LOG_*, default info */
+    struct base_log_sink log_sink; /* ga_server_cli_log_setup's; cfg.log points here */
+    int help;                      /* --help or -h seen: print the usage and exit 0 */
+    int version;                   /* --version seen: print the version and exit 0 */
 };
 
 /* The server's long options, for a program that adds its own: their val
@@ -133,6 +134,13 @@ int ga_server_cli_parse(int argc, char **argv, struct ga_server_cli *cli_p, char
 
 /* Prints the options ga_server_cli_parse takes, for program @prog. */
 void ga_server_cli_usage(FILE *f, const char *prog);
+
+/* "<prog> <version> (lease protocol N)", the --version line. */
+void ga_server_cli_version(FILE *f, const char *prog);
+
+/* Blocks SIGTERM, SIGINT and SIGUSR1 (the server's signalfd takes them) and
+ * ignores SIGPIPE. Call before any thread starts. */
+void ga_server_cli_signals_block(void);
 
 /* Logs to standard error at --log-level under the program's own name, for
  * the server (cli->cfg.log) and as the process default; *file_p is the
