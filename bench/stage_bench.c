@@ -424,7 +424,7 @@ static void pool_setup(struct bench *b)
         if (rc < 0)
             die("sd_pool_config_default", rc);
         memset(c.class_bytes, 0, sizeof(c.class_bytes));
-        c.class_bytes[SD_CLASS_PINNED] = pool_bytes_needed(b, 2 * MIB + attempt * GIB);
+        c.class_bytes[LT_CLASS_PINNED] = pool_bytes_needed(b, 2 * MIB + attempt * GIB);
         c.segment_bytes = GIB;
         c.log = pool_log;
         double t0 = now_s();
@@ -433,13 +433,13 @@ static void pool_setup(struct bench *b)
             die("creating the staging pool (PINNED class)", rc);
         size_t i = 0;
         for (; i < b->next; i++)
-            if (sd_pool_alloc(b->pool, SD_CLASS_PINNED, b->ext[i].len, &b->ext[i].buf) < 0)
+            if (sd_pool_alloc(b->pool, LT_CLASS_PINNED, b->ext[i].len, &b->ext[i].buf) < 0)
                 break;
         if (i == b->next) {
             fprintf(stderr,
                     "stage-bench: pool: PINNED %.2f GiB in %u segments, %zu buffers "
                     "(created and populated in %.2f s)\n",
-                    (double)c.class_bytes[SD_CLASS_PINNED] / (double)GIB,
+                    (double)c.class_bytes[LT_CLASS_PINNED] / (double)GIB,
                     sd_pool_segment_count(b->pool), b->next, now_s() - t0);
             return;
         }

@@ -329,9 +329,9 @@ static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
         sd_job_progress(d->job, line, sizeof line);
         fprintf(out, "%s\n", line);
     }
-    for (int cls = SD_CLASS_PINNED; cls <= SD_CLASS_MAPPED; cls++) {
+    for (int cls = LT_CLASS_PINNED; cls <= LT_CLASS_MAPPED; cls++) {
         struct sd_pool_class_stats ps;
-        if (sd_pool_stats(d->pool, (enum sd_mem_class)cls, &ps) < 0 || ps.capacity == 0)
+        if (sd_pool_stats(d->pool, (enum lt_class)cls, &ps) < 0 || ps.capacity == 0)
             continue;
         char cap[32], use[32], high[32];
         sd_daemon__bytes(ps.capacity, cap, sizeof cap);
@@ -341,8 +341,8 @@ static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
             out,
             "pool %s: %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP), %s in use in %" PRIu64
             " buffer(s), high water %s, %" PRIu64 " allocation failure(s)\n",
-            sd_mem_class_name((enum sd_mem_class)cls), cap, ps.segments, ps.huge_segments,
-            ps.thp_segments, use, ps.live_buffers, high, ps.alloc_failures);
+            lt_class_name((enum lt_class)cls), cap, ps.segments, ps.huge_segments, ps.thp_segments,
+            use, ps.live_buffers, high, ps.alloc_failures);
     }
     struct sd_reader_info ri;
     struct sd_reader_stats rs;
@@ -629,8 +629,8 @@ static int sd_daemon__pool(struct sd_daemon *d, uint64_t largest)
             pc.prefault_threads = 1;
         }
         memset(pc.class_bytes, 0, sizeof pc.class_bytes);
-        pc.class_bytes[SD_CLASS_PINNED] = pinned;
-        pc.class_bytes[SD_CLASS_MAPPED] = mapped;
+        pc.class_bytes[LT_CLASS_PINNED] = pinned;
+        pc.class_bytes[LT_CLASS_MAPPED] = mapped;
         pc.segment_bytes = seg < pinned ? seg : pinned;
         pc.pages = d->cfg.pages;
         pc.log = sd_log_sink_warn;
@@ -646,7 +646,7 @@ static int sd_daemon__pool(struct sd_daemon *d, uint64_t largest)
         if (!largest || d->cfg.segment_size)
             break;
         struct sd_pool_buf probe;
-        if (sd_pool_alloc(d->pool, SD_CLASS_PINNED, (size_t)largest, &probe) == 0) {
+        if (sd_pool_alloc(d->pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
             sd_pool_free(d->pool, &probe);
             break;
         }
@@ -702,7 +702,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     rc = sd_daemon__pool(d, largest);
     if (rc < 0)
         goto fail;
-    rc = sd_pool_alloc(d->pool, SD_CLASS_MAPPED,
+    rc = sd_pool_alloc(d->pool, LT_CLASS_MAPPED,
                        (size_t)sd_daemon__round_up(64ull * d->words_slots, SD_POOL_BUF_ALIGN),
                        &d->words);
     if (rc < 0) {
@@ -796,7 +796,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
 
     struct sd_pool_class_stats ps = {0};
     struct sd_reader_info ri;
-    sd_pool_stats(d->pool, SD_CLASS_PINNED, &ps);
+    sd_pool_stats(d->pool, LT_CLASS_PINNED, &ps);
     sd_reader_info_get(d->reader, &ri);
     char pinned[32];
     sd_daemon__bytes(ps.capacity, pinned, sizeof pinned);

@@ -574,7 +574,7 @@ static int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
         return 1;
     }
     struct sd_pool_buf buf;
-    rc = sd_pool_alloc(job->env.pool, SD_CLASS_PINNED,
+    rc = sd_pool_alloc(job->env.pool, LT_CLASS_PINNED,
                        (size_t)sd_job__round_up(lease_len, SD_POOL_BUF_ALIGN), &buf);
     if (rc == -ENOMEM && job->active > 0) {
         job->alloc_blocked = 1; /* until a slot frees its buffer */
@@ -583,7 +583,7 @@ static int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     }
     if (rc < 0) {
         struct sd_pool_class_stats ps = {0};
-        sd_pool_stats(job->env.pool, SD_CLASS_PINNED, &ps);
+        sd_pool_stats(job->env.pool, LT_CLASS_PINNED, &ps);
         char need[32], cap[32];
         sd_job__bytes_fmt(lease_len, need, sizeof need);
         sd_job__bytes_fmt(ps.capacity, cap, sizeof cap);

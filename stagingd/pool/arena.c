@@ -17,7 +17,7 @@ static struct sd__class *sd__class_of(extent_hooks_t *hooks)
 /* The class segment holding [addr, addr + size), or NULL. */
 static struct sd__segment *sd__class_segment_of(struct sd__class *cls, uintptr_t addr, size_t size)
 {
-    struct sd__segment *segs = cls->pool->segs + cls->first_seg;
+    struct sd__segment *segs = cls->segs;
     for (unsigned i = 0; i < cls->nsegs; i++) {
         uintptr_t base = (uintptr_t)segs[i].base;
         if (addr >= base && addr - base < segs[i].size && size <= segs[i].size - (addr - base))
@@ -38,11 +38,11 @@ static void *sd__hook_alloc(extent_hooks_t *hooks, void *new_addr, size_t size, 
     (void)arena_ind;
     if (size == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0)
         return NULL;
-    if (alignment < cls->pool->page)
-        alignment = cls->pool->page;
+    if (alignment < cls->ctx->page)
+        alignment = cls->ctx->page;
 
     pthread_mutex_lock(&cls->carve_lock);
-    struct sd__segment *segs = cls->pool->segs + cls->first_seg;
+    struct sd__segment *segs = cls->segs;
     struct sd__segment *best = NULL;
     uintptr_t best_start = 0;
     uint64_t best_room = 0;
@@ -161,8 +161,8 @@ static int sd__arena_ctl(struct sd__class *cls, const char *what, void *value, s
     snprintf(name, sizeof(name), "arena.%u.%s", cls->arena_ind, what);
     int err = mallctl(name, NULL, NULL, value, len);
     if (err) {
-        sd__pool_log(cls->pool, "%s arena %u: mallctl(\"%s\"): %s",
-                     sd_mem_class_name(cls->mem_class), cls->arena_ind, name, strerror(err));
+        sd__ctx_log(cls->ctx, "%s arena %u: mallctl(\"%s\"): %s", sd__class_label(cls->mem_class).s,
+                    cls->arena_ind, name, strerror(err));
         return -err;
     }
     return 0;
@@ -211,20 +211,20 @@ static int sd__seg_size_cmp(const void *a, const void *b)
  * into jemalloc's retained set) leaves one whole extent per segment. */
 static int sd__arena_prime(struct sd__class *cls)
 {
-    struct sd__segment *segs = cls->pool->segs + cls->first_seg;
+    struct sd__segment *segs = cls->segs;
     struct sd__segment **order = calloc(cls->nsegs, sizeof(*order));
     void **held = calloc(cls->nsegs, sizeof(*held));
     int rc = -ENOMEM;
     if (!order || !held) {
-        sd__pool_log(cls->pool, "%s: priming the arena: out of memory",
-                     sd_mem_class_name(cls->mem_class));
+        sd__ctx_log(cls->ctx, "%s: priming the arena: out of memory",
+                    sd__class_label(cls->mem_class).s);
         goto out;
     }
     for (unsigned i = 0; i < cls->nsegs; i++)
         order[i] = &segs[i];
     qsort(order, cls->nsegs, sizeof(*order), sd__seg_size_cmp);
     for (unsigned i = 0; i < cls->nsegs; i++) {
-        size_t size = sd__largest_fitting_class(order[i]->size, cls->pool->page);
+        size_t size = sd__largest_fitting_class(order[i]->size, cls->ctx->page);
         /* Whatever size jemalloc asks for, it lands in this segment. */
         pthread_mutex_lock(&cls->carve_lock);
         cls->prime_target = order[i];
@@ -234,16 +234,16 @@ static int sd__arena_prime(struct sd__class *cls)
         cls->prime_target = NULL;
         pthread_mutex_unlock(&cls->carve_lock);
         if (!held[i]) {
-            sd__pool_log(cls->pool,
-                         "%s: priming the arena: expected jemalloc to take %zu bytes of segment "
-                         "%u (%llu bytes), it failed",
-                         sd_mem_class_name(cls->mem_class), size, order[i]->id,
-                         (unsigned long long)order[i]->size);
+            sd__ctx_log(cls->ctx,
+                        "%s: priming the arena: expected jemalloc to take %zu bytes of segment "
+                        "%u (%llu bytes), it failed",
+                        sd__class_label(cls->mem_class).s, size, order[i]->id,
+                        (unsigned long long)order[i]->size);
             goto out;
         }
-        if (sd__pool_fault_hit()) {
-            sd__pool_log(cls->pool, "%s: priming segment %u: injected failure",
-                         sd_mem_class_name(cls->mem_class), order[i]->id);
+        if (sd__ctx_fault(cls->ctx)) {
+            sd__ctx_log(cls->ctx, "%s: priming segment %u: injected failure",
+                        sd__class_label(cls->mem_class).s, order[i]->id);
             rc = -EIO;
             goto out;
         }
@@ -258,13 +258,13 @@ out:
     if (rc == 0)
         rc = sd__arena_consolidate(cls);
     if (rc == 0 && (cls->extents != cls->nsegs || cls->carved != cls->capacity))
-        sd__pool_log(cls->pool,
-                     "%s: jemalloc took %llu of %llu bytes in %llu extents for %u segments "
-                     "(segment sizes that are not a power of two times 1, 1.25, 1.5 or 1.75 "
-                     "leave a tail); the tails are carved later, as separate extents",
-                     sd_mem_class_name(cls->mem_class), (unsigned long long)cls->carved,
-                     (unsigned long long)cls->capacity, (unsigned long long)cls->extents,
-                     cls->nsegs);
+        sd__ctx_log(cls->ctx,
+                    "%s: jemalloc took %llu of %llu bytes in %llu extents for %u segments "
+                    "(segment sizes that are not a power of two times 1, 1.25, 1.5 or 1.75 "
+                    "leave a tail); the tails are carved later, as separate extents",
+                    sd__class_label(cls->mem_class).s, (unsigned long long)cls->carved,
+                    (unsigned long long)cls->capacity, (unsigned long long)cls->extents,
+                    cls->nsegs);
     return rc;
 }
 
@@ -291,9 +291,9 @@ void sd__arena_hooks_init(struct sd__class *cls)
 int sd__arena_create(struct sd__class *cls)
 {
     sd__arena_hooks_init(cls);
-    if (sd__pool_fault_hit()) {
-        sd__pool_log(cls->pool, "%s: creating arena: injected failure",
-                     sd_mem_class_name(cls->mem_class));
+    if (sd__ctx_fault(cls->ctx)) {
+        sd__ctx_log(cls->ctx, "%s: creating arena: injected failure",
+                    sd__class_label(cls->mem_class).s);
         return -EIO;
     }
 
@@ -308,19 +308,19 @@ int sd__arena_create(struct sd__class *cls)
         const char *version = "unknown";
         size_t version_len = sizeof(version);
         mallctl("version", &version, &version_len, NULL, 0);
-        sd__pool_log(cls->pool,
-                     "%s: creating arena: mallctl(\"experimental.arenas_create_ext\"): %s; "
-                     "expected jemalloc 5.3 (arena_config_t of %zu bytes), found %s",
-                     sd_mem_class_name(cls->mem_class), strerror(err), sizeof(config), version);
+        sd__ctx_log(cls->ctx,
+                    "%s: creating arena: mallctl(\"experimental.arenas_create_ext\"): %s; "
+                    "expected jemalloc 5.3 (arena_config_t of %zu bytes), found %s",
+                    sd__class_label(cls->mem_class).s, strerror(err), sizeof(config), version);
         return err == ENOENT || err == EINVAL ? -ENOTSUP : -err;
     }
     cls->arena_ind = ind;
     cls->has_arena = 1;
 
     int rc = -EIO;
-    if (sd__pool_fault_hit()) {
-        sd__pool_log(cls->pool, "%s arena %u: settings: injected failure",
-                     sd_mem_class_name(cls->mem_class), ind);
+    if (sd__ctx_fault(cls->ctx)) {
+        sd__ctx_log(cls->ctx, "%s arena %u: settings: injected failure",
+                    sd__class_label(cls->mem_class).s, ind);
         goto fail_arena;
     }
     /* Never purge on a timer: the pages must stay populated. */
@@ -333,8 +333,8 @@ int sd__arena_create(struct sd__class *cls)
         goto fail_arena;
     size_t largest = 0;
     for (unsigned i = 0; i < cls->nsegs; i++)
-        if (cls->pool->segs[cls->first_seg + i].size > largest)
-            largest = cls->pool->segs[cls->first_seg + i].size;
+        if (cls->segs[i].size > largest)
+            largest = cls->segs[i].size;
     rc = sd__arena_ctl(cls, "retain_grow_limit", &largest, sizeof(largest));
     if (rc < 0)
         goto fail_arena;
@@ -360,7 +360,7 @@ void sd__arena_destroy(struct sd__class *cls)
     snprintf(name, sizeof(name), "arena.%u.destroy", cls->arena_ind);
     int err = mallctl(name, NULL, NULL, NULL, 0);
     if (err)
-        sd__pool_log(cls->pool, "%s arena %u: %s: mallctl: %s (its metadata leaks)",
-                     sd_mem_class_name(cls->mem_class), cls->arena_ind, name, strerror(err));
+        sd__ctx_log(cls->ctx, "%s arena %u: %s: mallctl: %s (its metadata leaks)",
+                    sd__class_label(cls->mem_class).s, cls->arena_ind, name, strerror(err));
     cls->has_arena = 0;
 }

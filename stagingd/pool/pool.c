@@ -19,20 +19,7 @@
 _Static_assert(((size_t)1 << SD_BUF_LG_ALIGN) == SD_POOL_BUF_ALIGN, "SD_BUF_LG_ALIGN");
 #define SD_BUF_FLAGS (MALLOCX_TCACHE_NONE | MALLOCX_LG_ALIGN(SD_BUF_LG_ALIGN))
 
-/* --- logging and fault injection --- */
-
-void sd__log(sd_pool_log_fn fn, void *ctx, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (fn)
-        fn(ctx, line);
-    else
-        fprintf(stderr, "stagingd: pool: %s\n", line);
-}
+/* --- fault injection --- */
 
 static atomic_uint sd_fault_armed;  /* 0: disarmed */
 static atomic_uint sd_fault_passed; /* checkpoints reached since the last arm */
@@ -44,7 +31,7 @@ unsigned sd__pool_fault_arm(unsigned nth)
     return passed;
 }
 
-int sd__pool_fault_hit(void)
+static int sd__pool_fault_hit(void)
 {
     unsigned n = atomic_fetch_add(&sd_fault_passed, 1) + 1;
     unsigned armed = atomic_load(&sd_fault_armed);
@@ -52,19 +39,6 @@ int sd__pool_fault_hit(void)
 }
 
 /* --- configuration --- */
-
-const char *sd_mem_class_name(enum sd_mem_class mem_class)
-{
-    switch (mem_class) {
-    case SD_CLASS_STAGED:
-        return "STAGED";
-    case SD_CLASS_PINNED:
-        return "PINNED";
-    case SD_CLASS_MAPPED:
-        return "MAPPED";
-    }
-    return "invalid";
-}
 
 const char *sd_pool_pages_name(enum sd_pool_pages pages)
 {
@@ -94,9 +68,9 @@ int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p)
     return -EINVAL;
 }
 
-static int sd__class_valid(enum sd_mem_class mem_class)
+static int sd__class_valid(enum lt_class mem_class)
 {
-    return mem_class >= SD_CLASS_STAGED && mem_class <= SD_CLASS_MAX;
+    return lt_class_is_valid((uint32_t)mem_class);
 }
 
 static uint64_t sd__clamp_align(uint64_t v, uint64_t lo, uint64_t hi)
@@ -127,10 +101,10 @@ int sd_pool_config_default(struct sd_pool_config *config_p)
     struct sd_pool_config c = {0};
     /* Pinned memory is what the GPU copies from at full speed, but every
      * byte of it is locked away from the rest of the machine. */
-    c.class_bytes[SD_CLASS_PINNED] = sd__clamp_align(phys / 8, SD_POOL_SEGMENT_ALIGN, 64 * SD_GIB);
-    c.class_bytes[SD_CLASS_STAGED] = sd__clamp_align(phys / 16, SD_POOL_SEGMENT_ALIGN, 32 * SD_GIB);
+    c.class_bytes[LT_CLASS_PINNED] = sd__clamp_align(phys / 8, SD_POOL_SEGMENT_ALIGN, 64 * SD_GIB);
+    c.class_bytes[LT_CLASS_STAGED] = sd__clamp_align(phys / 16, SD_POOL_SEGMENT_ALIGN, 32 * SD_GIB);
     /* Zero-copy is for doorbells and single-pass scans: small. */
-    c.class_bytes[SD_CLASS_MAPPED] =
+    c.class_bytes[LT_CLASS_MAPPED] =
         sd__clamp_align(phys / 512, SD_POOL_SEGMENT_ALIGN, 256 * SD_MIB);
     c.segment_bytes = SD_GIB;
     c.prefault_threads = cores < 1 ? 1 : cores > 8 ? 8 : (unsigned)cores;
@@ -140,62 +114,64 @@ int sd_pool_config_default(struct sd_pool_config *config_p)
 
 static int sd__config_check(const struct sd_pool_config *c)
 {
+    const struct sd__pool_ctx log_only = {.log = c->log, .log_ctx = c->log_ctx};
+    const struct sd__pool_ctx *ctx = &log_only;
     if (c->segment_bytes == 0 || c->segment_bytes % SD_POOL_SEGMENT_ALIGN) {
-        sd__log(c->log, c->log_ctx,
-                "config: expected segment_bytes a positive multiple of %llu, found %llu",
-                (unsigned long long)SD_POOL_SEGMENT_ALIGN, (unsigned long long)c->segment_bytes);
+        sd__ctx_log(ctx, "config: expected segment_bytes a positive multiple of %llu, found %llu",
+                    (unsigned long long)SD_POOL_SEGMENT_ALIGN,
+                    (unsigned long long)c->segment_bytes);
         return -EINVAL;
     }
     if (c->prefault_threads == 0 || c->prefault_threads > SD_POOL_MAX_PREFAULT_THREADS) {
-        sd__log(c->log, c->log_ctx, "config: expected prefault_threads in 1..%u, found %u",
-                SD_POOL_MAX_PREFAULT_THREADS, c->prefault_threads);
+        sd__ctx_log(ctx, "config: expected prefault_threads in 1..%u, found %u",
+                    SD_POOL_MAX_PREFAULT_THREADS, c->prefault_threads);
         return -EINVAL;
     }
     if (c->flags & ~(unsigned)SD_POOL_PREFAULT_TOUCH) {
-        sd__log(c->log, c->log_ctx, "config: unknown flags 0x%x", c->flags);
+        sd__ctx_log(ctx, "config: unknown flags 0x%x", c->flags);
         return -EINVAL;
     }
     if (c->pages != SD_POOL_PAGES_AUTO && c->pages != SD_POOL_PAGES_SMALL &&
         c->pages != SD_POOL_PAGES_HUGE && c->pages != SD_POOL_PAGES_THP) {
-        sd__log(c->log, c->log_ctx,
-                "config: expected pages auto (0), small (1), huge (2) or thp (3), found %d",
-                (int)c->pages);
+        sd__ctx_log(ctx,
+                    "config: expected pages auto (0), small (1), huge (2) or thp (3), found %d",
+                    (int)c->pages);
         return -EINVAL;
     }
     uint64_t total = 0;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         uint64_t bytes = c->class_bytes[k];
         if (bytes % SD_POOL_SEGMENT_ALIGN) {
-            sd__log(c->log, c->log_ctx, "config: expected %s bytes a multiple of %llu, found %llu",
-                    sd_mem_class_name((enum sd_mem_class)k),
-                    (unsigned long long)SD_POOL_SEGMENT_ALIGN, (unsigned long long)bytes);
+            sd__ctx_log(ctx, "config: expected %s bytes a multiple of %llu, found %llu",
+                        sd__class_label((enum lt_class)k).s,
+                        (unsigned long long)SD_POOL_SEGMENT_ALIGN, (unsigned long long)bytes);
             return -EINVAL;
         }
         if (total + bytes < total) {
-            sd__log(c->log, c->log_ctx, "config: class sizes overflow 64 bits");
+            sd__ctx_log(ctx, "config: class sizes overflow 64 bits");
             return -EINVAL;
         }
         total += bytes;
     }
     if (total == 0) {
-        sd__log(c->log, c->log_ctx, "config: expected at least one class with bytes, found none");
+        sd__ctx_log(ctx, "config: expected at least one class with bytes, found none");
         return -EINVAL;
     }
     uint64_t phys = 0;
     int rc = sd__phys_bytes(&phys);
     if (rc < 0) {
-        sd__log(c->log, c->log_ctx, "config: cannot read physical memory size: %s", strerror(-rc));
+        sd__ctx_log(ctx, "config: cannot read physical memory size: %s", strerror(-rc));
         return rc;
     }
     /* Every byte is populated up front; more than the machine has would
      * end in the OOM killer, not in an error. */
     if (total > phys) {
-        sd__log(c->log, c->log_ctx,
-                "config: classes add up to %llu bytes (STAGED %llu, PINNED %llu, MAPPED %llu), "
-                "more than the %llu bytes of physical memory",
-                (unsigned long long)total, (unsigned long long)c->class_bytes[SD_CLASS_STAGED],
-                (unsigned long long)c->class_bytes[SD_CLASS_PINNED],
-                (unsigned long long)c->class_bytes[SD_CLASS_MAPPED], (unsigned long long)phys);
+        sd__ctx_log(ctx,
+                    "config: classes add up to %llu bytes (STAGED %llu, PINNED %llu, MAPPED %llu), "
+                    "more than the %llu bytes of physical memory",
+                    (unsigned long long)total, (unsigned long long)c->class_bytes[LT_CLASS_STAGED],
+                    (unsigned long long)c->class_bytes[LT_CLASS_PINNED],
+                    (unsigned long long)c->class_bytes[LT_CLASS_MAPPED], (unsigned long long)phys);
         return -ENOMEM;
     }
     return 0;
@@ -214,11 +190,11 @@ static int sd__seg_cmp(const void *a, const void *b)
  * runs the hooks over the segments), then segments, then memory. */
 static void sd__pool_teardown(struct sd_pool *pool)
 {
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++)
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++)
         sd__arena_destroy(&pool->classes[k]);
     for (unsigned i = 0; pool->segs && i < pool->nsegs; i++)
         sd__segment_destroy(&pool->segs[i]);
-    for (int k = SD_CLASS_STAGED; k < pool->locks_ready; k++) {
+    for (int k = LT_CLASS_STAGED; k < pool->locks_ready; k++) {
         pthread_mutex_destroy(&pool->classes[k].carve_lock);
         pthread_mutex_destroy(&pool->classes[k].stats_lock);
     }
@@ -237,35 +213,39 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
 
     struct sd_pool *pool = calloc(1, sizeof(*pool));
     if (!pool) {
-        sd__log(config->log, config->log_ctx, "creating pool: out of memory");
+        const struct sd__pool_ctx log_only = {.log = config->log, .log_ctx = config->log_ctx};
+        sd__ctx_log(&log_only, "creating pool: out of memory");
         return -ENOMEM;
     }
-    pool->page = (size_t)sysconf(_SC_PAGESIZE);
-    pool->prefault_threads = config->prefault_threads;
-    pool->flags = config->flags;
-    pool->pages = config->pages;
-    pool->log = config->log;
-    pool->log_ctx = config->log_ctx;
-    pool->locks_ready = SD_CLASS_STAGED;
+    pool->ctx = (struct sd__pool_ctx){
+        .page = (size_t)sysconf(_SC_PAGESIZE),
+        .prefault_threads = config->prefault_threads,
+        .flags = config->flags,
+        .pages = config->pages,
+        .log = config->log,
+        .log_ctx = config->log_ctx,
+        .fault_hit = sd__pool_fault_hit,
+    };
+    pool->locks_ready = LT_CLASS_STAGED;
 
     rc = -ENOMEM;
     unsigned nsegs = 0;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd__class *cls = &pool->classes[k];
-        cls->pool = pool;
-        cls->mem_class = (enum sd_mem_class)k;
+        cls->ctx = &pool->ctx;
+        cls->mem_class = (enum lt_class)k;
         cls->capacity = config->class_bytes[k];
         cls->first_seg = nsegs;
         cls->nsegs =
             (unsigned)((cls->capacity + config->segment_bytes - 1) / config->segment_bytes);
         nsegs += cls->nsegs;
         if (pthread_mutex_init(&cls->carve_lock, NULL) != 0) {
-            sd__pool_log(pool, "creating pool: pthread_mutex_init failed");
+            sd__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
             goto fail;
         }
         if (pthread_mutex_init(&cls->stats_lock, NULL) != 0) {
             pthread_mutex_destroy(&cls->carve_lock);
-            sd__pool_log(pool, "creating pool: pthread_mutex_init failed");
+            sd__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
             goto fail;
         }
         pool->locks_ready = k + 1;
@@ -273,25 +253,26 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     pool->segs = calloc(nsegs, sizeof(*pool->segs));
     pool->by_addr = calloc(nsegs, sizeof(*pool->by_addr));
     if (!pool->segs || !pool->by_addr) {
-        sd__pool_log(pool, "creating pool: out of memory for %u segment records", nsegs);
+        sd__ctx_log(&pool->ctx, "creating pool: out of memory for %u segment records", nsegs);
         goto fail;
     }
     pool->nsegs = nsegs;
     for (unsigned i = 0; i < nsegs; i++)
         pool->segs[i].fd = -1;
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++)
+        pool->classes[k].segs = pool->segs + pool->classes[k].first_seg;
 
     /* The classes the agent registers first: they get the hugetlb pages
      * while there are any. */
-    static const enum sd_mem_class creation_order[] = {SD_CLASS_PINNED, SD_CLASS_MAPPED,
-                                                       SD_CLASS_STAGED};
+    static const enum lt_class creation_order[] = {LT_CLASS_PINNED, LT_CLASS_MAPPED,
+                                                   LT_CLASS_STAGED};
     uint32_t id = 1;
     for (size_t o = 0; o < sizeof(creation_order) / sizeof(creation_order[0]); o++) {
         struct sd__class *cls = &pool->classes[creation_order[o]];
         uint64_t left = cls->capacity;
         for (unsigned i = 0; i < cls->nsegs; i++) {
             uint64_t size = left < config->segment_bytes ? left : config->segment_bytes;
-            rc = sd__segment_create(pool, &pool->segs[cls->first_seg + i], id++, cls->mem_class,
-                                    size);
+            rc = sd__segment_create(&pool->ctx, &cls->segs[i], id++, cls->mem_class, size);
             if (rc < 0)
                 goto fail;
             left -= size;
@@ -301,7 +282,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
         pool->by_addr[i] = &pool->segs[i];
     qsort(pool->by_addr, nsegs, sizeof(*pool->by_addr), sd__seg_cmp);
 
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         if (pool->classes[k].nsegs == 0)
             continue;
         rc = sd__arena_create(&pool->classes[k]);
@@ -376,15 +357,15 @@ static void sd__log_enomem(struct sd__class *cls, size_t size, const char *why)
     pthread_mutex_lock(&cls->carve_lock);
     uint64_t carved = cls->carved;
     pthread_mutex_unlock(&cls->carve_lock);
-    sd__pool_log(cls->pool,
-                 "%s: cannot allocate %zu bytes: capacity %llu, in use %llu in %llu buffers, "
-                 "carved %llu (%s)",
-                 sd_mem_class_name(cls->mem_class), size, (unsigned long long)cls->capacity,
-                 (unsigned long long)in_use, (unsigned long long)live, (unsigned long long)carved,
-                 why);
+    sd__ctx_log(cls->ctx,
+                "%s: cannot allocate %zu bytes: capacity %llu, in use %llu in %llu buffers, "
+                "carved %llu (%s)",
+                sd__class_label(cls->mem_class).s, size, (unsigned long long)cls->capacity,
+                (unsigned long long)in_use, (unsigned long long)live, (unsigned long long)carved,
+                why);
 }
 
-int sd_pool_alloc(struct sd_pool *pool, enum sd_mem_class mem_class, size_t size,
+int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
                   struct sd_pool_buf *buf_p)
 {
     if (!pool || !buf_p || !sd__class_valid(mem_class) || size == 0)
@@ -408,10 +389,10 @@ int sd_pool_alloc(struct sd_pool *pool, enum sd_mem_class mem_class, size_t size
     const struct sd__segment *seg;
     if (sd__pool_locate_seg(pool, p, size, &seg) < 0 || seg->mem_class != mem_class) {
         /* Only the hooks feed this arena, so this is a broken invariant. */
-        sd__pool_log(pool,
-                     "%s: jemalloc returned %p (%zu bytes), expected memory of this class's "
-                     "segments",
-                     sd_mem_class_name(mem_class), p, size);
+        sd__ctx_log(&pool->ctx,
+                    "%s: jemalloc returned %p (%zu bytes), expected memory of this class's "
+                    "segments",
+                    sd__class_label(mem_class).s, p, size);
         dallocx(p, SD_BUF_FLAGS);
         return -ENOTRECOVERABLE;
     }
@@ -452,11 +433,11 @@ int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
     else if (sallocx(buf->base, 0) != nallocx(buf->len, SD_BUF_FLAGS))
         why = "size does not match the allocation";
     if (why) {
-        sd__pool_log(pool,
-                     "free: expected a buffer of this pool, found %p len %zu segment %u offset "
-                     "%llu class %s: %s",
-                     buf->base, buf->len, buf->segment_id, (unsigned long long)buf->offset,
-                     sd_mem_class_name(buf->mem_class), why);
+        sd__ctx_log(&pool->ctx,
+                    "free: expected a buffer of this pool, found %p len %zu segment %u offset "
+                    "%llu class %s: %s",
+                    buf->base, buf->len, buf->segment_id, (unsigned long long)buf->offset,
+                    sd__class_label(buf->mem_class).s, why);
         return -EINVAL;
     }
 
@@ -471,7 +452,7 @@ int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
 
 /* --- introspection --- */
 
-int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
+int sd_pool_stats(struct sd_pool *pool, enum lt_class mem_class,
                   struct sd_pool_class_stats *stats_p)
 {
     if (!pool || !stats_p || !sd__class_valid(mem_class))
@@ -479,7 +460,7 @@ int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
     struct sd__class *cls = &pool->classes[mem_class];
     struct sd_pool_class_stats s = {.capacity = cls->capacity, .segments = cls->nsegs};
     for (unsigned i = 0; i < cls->nsegs; i++) { /* fixed since sd_pool_create */
-        const struct sd__segment *seg = &pool->segs[cls->first_seg + i];
+        const struct sd__segment *seg = &cls->segs[i];
         s.huge_segments += seg->page_size == SD_POOL_HUGE_PAGE;
         s.thp_segments += seg->thp_bytes == seg->size;
     }

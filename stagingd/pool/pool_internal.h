@@ -1,22 +1,86 @@
 /* The staging pool's private structures, shared by pool.c, segment.c and
- * arena.c (and by tests/pool, which call the extent hooks directly). */
+ * arena.c (and by tests/stagingd/pool, which call the extent hooks directly).
+ *
+ * Dependencies run one way: pool.c calls segment.c and arena.c, which never
+ * call back into pool.c. What they need from the pool (the page size, the
+ * pre-fault settings, where lines go, the fault-injection checkpoint) comes
+ * in a struct sd__pool_ctx. */
 #ifndef STAGINGD_POOL_INTERNAL_H
 #define STAGINGD_POOL_INTERNAL_H
 
+#include <ctype.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jemalloc/jemalloc.h>
 
 #include "stagingd/pool.h"
 
+/* The context segment.c and arena.c work in; the pool owns one. */
+struct sd__pool_ctx {
+    size_t page; /* the base page size */
+    unsigned prefault_threads;
+    unsigned flags; /* SD_POOL_PREFAULT_TOUCH */
+    enum sd_pool_pages pages;
+    sd_pool_log_fn log; /* NULL: stderr */
+    void *log_ctx;
+    /* A fault-injection checkpoint: nonzero when a failure is due here.
+     * NULL: never. */
+    int (*fault_hit)(void);
+    /* Notes made once per pool, as segments are created. */
+    int touch_noted;   /* the touch fallback has been logged */
+    int huge_given_up; /* AUTO: a hugetlb segment failed; the rest use base pages */
+    int thp_noted;     /* THP: the policy was checked (and a refusal logged) once */
+};
+
+/* Logs one line through @ctx's sink (stderr when it has none). */
+static inline void sd__ctx_log(const struct sd__pool_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void sd__ctx_log(const struct sd__pool_ctx *ctx, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (ctx->log)
+        ctx->log(ctx->log_ctx, line);
+    else
+        fprintf(stderr, "stagingd: pool: %s\n", line);
+}
+
+/* A fault-injection checkpoint. */
+static inline int sd__ctx_fault(const struct sd__pool_ctx *ctx)
+{
+    return ctx->fault_hit && ctx->fault_hit();
+}
+
+/* A class as the pool's messages write it: lease-types' name in capitals
+ * ("PINNED"), as DESIGN.md writes the classes. Use the .s member within
+ * the expression that made it. */
+struct sd__class_label {
+    char s[8];
+};
+static inline struct sd__class_label sd__class_label(uint32_t mem_class)
+{
+    struct sd__class_label l;
+    const char *name = lt_class_name(mem_class);
+    size_t i = 0;
+    for (; name[i] && i < sizeof(l.s) - 1; i++)
+        l.s[i] = (char)toupper((unsigned char)name[i]);
+    l.s[i] = '\0';
+    return l;
+}
+
 struct sd__segment {
     uint32_t id;
-    enum sd_mem_class mem_class;
+    enum lt_class mem_class;
     int fd;
     unsigned char *base;
     uint64_t size;
-    uint64_t page_size; /* pool->page, or SD_POOL_HUGE_PAGE for a hugetlb memfd */
+    uint64_t page_size; /* ctx->page, or SD_POOL_HUGE_PAGE for a hugetlb memfd */
     uint64_t thp_bytes; /* base pages: bytes mapped with 2 MiB shmem folios */
     uint64_t carved;    /* bump offset of the extent hooks; guarded by carve_lock */
 };
@@ -26,9 +90,10 @@ struct sd__class {
     /* First member: jemalloc hands this pointer back to every hook, which
      * finds its class by casting it. */
     extent_hooks_t hooks;
-    struct sd_pool *pool;
-    enum sd_mem_class mem_class;
-    unsigned first_seg; /* this class's segments are pool->segs[first_seg, +nsegs) */
+    struct sd__pool_ctx *ctx;
+    enum lt_class mem_class;
+    struct sd__segment *segs; /* this class's segments: pool->segs[first_seg, +nsegs) */
+    unsigned first_seg;
     unsigned nsegs;
     unsigned arena_ind;
     int has_arena;
@@ -47,36 +112,23 @@ struct sd__class {
 };
 
 struct sd_pool {
-    struct sd__class classes[SD_CLASS_MAX + 1]; /* [0] unused */
+    struct sd__pool_ctx ctx;
+    struct sd__class classes[LT_CLASS_SLOTS]; /* [0] unused */
     int locks_ready;
     struct sd__segment *segs; /* by class, then in creation order */
     unsigned nsegs;
     struct sd__segment **by_addr; /* the same segments sorted by base */
-    size_t page;
-    unsigned prefault_threads;
-    unsigned flags;
-    int touch_noted; /* the touch fallback has been logged */
-    enum sd_pool_pages pages;
-    int huge_given_up; /* AUTO: a hugetlb segment failed; the rest use base pages */
-    int thp_noted;     /* THP: the policy was checked (and a refusal logged) once */
-    sd_pool_log_fn log;
-    void *log_ctx;
 };
-
-/* Logs one line through @fn (stderr when NULL). */
-void sd__log(sd_pool_log_fn fn, void *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-#define sd__pool_log(pool, ...) sd__log((pool)->log, (pool)->log_ctx, __VA_ARGS__)
 
 /* segment.c: fills @seg (whose fd must be -1 and base NULL on entry) with a
  * sized, mapped, pre-faulted and sealed memfd. Returns 0 or -errno (logged);
  * on failure @seg holds nothing. */
-int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t id,
-                       enum sd_mem_class mem_class, uint64_t size);
+int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32_t id,
+                       enum lt_class mem_class, uint64_t size);
 /* Unmaps and closes; safe on a segment that holds nothing. */
 void sd__segment_destroy(struct sd__segment *seg);
-/* Pre-faults [base, base + len) with pool->prefault_threads threads. */
-int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint64_t len);
+/* Pre-faults [base, base + len) with ctx->prefault_threads threads. */
+int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, uint64_t len);
 
 /* arena.c: creates the class's arena over its segments and hands each
  * segment to it as one extent (has_arena set on success). Returns 0 or
@@ -90,11 +142,10 @@ int sd__arena_consolidate(struct sd__class *cls);
 /* Destroys the arena if there is one; the segments must still be mapped. */
 void sd__arena_destroy(struct sd__class *cls);
 
-/* Fault injection for tests: the @nth checkpoint reached from now on fails
- * with -EIO (1 = the next one); 0 disarms. Returns how many checkpoints were
- * passed since the last arm. */
+/* pool.c: fault injection for tests. The @nth checkpoint reached from now
+ * on fails with -EIO (1 = the next one); 0 disarms. Returns how many
+ * checkpoints were passed since the last arm. Every pool's ctx.fault_hit
+ * counts against it. */
 unsigned sd__pool_fault_arm(unsigned nth);
-/* A checkpoint: nonzero when the armed failure is due here. */
-int sd__pool_fault_hit(void);
 
 #endif /* STAGINGD_POOL_INTERNAL_H */

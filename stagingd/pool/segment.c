@@ -58,22 +58,22 @@ static int sd__populate_probe(unsigned char *base, size_t page)
     return errno == EINVAL ? 0 : -errno;
 }
 
-int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint64_t len)
+int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, uint64_t len)
 {
-    int touch = (pool->flags & SD_POOL_PREFAULT_TOUCH) != 0;
+    int touch = (ctx->flags & SD_POOL_PREFAULT_TOUCH) != 0;
     if (!touch) {
-        int rc = sd__populate_probe(base, pool->page);
+        int rc = sd__populate_probe(base, ctx->page);
         if (rc < 0) {
-            sd__pool_log(pool, "pre-faulting segment fd %d: MADV_POPULATE_WRITE: %s", fd,
-                         strerror(-rc));
+            sd__ctx_log(ctx, "pre-faulting segment fd %d: MADV_POPULATE_WRITE: %s", fd,
+                        strerror(-rc));
             return rc;
         }
         if (rc == 0) {
             touch = 1;
-            if (!pool->touch_noted)
-                sd__pool_log(pool, "MADV_POPULATE_WRITE not supported by this kernel (EINVAL, "
-                                   "needs Linux 5.14): pre-faulting by touching every page");
-            pool->touch_noted = 1;
+            if (!ctx->touch_noted)
+                sd__ctx_log(ctx, "MADV_POPULATE_WRITE not supported by this kernel (EINVAL, "
+                                 "needs Linux 5.14): pre-faulting by touching every page");
+            ctx->touch_noted = 1;
         }
     }
     if (touch) {
@@ -81,8 +81,8 @@ int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint
          * SIGBUS; reserving the pages first turns that into an error. */
         if (fallocate(fd, 0, 0, (off_t)len) != 0 && errno != EOPNOTSUPP) {
             int err = errno;
-            sd__pool_log(pool, "reserving %llu bytes for segment fd %d: fallocate: %s",
-                         (unsigned long long)len, fd, strerror(err));
+            sd__ctx_log(ctx, "reserving %llu bytes for segment fd %d: fallocate: %s",
+                        (unsigned long long)len, fd, strerror(err));
             return -err;
         }
     }
@@ -90,7 +90,7 @@ int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint
     /* Slices on 2 MiB boundaries, so a huge page is never split between
      * two threads. */
     uint64_t units = len / SD_POOL_SEGMENT_ALIGN;
-    unsigned n = pool->prefault_threads;
+    unsigned n = ctx->prefault_threads;
     if (n > units)
         n = units ? (unsigned)units : 1;
     struct sd__prefault_job jobs[64];
@@ -102,7 +102,7 @@ int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint
         if (i == n - 1)
             share = len - done;
         jobs[i] = (struct sd__prefault_job){
-            .touch = touch, .base = base + done, .len = share, .page = pool->page};
+            .touch = touch, .base = base + done, .len = share, .page = ctx->page};
         done += share;
         /* The calling thread takes the last slice; a thread that cannot be
          * started has its slice run here too. */
@@ -120,8 +120,8 @@ int sd__segment_prefault(struct sd_pool *pool, int fd, unsigned char *base, uint
             err = jobs[i].err;
     }
     if (err) {
-        sd__pool_log(pool, "pre-faulting %llu bytes of segment fd %d: MADV_POPULATE_WRITE: %s",
-                     (unsigned long long)len, fd, strerror(err));
+        sd__ctx_log(ctx, "pre-faulting %llu bytes of segment fd %d: MADV_POPULATE_WRITE: %s",
+                    (unsigned long long)len, fd, strerror(err));
         return -err;
     }
     return 0;
@@ -243,25 +243,25 @@ static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, 
 /* AUTO: hugetlb pages gave out at segment @name; this and every later
  * segment use base pages (with THP where allowed). Said once, with what it
  * costs on this system. */
-static void sd__huge_give_up(struct sd_pool *pool, const char *name, const char *why)
+static void sd__huge_give_up(struct sd__pool_ctx *ctx, const char *name, const char *why)
 {
-    pool->huge_given_up = 1;
+    ctx->huge_given_up = 1;
     char policy[32];
     sd__shmem_thp_policy(policy, sizeof(policy));
     if (sd__shmem_thp_allowed(policy))
-        sd__pool_log(pool,
-                     "segment %s and any after it: no hugetlb pages (%s); they use shmem pages "
-                     "with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with 2 MiB folios "
-                     "where memory is not too fragmented",
-                     name, why, policy);
+        sd__ctx_log(ctx,
+                    "segment %s and any after it: no hugetlb pages (%s); they use shmem pages "
+                    "with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with 2 MiB folios "
+                    "where memory is not too fragmented",
+                    name, why, policy);
     else
-        sd__pool_log(pool,
-                     "segment %s and any after it use %zu-byte pages, which the GPU agent "
-                     "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
-                     "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
-                     "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
-                     "shmem_enabled`), or set pages = small to say nothing",
-                     name, pool->page, why, policy);
+        sd__ctx_log(ctx,
+                    "segment %s and any after it use %zu-byte pages, which the GPU agent "
+                    "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
+                    "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
+                    "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
+                    "shmem_enabled`), or set pages = small to say nothing",
+                    name, ctx->page, why, policy);
 }
 
 /* A memfd of @size bytes on hugetlb (@huge) or base pages, mapped at a
@@ -297,13 +297,13 @@ static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p
  * huge, and for auto while they last (never for STAGED, which the agent does
  * not register); else base pages asking for THP (pages = small: refusing
  * it). -errno when none could be had. */
-static int sd__segment_open_paged(struct sd_pool *pool, const char *name,
-                                  enum sd_mem_class mem_class, uint64_t size, int *fd_p,
+static int sd__segment_open_paged(struct sd__pool_ctx *ctx, const char *name,
+                                  enum lt_class mem_class, uint64_t size, int *fd_p,
                                   unsigned char **base_p, uint64_t *page_p, const char **step_p)
 {
     int want_huge =
-        pool->pages == SD_POOL_PAGES_HUGE ||
-        (pool->pages == SD_POOL_PAGES_AUTO && !pool->huge_given_up && mem_class != SD_CLASS_STAGED);
+        ctx->pages == SD_POOL_PAGES_HUGE ||
+        (ctx->pages == SD_POOL_PAGES_AUTO && !ctx->huge_given_up && mem_class != LT_CLASS_STAGED);
     if (want_huge) {
         int rc = sd__segment_open(name, size, 1, fd_p, base_p, step_p);
         if (rc == 0) {
@@ -312,27 +312,27 @@ static int sd__segment_open_paged(struct sd_pool *pool, const char *name,
         }
         char why[320];
         sd__huge_reason(*step_p, rc, size, why, sizeof(why));
-        if (pool->pages == SD_POOL_PAGES_HUGE) {
-            sd__pool_log(pool,
-                         "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
-                         "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
-                         "pages = auto",
-                         name, (unsigned long long)size, why);
+        if (ctx->pages == SD_POOL_PAGES_HUGE) {
+            sd__ctx_log(ctx,
+                        "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
+                        "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
+                        "pages = auto",
+                        name, (unsigned long long)size, why);
             *step_p = NULL;
             return rc;
         }
-        sd__huge_give_up(pool, name, why);
+        sd__huge_give_up(ctx, name, why);
     }
-    if (pool->pages == SD_POOL_PAGES_THP && !pool->thp_noted) {
-        pool->thp_noted = 1;
+    if (ctx->pages == SD_POOL_PAGES_THP && !ctx->thp_noted) {
+        ctx->thp_noted = 1;
         char policy[32];
         sd__shmem_thp_policy(policy, sizeof(policy));
         if (!sd__shmem_thp_allowed(policy))
-            sd__pool_log(pool,
-                         "pages = thp, but shmem THP is '%s': segments get %zu-byte pages, "
-                         "which the GPU agent registers several times slower (`echo advise > "
-                         "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows THP)",
-                         policy, pool->page);
+            sd__ctx_log(ctx,
+                        "pages = thp, but shmem THP is '%s': segments get %zu-byte pages, "
+                        "which the GPU agent registers several times slower (`echo advise > "
+                        "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows THP)",
+                        policy, ctx->page);
     }
     int rc = sd__segment_open(name, size, 0, fd_p, base_p, step_p);
     if (rc < 0)
@@ -342,20 +342,17 @@ static int sd__segment_open_paged(struct sd_pool *pool, const char *name,
      * which the agent maps and pins as fast as hugetlb pages; small asks
      * for base pages outright. */
     (void)madvise(*base_p, (size_t)size,
-                  pool->pages == SD_POOL_PAGES_SMALL ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
-    *page_p = pool->page;
+                  ctx->pages == SD_POOL_PAGES_SMALL ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
+    *page_p = ctx->page;
     return 0;
 }
 
-int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t id,
-                       enum sd_mem_class mem_class, uint64_t size)
+int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32_t id,
+                       enum lt_class mem_class, uint64_t size)
 {
     /* "sd-pool-pinned-7": shows up as /memfd:sd-pool-pinned-7 in maps and fd links. */
     char name[64];
-    int len = snprintf(name, sizeof(name), "sd-pool-%s-%u", sd_mem_class_name(mem_class), id);
-    for (int i = 8; i < len; i++)
-        if (name[i] >= 'A' && name[i] <= 'Z')
-            name[i] = (char)(name[i] - 'A' + 'a');
+    snprintf(name, sizeof(name), "sd-pool-%s-%u", lt_class_name(mem_class), id);
 
     int fd = -1;
     unsigned char *base = NULL;
@@ -363,23 +360,23 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
     int rc = -EIO;
     const char *step = "memfd_create";
 
-    if (sd__pool_fault_hit())
+    if (sd__ctx_fault(ctx))
         goto fail;
-    rc = sd__segment_open_paged(pool, name, mem_class, size, &fd, &base, &page_size, &step);
+    rc = sd__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
     if (rc < 0)
         goto fail;
     step = "mapping";
-    if (sd__pool_fault_hit()) {
+    if (sd__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
     step = "pre-faulting";
-    if (sd__pool_fault_hit()) {
+    if (sd__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
-    rc = sd__segment_prefault(pool, fd, base, size);
-    if (rc < 0 && page_size == SD_POOL_HUGE_PAGE && pool->pages == SD_POOL_PAGES_AUTO) {
+    rc = sd__segment_prefault(ctx, fd, base, size);
+    if (rc < 0 && page_size == SD_POOL_HUGE_PAGE && ctx->pages == SD_POOL_PAGES_AUTO) {
         /* The mapping's reservation held but the pages would not fault in:
          * a hugetlb cgroup limit, or reserved pages outside this cpuset's
          * memory nodes. Base pages instead, as for a failed reservation. */
@@ -392,11 +389,11 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
                  "pre-faulting a 2 MiB hugetlb memfd failed: %s (a hugetlb cgroup limit, or "
                  "reserved pages outside this cpuset's nodes?)",
                  strerror(-rc));
-        sd__huge_give_up(pool, name, why);
-        rc = sd__segment_open_paged(pool, name, mem_class, size, &fd, &base, &page_size, &step);
+        sd__huge_give_up(ctx, name, why);
+        rc = sd__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
         if (rc < 0)
             goto fail;
-        rc = sd__segment_prefault(pool, fd, base, size);
+        rc = sd__segment_prefault(ctx, fd, base, size);
     }
     if (rc < 0) {
         step = NULL; /* sd__segment_prefault said why */
@@ -404,7 +401,7 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
     }
     uint64_t thp_bytes = page_size == SD_POOL_HUGE_PAGE ? 0 : sd__segment_thp_bytes(base);
     step = "sealing (F_ADD_SEALS)";
-    if (sd__pool_fault_hit()) {
+    if (sd__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
@@ -414,10 +411,10 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
     }
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || (seals & SD_SEGMENT_SEALS) != SD_SEGMENT_SEALS) {
-        sd__pool_log(pool,
-                     "segment %s: expected seals SHRINK|GROW|SEAL (0x%x) after sealing, "
-                     "found 0x%x",
-                     name, SD_SEGMENT_SEALS, seals);
+        sd__ctx_log(ctx,
+                    "segment %s: expected seals SHRINK|GROW|SEAL (0x%x) after sealing, "
+                    "found 0x%x",
+                    name, SD_SEGMENT_SEALS, seals);
         rc = -ENOTRECOVERABLE;
         step = NULL;
         goto fail;
@@ -435,8 +432,8 @@ int sd__segment_create(struct sd_pool *pool, struct sd__segment *seg, uint32_t i
 
 fail:
     if (step)
-        sd__pool_log(pool, "creating segment %s of %llu bytes: %s: %s", name,
-                     (unsigned long long)size, step, strerror(-rc));
+        sd__ctx_log(ctx, "creating segment %s of %llu bytes: %s: %s", name,
+                    (unsigned long long)size, step, strerror(-rc));
     if (base)
         munmap(base, size);
     if (fd >= 0)

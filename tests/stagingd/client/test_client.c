@@ -553,9 +553,9 @@ END_TEST
 START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
 {
     struct sd_pool_config pc = {0};
-    pc.class_bytes[SD_CLASS_STAGED] = 2 * MIB;
-    pc.class_bytes[SD_CLASS_PINNED] = 4 * MIB;
-    pc.class_bytes[SD_CLASS_MAPPED] = 2 * MIB;
+    pc.class_bytes[LT_CLASS_STAGED] = 2 * MIB;
+    pc.class_bytes[LT_CLASS_PINNED] = 4 * MIB;
+    pc.class_bytes[LT_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
     pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
@@ -1887,8 +1887,8 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     struct e2e *x = &g_e2e;
     memset(x, 0, sizeof(*x));
     struct sd_pool_config pc = {0};
-    pc.class_bytes[SD_CLASS_PINNED] = 8 * MIB;
-    pc.class_bytes[SD_CLASS_MAPPED] = 2 * MIB;
+    pc.class_bytes[LT_CLASS_PINNED] = 8 * MIB;
+    pc.class_bytes[LT_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
     pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
@@ -1899,7 +1899,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     uint64_t rng = SEED;
     for (unsigned i = 0; i < E2E_SHARDS; i++) {
         struct e2e_shard *s = &x->s[i];
-        ck_assert_int_eq(sd_pool_alloc(x->pool, SD_CLASS_PINNED, E2E_BUF, &s->buf), 0);
+        ck_assert_int_eq(sd_pool_alloc(x->pool, LT_CLASS_PINNED, E2E_BUF, &s->buf), 0);
         uint64_t *words = s->buf.base;
         for (size_t k = 0; k < E2E_DATA / 8; k++)
             words[k] = rng_next(&rng);
@@ -1930,7 +1930,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     for (unsigned i = 0; i < nseg; i++) {
         struct sd_pool_segment seg;
         ck_assert_int_eq(sd_pool_segment_at(x->pool, i, &seg), 0);
-        if (seg.mem_class == SD_CLASS_MAPPED) {
+        if (seg.mem_class == LT_CLASS_MAPPED) {
             x->mapped_seg = seg.id;
             x->mapped_base = seg.base;
         }

@@ -54,9 +54,9 @@ static void capture_log(void *ctx, const char *line)
 static struct sd_pool_config small_config(void)
 {
     struct sd_pool_config c = {0};
-    c.class_bytes[SD_CLASS_STAGED] = 6 * MIB; /* a 4 MiB and a 2 MiB segment */
-    c.class_bytes[SD_CLASS_PINNED] = 16 * MIB;
-    c.class_bytes[SD_CLASS_MAPPED] = 4 * MIB;
+    c.class_bytes[LT_CLASS_STAGED] = 6 * MIB; /* a 4 MiB and a 2 MiB segment */
+    c.class_bytes[LT_CLASS_PINNED] = 16 * MIB;
+    c.class_bytes[LT_CLASS_MAPPED] = 4 * MIB;
     c.segment_bytes = 4 * MIB; /* 2 + 4 + 1 segments */
     c.prefault_threads = 2;
     /* Base pages: the same segments whether or not this machine has huge
@@ -191,7 +191,7 @@ static void live_remove(struct live_set *s, unsigned i)
 
 /* Checks one fresh buffer against the pool's segment table. */
 static void check_buf_placement(struct sd_pool *pool, const struct sd_pool_buf *b,
-                                enum sd_mem_class mem_class, size_t size)
+                                enum lt_class mem_class, size_t size)
 {
     ck_assert_ptr_nonnull(b->base);
     ck_assert_uint_eq(b->len, size);
@@ -205,7 +205,7 @@ static void check_buf_placement(struct sd_pool *pool, const struct sd_pool_buf *
     struct sd_pool_segment seg;
     ck_assert_int_eq(sd_pool_segment_find(pool, id, &seg), 0);
     ck_assert_msg(seg.mem_class == mem_class, "%s buffer placed in a %s segment",
-                  sd_mem_class_name(mem_class), sd_mem_class_name(seg.mem_class));
+                  sd__class_label(mem_class).s, sd__class_label(seg.mem_class).s);
     ck_assert_uint_le(off + size, seg.size);
     ck_assert_ptr_eq((unsigned char *)seg.base + off, b->base);
 }
@@ -219,8 +219,8 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
     ck_assert_uint_eq(sd_pool_segment_count(pool), 7);
 
     uint64_t rng = SEED;
-    uint64_t per_class[SD_CLASS_MAX + 1] = {0};
-    unsigned segs_per_class[SD_CLASS_MAX + 1] = {0};
+    uint64_t per_class[LT_CLASS_MAPPED + 1] = {0};
+    unsigned segs_per_class[LT_CLASS_MAPPED + 1] = {0};
     uintptr_t prev_end = 0;
     for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
         struct sd_pool_segment s;
@@ -240,7 +240,7 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
         ck_assert_int_gt(n, 0);
         target[n] = 0;
         int len = snprintf(want, sizeof(want), "/memfd:sd-pool-%s-%u",
-                           sd_mem_class_name(s.mem_class), s.id);
+                           sd__class_label(s.mem_class).s, s.id);
         for (int j = 15; j < len; j++) /* STAGED -> staged */
             if (want[j] >= 'A' && want[j] <= 'Z')
                 want[j] = (char)(want[j] | 0x20);
@@ -290,9 +290,9 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
     }
     ck_assert_int_eq(sd_pool_segment_at(pool, 7, &(struct sd_pool_segment){0}), -ERANGE);
     ck_assert_int_eq(sd_pool_segment_find(pool, 9999, &(struct sd_pool_segment){0}), -ENOENT);
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(per_class[k], c.class_bytes[k]);
         ck_assert_uint_eq(st.capacity, c.class_bytes[k]);
         ck_assert_uint_eq(st.segments, segs_per_class[k]);
@@ -358,10 +358,10 @@ END_TEST
 struct random_run {
     uint64_t rng;
     struct live_set set;
-    uint64_t in_use[SD_CLASS_MAX + 1];
-    uint64_t live[SD_CLASS_MAX + 1];
-    uint64_t high[SD_CLASS_MAX + 1];
-    uint64_t failures[SD_CLASS_MAX + 1];
+    uint64_t in_use[LT_CLASS_MAPPED + 1];
+    uint64_t live[LT_CLASS_MAPPED + 1];
+    uint64_t high[LT_CLASS_MAPPED + 1];
+    uint64_t failures[LT_CLASS_MAPPED + 1];
 };
 
 static size_t random_size(uint64_t *rng)
@@ -375,9 +375,9 @@ static size_t random_size(uint64_t *rng)
 
 static void check_accounting(struct sd_pool *pool, const struct random_run *r)
 {
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.in_use, r->in_use[k]);
         ck_assert_uint_eq(st.live_buffers, r->live[k]);
         ck_assert_uint_eq(st.high_water, r->high[k]);
@@ -394,7 +394,7 @@ static void free_live(struct sd_pool *pool, struct random_run *r, unsigned i)
     ck_assert_msg(bad < 0,
                   "buffer %p+%zu (%s) lost its pattern at byte %ld: another buffer "
                   "overlapped it (seed 0x%llx)",
-                  l->buf.base, l->buf.len, sd_mem_class_name(l->buf.mem_class), bad,
+                  l->buf.base, l->buf.len, sd__class_label(l->buf.mem_class).s, bad,
                   (unsigned long long)SEED);
     ck_assert_int_eq(sd_pool_free(pool, &l->buf), 0);
     r->in_use[l->buf.mem_class] -= l->buf.len;
@@ -414,7 +414,7 @@ START_TEST(test_random_buffers_stay_in_their_class_never_overlap_and_add_up)
     unsigned allocs = 0, frees = 0;
     for (unsigned op = 0; op < 12000; op++) {
         if (r.set.n == 0 || rng_next(&r.rng) % 100 < 55) {
-            enum sd_mem_class k = (enum sd_mem_class)(SD_CLASS_STAGED + rng_next(&r.rng) % 3);
+            enum lt_class k = (enum lt_class)(LT_CLASS_STAGED + rng_next(&r.rng) % 3);
             size_t size = random_size(&r.rng);
             struct sd_pool_buf b;
             unsigned lines = captured.lines;
@@ -422,10 +422,10 @@ START_TEST(test_random_buffers_stay_in_their_class_never_overlap_and_add_up)
             if (rc == -ENOMEM) {
                 r.failures[k]++;
                 ck_assert_uint_eq(captured.lines, lines + 1);
-                ck_assert_ptr_nonnull(strstr(captured.last, sd_mem_class_name(k)));
+                ck_assert_ptr_nonnull(strstr(captured.last, sd__class_label(k).s));
                 continue;
             }
-            ck_assert_msg(rc == 0, "alloc %zu %s: %s", size, sd_mem_class_name(k), strerror(-rc));
+            ck_assert_msg(rc == 0, "alloc %zu %s: %s", size, sd__class_label(k).s, strerror(-rc));
             check_buf_placement(pool, &b, k, size);
             struct live l = {.buf = b, .key = rng_next(&r.rng)};
             pattern_fill(b.base, size, l.key);
@@ -449,11 +449,11 @@ START_TEST(test_random_buffers_stay_in_their_class_never_overlap_and_add_up)
     check_accounting(pool, &r);
     /* The run must exercise the pool, including its limits. */
     ck_assert_uint_gt(allocs, 4000);
-    ck_assert_uint_gt(r.failures[SD_CLASS_MAPPED], 0);
+    ck_assert_uint_gt(r.failures[LT_CLASS_MAPPED], 0);
     while (r.set.n)
         free_live(pool, &r, (unsigned)(rng_next(&r.rng) % r.set.n));
     check_accounting(pool, &r);
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++)
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++)
         ck_assert_uint_eq(r.in_use[k], 0);
     free(r.set.v);
     sd_pool_destroy(pool);
@@ -463,16 +463,16 @@ END_TEST
 START_TEST(test_full_class_refuses_with_enomem_and_recovers_after_frees)
 {
     struct sd_pool_config c = small_config();
-    c.class_bytes[SD_CLASS_STAGED] = 0;
-    c.class_bytes[SD_CLASS_MAPPED] = 0;
-    c.class_bytes[SD_CLASS_PINNED] = 8 * MIB; /* two 4 MiB segments */
+    c.class_bytes[LT_CLASS_STAGED] = 0;
+    c.class_bytes[LT_CLASS_MAPPED] = 0;
+    c.class_bytes[LT_CLASS_PINNED] = 8 * MIB; /* two 4 MiB segments */
     struct sd_pool *pool = create_or_fail(&c);
     const size_t chunk = 512 * 1024;
     struct sd_pool_buf bufs[64];
     unsigned n1 = 0, failures = 0;
     int rc;
-    while ((rc = sd_pool_alloc(pool, SD_CLASS_PINNED, chunk, &bufs[n1])) == 0) {
-        check_buf_placement(pool, &bufs[n1], SD_CLASS_PINNED, chunk);
+    while ((rc = sd_pool_alloc(pool, LT_CLASS_PINNED, chunk, &bufs[n1])) == 0) {
+        check_buf_placement(pool, &bufs[n1], LT_CLASS_PINNED, chunk);
         ck_assert_uint_lt(++n1, 64);
     }
     failures++;
@@ -490,34 +490,34 @@ START_TEST(test_full_class_refuses_with_enomem_and_recovers_after_frees)
 
     /* Larger than the class, larger than any segment: refused, no crash. */
     struct sd_pool_buf big;
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 16 * MIB, &big), -ENOMEM);
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, SIZE_MAX / 2, &big), -ENOMEM);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 16 * MIB, &big), -ENOMEM);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, SIZE_MAX / 2, &big), -ENOMEM);
     failures += 2;
     /* A class the config left out has nothing to give. */
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_STAGED, 4096, &big), -ENOMEM);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_STAGED, 4096, &big), -ENOMEM);
     ck_assert_ptr_nonnull(strstr(captured.last, "STAGED"));
     ck_assert_ptr_nonnull(strstr(captured.last, "capacity 0"));
 
     /* One free makes room for exactly that buffer again. */
     ck_assert_int_eq(sd_pool_free(pool, &bufs[n1 - 1]), 0);
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, chunk, &bufs[n1 - 1]), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, chunk, &bufs[n1 - 1]), 0);
 
     for (unsigned i = 0; i < n1; i++)
         ck_assert_int_eq(sd_pool_free(pool, &bufs[i]), 0);
     struct sd_pool_class_stats st;
-    ck_assert_int_eq(sd_pool_stats(pool, SD_CLASS_PINNED, &st), 0);
+    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_PINNED, &st), 0);
     ck_assert_uint_eq(st.in_use, 0);
     ck_assert_uint_eq(st.live_buffers, 0);
     ck_assert_uint_eq(st.high_water, n1 * chunk);
     ck_assert_uint_eq(st.alloc_failures, failures);
 
     /* Nothing was purged or returned, so the same load fits again. */
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 6 * MIB, &big), -ENOMEM);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 6 * MIB, &big), -ENOMEM);
     unsigned n2 = 0;
-    while (n2 < 64 && sd_pool_alloc(pool, SD_CLASS_PINNED, chunk, &bufs[n2]) == 0)
+    while (n2 < 64 && sd_pool_alloc(pool, LT_CLASS_PINNED, chunk, &bufs[n2]) == 0)
         n2++;
     ck_assert_uint_ge(n2, n1);
-    ck_assert_int_eq(sd_pool_stats(pool, SD_CLASS_PINNED, &st), 0);
+    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_PINNED, &st), 0);
     ck_assert_uint_le(st.carved, 8 * MIB);
     for (unsigned i = 0; i < n2; i++)
         ck_assert_int_eq(sd_pool_free(pool, &bufs[i]), 0);
@@ -530,12 +530,12 @@ START_TEST(test_free_rejects_descriptors_that_are_not_pool_buffers)
     struct sd_pool_config c = small_config();
     struct sd_pool *pool = create_or_fail(&c);
     struct sd_pool_buf b;
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_STAGED, 100000, &b), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_STAGED, 100000, &b), 0);
     struct sd_pool_buf bad = b;
     bad.segment_id++;
     ck_assert_int_eq(sd_pool_free(pool, &bad), -EINVAL);
     bad = b;
-    bad.mem_class = SD_CLASS_PINNED;
+    bad.mem_class = LT_CLASS_PINNED;
     ck_assert_int_eq(sd_pool_free(pool, &bad), -EINVAL);
     bad = b;
     bad.len = 3 * 100000; /* another size class */
@@ -544,15 +544,15 @@ START_TEST(test_free_rejects_descriptors_that_are_not_pool_buffers)
     bad.base = &local;
     ck_assert_int_eq(sd_pool_free(pool, &bad), -EINVAL);
     ck_assert_ptr_nonnull(strstr(captured.last, "not in any segment"));
-    ck_assert_int_eq(sd_pool_alloc(pool, (enum sd_mem_class)0, 10, &bad), -EINVAL);
-    ck_assert_int_eq(sd_pool_alloc(pool, (enum sd_mem_class)4, 10, &bad), -EINVAL);
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_STAGED, 0, &bad), -EINVAL);
+    ck_assert_int_eq(sd_pool_alloc(pool, (enum lt_class)0, 10, &bad), -EINVAL);
+    ck_assert_int_eq(sd_pool_alloc(pool, (enum lt_class)4, 10, &bad), -EINVAL);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_STAGED, 0, &bad), -EINVAL);
 
     struct sd_pool_class_stats st;
-    ck_assert_int_eq(sd_pool_stats(pool, SD_CLASS_STAGED, &st), 0);
+    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_STAGED, &st), 0);
     ck_assert_uint_eq(st.in_use, 100000); /* the rejected frees changed nothing */
     ck_assert_int_eq(sd_pool_free(pool, &b), 0);
-    ck_assert_int_eq(sd_pool_stats(pool, SD_CLASS_STAGED, &st), 0);
+    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_STAGED, &st), 0);
     ck_assert_uint_eq(st.in_use, 0);
     sd_pool_destroy(pool);
 }
@@ -607,7 +607,7 @@ START_TEST(test_extent_hooks_carve_only_class_segments_and_keep_pages)
     static struct sd_pool fake;
     static struct sd__segment segs[2];
     memset(&fake, 0, sizeof(fake));
-    fake.page = (size_t)sysconf(_SC_PAGESIZE);
+    fake.ctx.page = (size_t)sysconf(_SC_PAGESIZE);
     fake.segs = segs;
     fake.nsegs = 2;
     /* Adjacent in memory, as two real segments can happen to be. */
@@ -616,13 +616,14 @@ START_TEST(test_extent_hooks_carve_only_class_segments_and_keep_pages)
     ck_assert_ptr_ne(area, MAP_FAILED);
     for (int i = 0; i < 2; i++)
         segs[i] = (struct sd__segment){.id = (uint32_t)i + 1,
-                                       .mem_class = SD_CLASS_PINNED,
+                                       .mem_class = LT_CLASS_PINNED,
                                        .fd = -1,
                                        .base = area + i * 4 * MIB,
                                        .size = 4 * MIB};
-    struct sd__class *cls = &fake.classes[SD_CLASS_PINNED];
-    cls->pool = &fake;
-    cls->mem_class = SD_CLASS_PINNED;
+    struct sd__class *cls = &fake.classes[LT_CLASS_PINNED];
+    cls->ctx = &fake.ctx;
+    cls->mem_class = LT_CLASS_PINNED;
+    cls->segs = segs;
     cls->nsegs = 2;
     ck_assert_int_eq(pthread_mutex_init(&cls->carve_lock, NULL), 0);
     sd__arena_hooks_init(cls);
@@ -714,7 +715,7 @@ START_TEST(test_each_segment_holds_its_largest_buffer_again_after_churn)
         unsigned n = 0;
         for (int op = 0; op < 4000; op++) {
             if (n < 600 && (n == 0 || rng_next(&rng) % 100 < 60)) {
-                enum sd_mem_class k = (enum sd_mem_class)(SD_CLASS_STAGED + rng_next(&rng) % 3);
+                enum lt_class k = (enum lt_class)(LT_CLASS_STAGED + rng_next(&rng) % 3);
                 if (sd_pool_alloc(pool, k, random_size(&rng), &bufs[n]) == 0)
                     n++;
             } else {
@@ -740,7 +741,7 @@ START_TEST(test_each_segment_holds_its_largest_buffer_again_after_churn)
             i = nbig++;
             int rc = sd_pool_alloc(pool, s.mem_class, want, &big[i]);
             ck_assert_msg(rc == 0, "round %d: %s buffer of %zu after churn: %s; log:\n%s", round,
-                          sd_mem_class_name(s.mem_class), want, strerror(-rc), captured.last);
+                          sd__class_label(s.mem_class).s, want, strerror(-rc), captured.last);
             ck_assert_uint_lt(big[i].segment_id, 16);
             ck_assert_uint_eq(used[big[i].segment_id]++, 0); /* one per segment */
         }
@@ -748,9 +749,9 @@ START_TEST(test_each_segment_holds_its_largest_buffer_again_after_churn)
         for (unsigned i = 0; i < nbig; i++)
             ck_assert_int_eq(sd_pool_free(pool, &big[i]), 0);
     }
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.extents, st.segments); /* the hooks were never fed again */
         ck_assert_uint_eq(st.in_use, 0);
     }
@@ -764,22 +765,22 @@ START_TEST(test_odd_sized_last_segment_is_primed_on_its_own)
 {
     struct sd_pool_config c = small_config();
     memset(c.class_bytes, 0, sizeof(c.class_bytes));
-    c.class_bytes[SD_CLASS_PINNED] = 50 * MIB;
+    c.class_bytes[LT_CLASS_PINNED] = 50 * MIB;
     c.segment_bytes = 32 * MIB; /* 32 + 18 */
     struct sd_pool *pool = create_or_fail(&c);
     ck_assert_uint_eq(captured.lines, 1); /* the 18 MiB tail notice */
     ck_assert_ptr_nonnull(strstr(captured.last, "PINNED"));
     struct sd_pool_class_stats st;
-    ck_assert_int_eq(sd_pool_stats(pool, SD_CLASS_PINNED, &st), 0);
+    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_PINNED, &st), 0);
     ck_assert_uint_eq(st.extents, 2);
     ck_assert_uint_lt(st.carved, st.capacity);
     struct sd_pool_buf b28, b16, small;
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 28 * MIB, &b28), 0);
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 16 * MIB, &b16), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 28 * MIB, &b28), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 16 * MIB, &b16), 0);
     ck_assert_uint_ne(b28.segment_id, b16.segment_id);
     /* The rest of the 18 MiB segment is carved when needed. */
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, MIB, &small), 0);
-    check_buf_placement(pool, &small, SD_CLASS_PINNED, MIB);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, MIB, &small), 0);
+    check_buf_placement(pool, &small, LT_CLASS_PINNED, MIB);
     ck_assert_int_eq(sd_pool_free(pool, &small), 0);
     ck_assert_int_eq(sd_pool_free(pool, &b16), 0);
     ck_assert_int_eq(sd_pool_free(pool, &b28), 0);
@@ -815,7 +816,7 @@ START_TEST(test_failed_creation_leaks_no_fd_no_mapping_at_any_step)
     }
     pool = create_or_fail(&c); /* still works, arena indexes recycled or not */
     struct sd_pool_buf b;
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_MAPPED, 1000, &b), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_MAPPED, 1000, &b), 0);
     sd_pool_destroy(pool);
     ck_assert_int_eq(count_fds(), fds);
 }
@@ -859,7 +860,7 @@ START_TEST(test_bad_configs_are_refused_before_anything_is_created)
     int fds = count_fds();
     struct sd_pool *pool = NULL;
     struct sd_pool_config c = small_config();
-    c.class_bytes[SD_CLASS_PINNED] = 16 * MIB + 4096;
+    c.class_bytes[LT_CLASS_PINNED] = 16 * MIB + 4096;
     ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
     ck_assert_ptr_nonnull(strstr(captured.last, "PINNED"));
     c = small_config();
@@ -878,7 +879,7 @@ START_TEST(test_bad_configs_are_refused_before_anything_is_created)
     /* More than the machine has. */
     c = small_config();
     uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    c.class_bytes[SD_CLASS_STAGED] = (phys / SD_POOL_SEGMENT_ALIGN + 1) * SD_POOL_SEGMENT_ALIGN;
+    c.class_bytes[LT_CLASS_STAGED] = (phys / SD_POOL_SEGMENT_ALIGN + 1) * SD_POOL_SEGMENT_ALIGN;
     ck_assert_int_eq(sd_pool_create(&c, &pool), -ENOMEM);
     ck_assert_ptr_nonnull(strstr(captured.last, "physical memory"));
     ck_assert_ptr_null(pool);
@@ -895,7 +896,7 @@ START_TEST(test_destroy_with_live_buffers_releases_everything_but_dup_fds)
     uint64_t rng = SEED ^ 3;
     struct sd_pool_buf b[40];
     for (int i = 0; i < 40; i++)
-        ck_assert_int_eq(sd_pool_alloc(pool, (enum sd_mem_class)(1 + i % 3),
+        ck_assert_int_eq(sd_pool_alloc(pool, (enum lt_class)(1 + i % 3),
                                        1 + rng_next(&rng) % (64 * 1024), &b[i]),
                          0);
     /* A peer's copy of a segment fd outlives the pool. */
@@ -915,8 +916,8 @@ START_TEST(test_destroy_with_live_buffers_releases_everything_but_dup_fds)
 
     /* And a new pool starts afresh. */
     pool = create_or_fail(&c);
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 3 * MIB, &b[0]), 0);
-    check_buf_placement(pool, &b[0], SD_CLASS_PINNED, 3 * MIB);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 3 * MIB, &b[0]), 0);
+    check_buf_placement(pool, &b[0], LT_CLASS_PINNED, 3 * MIB);
     sd_pool_destroy(pool);
     sd_pool_destroy(NULL);
 }
@@ -928,15 +929,15 @@ START_TEST(test_defaults_follow_machine_memory)
     ck_assert_int_eq(sd_pool_config_default(&c), 0);
     uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t total = 0;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         ck_assert_uint_gt(c.class_bytes[k], 0);
         ck_assert_uint_eq(c.class_bytes[k] % SD_POOL_SEGMENT_ALIGN, 0);
         total += c.class_bytes[k];
     }
-    ck_assert_uint_le(c.class_bytes[SD_CLASS_PINNED], phys / 8);
-    ck_assert_uint_le(c.class_bytes[SD_CLASS_STAGED], phys / 16);
-    ck_assert_uint_le(c.class_bytes[SD_CLASS_MAPPED], 256 * MIB);
-    ck_assert_uint_le(c.class_bytes[SD_CLASS_MAPPED], c.class_bytes[SD_CLASS_STAGED]);
+    ck_assert_uint_le(c.class_bytes[LT_CLASS_PINNED], phys / 8);
+    ck_assert_uint_le(c.class_bytes[LT_CLASS_STAGED], phys / 16);
+    ck_assert_uint_le(c.class_bytes[LT_CLASS_MAPPED], 256 * MIB);
+    ck_assert_uint_le(c.class_bytes[LT_CLASS_MAPPED], c.class_bytes[LT_CLASS_STAGED]);
     ck_assert_uint_le(total, phys / 4);
     ck_assert_uint_eq(c.segment_bytes % SD_POOL_SEGMENT_ALIGN, 0);
     ck_assert_uint_ge(c.prefault_threads, 1);
@@ -961,7 +962,7 @@ static void *worker_run(void *arg)
     uint64_t rng = w->seed;
     for (int op = 0; op < 3000; op++) {
         if (w->set.n < w->set.cap && (w->set.n == 0 || rng_next(&rng) % 100 < 55)) {
-            enum sd_mem_class k = rng_next(&rng) % 2 ? SD_CLASS_PINNED : SD_CLASS_STAGED;
+            enum lt_class k = rng_next(&rng) % 2 ? LT_CLASS_PINNED : LT_CLASS_STAGED;
             size_t size = 1 + (size_t)(rng_next(&rng) % (96 * 1024));
             struct live l = {.key = rng_next(&rng)};
             if (sd_pool_alloc(w->pool, k, size, &l.buf) != 0)
@@ -999,7 +1000,7 @@ START_TEST(test_concurrent_threads_get_disjoint_buffers)
     struct live_set all = {.cap = 512};
     all.v = calloc(all.cap, sizeof(*all.v));
     ck_assert_ptr_nonnull(all.v);
-    uint64_t sum[SD_CLASS_MAX + 1] = {0};
+    uint64_t sum[LT_CLASS_MAPPED + 1] = {0};
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(w[i].failed_frees, 0);
         for (unsigned j = 0; j < w[i].set.n; j++) {
@@ -1007,9 +1008,9 @@ START_TEST(test_concurrent_threads_get_disjoint_buffers)
             sum[w[i].set.v[j].buf.mem_class] += w[i].set.v[j].buf.len;
         }
     }
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.in_use, sum[k]);
     }
     for (unsigned j = 0; j < all.n; j++) {
@@ -1040,9 +1041,9 @@ static unsigned count_huge_segments(struct sd_pool *pool)
         huge += on_hugetlbfs;
     }
     unsigned counted = 0;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_le(st.huge_segments, st.segments);
         counted += st.huge_segments;
     }
@@ -1089,9 +1090,9 @@ START_TEST(test_pages_auto_reports_the_thp_it_got)
         thp += s.thp_bytes == s.size;
     }
     unsigned counted = 0;
-    for (int k = SD_CLASS_STAGED; k <= SD_CLASS_MAX; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_le(st.thp_segments + st.huge_segments, st.segments);
         counted += st.thp_segments;
     }
@@ -1118,8 +1119,8 @@ START_TEST(test_pages_huge_refuses_with_the_numbers_when_short)
     int fds = count_fds();
     struct sd_pool_config c = small_config();
     memset(c.class_bytes, 0, sizeof(c.class_bytes));
-    c.class_bytes[SD_CLASS_PINNED] = (uint64_t)(total + 1) * SD_POOL_HUGE_PAGE;
-    c.segment_bytes = c.class_bytes[SD_CLASS_PINNED];
+    c.class_bytes[LT_CLASS_PINNED] = (uint64_t)(total + 1) * SD_POOL_HUGE_PAGE;
+    c.segment_bytes = c.class_bytes[LT_CLASS_PINNED];
     c.pages = SD_POOL_PAGES_HUGE;
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);
@@ -1153,7 +1154,7 @@ START_TEST(test_pages_auto_falls_back_to_base_pages_and_says_why)
      * a class the agent registers (STAGED never asks for hugetlb). */
     struct sd_pool_config c = small_config();
     memset(c.class_bytes, 0, sizeof(c.class_bytes));
-    c.class_bytes[SD_CLASS_PINNED] = (uint64_t)(total + 1) * SD_POOL_HUGE_PAGE;
+    c.class_bytes[LT_CLASS_PINNED] = (uint64_t)(total + 1) * SD_POOL_HUGE_PAGE;
     c.segment_bytes = SD_POOL_HUGE_PAGE;
     c.pages = SD_POOL_PAGES_AUTO;
     struct sd_pool *pool = create_or_fail(&c);
@@ -1173,8 +1174,8 @@ START_TEST(test_pages_auto_falls_back_to_base_pages_and_says_why)
     /* Buffers come from the mixed class as from any other. */
     struct sd_pool_buf b[8];
     for (unsigned i = 0; i < 8; i++) {
-        ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, 64 * 1024, &b[i]), 0);
-        check_buf_placement(pool, &b[i], SD_CLASS_PINNED, 64 * 1024);
+        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 64 * 1024, &b[i]), 0);
+        check_buf_placement(pool, &b[i], LT_CLASS_PINNED, 64 * 1024);
         pattern_fill(b[i].base, b[i].len, i);
     }
     for (unsigned i = 0; i < 8; i++)

@@ -123,7 +123,7 @@ struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
 {
     struct sd_pool_config c;
     memset(&c, 0, sizeof(c));
-    c.class_bytes[SD_CLASS_PINNED] = pinned;
+    c.class_bytes[LT_CLASS_PINNED] = pinned;
     c.segment_bytes = segment;
     c.prefault_threads = 1;
     c.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */

@@ -52,7 +52,7 @@ static void odd_sizes_exact(unsigned flags)
         ck_assert_ptr_nonnull(part[i]);
         memset(plain[i], CANARY, n + 64);
         memset(part[i], CANARY, n + 64);
-        ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, n, &pbuf[i]), 0);
+        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pbuf[i]), 0);
         memset(pbuf[i].base, CANARY, n);
         rt_done_init(&d_plain[i]);
         rt_done_init(&d_part[i]);
@@ -296,7 +296,7 @@ START_TEST(test_shard_store_staged_into_pool_passes_checksums)
     for (size_t i = 0; i < n; i++) {
         ck_assert_msg(sd_store_shard_open(st, i, err, sizeof(err), &sh[i]) == 0, "%s", err);
         uint64_t len = sd_shard_payload_len(sh[i]);
-        ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, len, &buf[i]), 0);
+        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, len, &buf[i]), 0);
         memset(buf[i].base, 0xEE, len);
         rt_done_init(&d[i]);
         rt_submit(r, sd_shard_fd(sh[i]), sd_shard_payload_offset(sh[i]), len, buf[i].base,
@@ -622,7 +622,7 @@ START_TEST(test_fixed_buffers_default_on_with_pool_off_on_request)
                       off ? "FIXED_OFF" : "the default", rt_log.all);
         ck_assert_uint_eq(info.regions, off ? 0 : 2); /* two 2 MiB segments */
         struct sd_pool_buf pb;
-        ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, n, &pb), 0);
+        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
         memset(pb.base, 0, n);
         struct rt_done d;
         rt_done_init(&d);

@@ -225,7 +225,7 @@ START_TEST(test_direct_into_pool_and_reader_wide_flag)
     sd_reader_info_get(r, &info);
     ck_assert_msg(info.fixed, "fixed buffers not registered; log:\n%s", rt_log.all);
     struct sd_pool_buf pb;
-    ck_assert_int_eq(sd_pool_alloc(pool, SD_CLASS_PINNED, n, &pb), 0);
+    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
     struct rt_done d;
     rt_done_init(&d);
     rt_submit(r, fd, 0, n, pb.base, "pooled", NULL, 0, &d);

@@ -11,13 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Same values as the shared protocol's memory classes (lease-types). */
-enum sd_mem_class {
-    SD_CLASS_STAGED = 1,
-    SD_CLASS_PINNED = 2,
-    SD_CLASS_MAPPED = 3,
-};
-#define SD_CLASS_MAX 3
+#include "lease_types/classes.h" /* enum lt_class: the pool's classes are the protocol's */
 
 /* Segments, class sizes and segment sizes are multiples of this. */
 #define SD_POOL_SEGMENT_ALIGN ((uint64_t)2 << 20)
@@ -60,9 +54,9 @@ enum {
 };
 
 struct sd_pool_config {
-    /* Bytes per class, indexed by enum sd_mem_class ([0] unused); 0 leaves
+    /* Bytes per class, indexed by enum lt_class ([0] unused); 0 leaves
      * the class out. Each a multiple of SD_POOL_SEGMENT_ALIGN. */
-    uint64_t class_bytes[SD_CLASS_MAX + 1];
+    uint64_t class_bytes[LT_CLASS_SLOTS];
     /* Largest segment; a class is cut into segments of this size, the last
      * one shorter. Multiple of SD_POOL_SEGMENT_ALIGN; bounds the largest buffer. */
     uint64_t segment_bytes;
@@ -82,13 +76,13 @@ struct sd_pool_buf {
     size_t len;          /* the size asked for */
     uint64_t offset;     /* of base within the segment */
     uint32_t segment_id; /* as in struct sd_pool_segment */
-    enum sd_mem_class mem_class;
+    enum lt_class mem_class;
 };
 
 /* What a peer needs to map and register one segment. */
 struct sd_pool_segment {
     uint32_t id; /* unique within the pool, never 0 */
-    enum sd_mem_class mem_class;
+    enum lt_class mem_class;
     int fd;     /* owned by the pool: dup it to keep it past sd_pool_destroy */
     void *base; /* this process's mapping, SD_POOL_SEGMENT_ALIGN-aligned */
     uint64_t size;
@@ -122,9 +116,6 @@ struct sd_pool;
  * Returns 0, or -errno when the machine's memory cannot be read. */
 int sd_pool_config_default(struct sd_pool_config *config_p);
 
-/* "STAGED", "PINNED", "MAPPED", or "invalid". */
-const char *sd_mem_class_name(enum sd_mem_class mem_class);
-
 /* "auto", "small", "huge", "thp", or "invalid"; and back. Parse returns 0, or
  * -EINVAL for any other text. */
 const char *sd_pool_pages_name(enum sd_pool_pages pages);
@@ -149,7 +140,7 @@ void sd_pool_destroy(struct sd_pool *pool);
 /* Allocates @size bytes (> 0) of class @mem_class. Returns 0 and fills
  * *buf_p; -EINVAL for a bad class or size; -ENOMEM when the class cannot
  * hold the request (logged with class, request, capacity and in use). */
-int sd_pool_alloc(struct sd_pool *pool, enum sd_mem_class mem_class, size_t size,
+int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
                   struct sd_pool_buf *buf_p);
 
 /* Returns a buffer from sd_pool_alloc on this pool, exactly once. Returns 0,
@@ -166,7 +157,7 @@ int sd_pool_locate(const struct sd_pool *pool, const void *ptr, size_t len, uint
 /* --- introspection --- */
 
 /* Accounting of one class. Returns 0, or -EINVAL for a bad class. */
-int sd_pool_stats(struct sd_pool *pool, enum sd_mem_class mem_class,
+int sd_pool_stats(struct sd_pool *pool, enum lt_class mem_class,
                   struct sd_pool_class_stats *stats_p);
 
 /* Number of segments in the pool (all classes). */
