@@ -1,10 +1,10 @@
-/* The lease client: life cycle, segments, agent connections (connect,
- * backoff, teardown), the send queue and the event loop. Requests and
- * replies are in client_msg.c. */
+/* The lease client: life cycle, segments, agents and their connections
+ * (connect, backoff, handshake deadline, teardown), the event loop and the
+ * blocking waits. It drives the transport (conn.c), the requests (msg.c)
+ * and the dispatch of answers (dispatch.c); none of them calls back here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +15,12 @@
 #include <unistd.h>
 
 #include "client_internal.h"
-#include "stagingd/pool.h"
 
 #define SD_CLIENT_RX_BATCH 64 /* messages read from one agent per process call */
-#define SD_CLIENT_RX_FDS 8    /* fds a recvmsg can take in (all refused) */
 
 /* ---- small helpers ---- */
 
-uint64_t sd_client__now_ns(void)
+static uint64_t sd_client__now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,43 +33,6 @@ static uint64_t sd_client__rand(struct sd_client *c)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-void sd_client__log(struct sd_client *c, const char *fmt, ...)
-{
-    char line[2 * SD_CLIENT_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (c->log)
-        c->log(c->log_ctx, line);
-    else
-        fprintf(stderr, "stagingd: client: %s\n", line);
-}
-
-int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, sizeof(c->err), fmt, ap);
-    va_end(ap);
-    return err;
-}
-
-struct sd_client__agent *sd_client__agent_get(const struct sd_client *c, unsigned agent)
-{
-    return agent < c->nagents ? c->agents[agent] : NULL;
-}
-
-static void sd_client__out_free(struct sd_client__agent *a)
-{
-    while (a->out_head) {
-        struct sd_client__out *o = a->out_head;
-        a->out_head = o->next;
-        free(o);
-    }
-    a->out_tail = NULL;
 }
 
 /* ---- the timer: earliest reconnect, handshake deadline or deferred teardown ---- */
@@ -99,120 +60,6 @@ static void sd_client__timer_arm(struct sd_client *c)
     if (timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
         sd_client__log(c, "timerfd_settime failed: %s; reconnects wait for the next message",
                        strerror(errno));
-}
-
-/* ---- sending ---- */
-
-static int sd_client__sendmsg(int fd, const void *msg, size_t len, int pass_fd)
-{
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof(ctl.buf);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    for (;;) {
-        /* MSG_NOSIGNAL: a dead agent is an EPIPE to handle, not a SIGPIPE to die of */
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0)
-            return (size_t)n == len ? 0 : -EMSGSIZE; /* SEQPACKET sends whole packets */
-        if (errno != EINTR)
-            return -errno;
-    }
-}
-
-static void sd_client__epoll_out(struct sd_client *c, struct sd_client__agent *a, int on)
-{
-    if (a->epoll_out == on || a->fd < 0)
-        return;
-    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.u64 = a->index + 1u};
-    if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, a->fd, &ev) == 0)
-        a->epoll_out = on;
-}
-
-void sd_client__break(struct sd_client *c, struct sd_client__agent *a, int err, const char *fmt,
-                      ...)
-{
-    if (a->broken_err)
-        return; /* the first cause is the one worth reporting */
-    char why[SD_CLIENT_MSG_LEN / 2];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    a->broken_err = err < 0 ? err : -EPROTO;
-    snprintf(a->broken_msg, sizeof(a->broken_msg), "agent %s (connection %u): %s", a->path,
-             a->epoch, why);
-    sd_client__timer_arm(c);
-}
-
-int sd_client__send(struct sd_client *c, struct sd_client__agent *a, const void *msg, size_t len,
-                    int fd)
-{
-    if (a->fd < 0 || a->state == SD_CLIENT_DISCONNECTED)
-        return -ENOTCONN;
-    if (a->broken_err)
-        return a->broken_err;
-    if (!a->out_head) {
-        int rc = sd_client__sendmsg(a->fd, msg, len, fd);
-        if (rc == 0)
-            return 0;
-        if (rc != -EAGAIN) {
-            sd_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
-                             rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
-                             lt_msg_type_name(((const struct lt_header *)msg)->type),
-                             strerror(-rc));
-            return a->broken_err;
-        }
-    }
-    /* The socket buffer is full: keep the order, send when it drains. */
-    struct sd_client__out *o = malloc(sizeof(*o) + (len + 7) / 8 * 8);
-    if (!o)
-        return -ENOMEM;
-    o->next = NULL;
-    o->fd = fd;
-    o->len = len;
-    memcpy(o->msg, msg, len);
-    if (a->out_tail)
-        a->out_tail->next = o;
-    else
-        a->out_head = o;
-    a->out_tail = o;
-    sd_client__epoll_out(c, a, 1);
-    return 0;
-}
-
-static void sd_client__flush(struct sd_client *c, struct sd_client__agent *a)
-{
-    while (a->out_head && !a->broken_err) {
-        struct sd_client__out *o = a->out_head;
-        int rc = sd_client__sendmsg(a->fd, o->msg, o->len, o->fd);
-        if (rc == -EAGAIN)
-            return;
-        if (rc < 0) {
-            sd_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
-                             rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
-                             lt_msg_type_name(((const struct lt_header *)o->msg)->type),
-                             strerror(-rc));
-            return;
-        }
-        a->out_head = o->next;
-        if (!a->out_head)
-            a->out_tail = NULL;
-        free(o);
-    }
-    if (!a->out_head)
-        sd_client__epoll_out(c, a, 0);
 }
 
 /* ---- connections ---- */
@@ -322,72 +169,14 @@ static void sd_client__teardown(struct sd_client *c, struct sd_client__agent *a)
     sd_client__fail_all(c, a, err, msg);
 }
 
-void sd_client__ready(struct sd_client *c, struct sd_client__agent *a)
-{
-    a->state = SD_CLIENT_READY;
-    a->deadline_ns = 0;
-    a->fail_streak = 0;
-    a->next_delay_ms = 0;
-    sd_client__log(c, "agent %s: ready (connection %u, \"%s\", %u of %u segment(s) accepted)",
-                   a->path, a->epoch, a->hello.agent_name, a->accepted, c->nsegs);
-    SD_CLIENT__CALL(c, on_ready, a->index, a->epoch);
-}
-
 /* Reads what the agent sent, up to a batch, dispatching each message. */
 static int sd_client__read(struct sd_client *c, struct sd_client__agent *a)
 {
     int handled = 0;
     while (handled < SD_CLIENT_RX_BATCH && a->fd >= 0 && !a->broken_err) {
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(SD_CLIENT_RX_FDS * sizeof(int))];
-        } ctl;
-        struct iovec iov = {.iov_base = c->rx.bytes, .iov_len = sizeof(c->rx.bytes)};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctl.buf,
-                            .msg_controllen = sizeof(ctl.buf)};
-        ssize_t n = recvmsg(a->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == ECONNRESET)
-                sd_client__break(c, a, -ECONNRESET,
-                                 "connection lost: reset by the agent (it "
-                                 "closed with messages of ours unread)");
-            else if (errno != EAGAIN)
-                sd_client__break(c, a, -errno, "receive failed: %s", strerror(errno));
+        int n = sd_client__recv(c, a);
+        if (n <= 0)
             break;
-        }
-        /* The agent never sends fds: close any that came, then refuse. */
-        unsigned nfds = 0;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-                close(fd);
-                nfds++;
-            }
-        }
-        if (nfds || (mh.msg_flags & MSG_CTRUNC)) {
-            sd_client__break(c, a, -EPROTO,
-                             "a %zd-byte message came with %u fd(s)%s; agents send none to "
-                             "clients (all closed)",
-                             n, nfds, (mh.msg_flags & MSG_CTRUNC) ? " and more cut off" : "");
-            break;
-        }
-        if (n == 0) {
-            sd_client__break(c, a, -ECONNRESET, "connection lost: the agent closed it (EOF)");
-            break;
-        }
-        if (mh.msg_flags & MSG_TRUNC) {
-            sd_client__break(c, a, -EPROTO, "packet larger than the largest message (%u bytes)",
-                             LT_MSG_MAX_BYTES);
-            break;
-        }
         sd_client__dispatch(c, a, (size_t)n);
         handled++;
     }
@@ -565,21 +354,6 @@ int sd_client_segment_add(struct sd_client *c, uint32_t key, int fd, void *base,
             sd_client__offer_send(c, a, s); /* a failure breaks the connection; it re-offers */
     }
     return 0;
-}
-
-int sd_client_segments_add_pool(struct sd_client *c, const struct sd_pool *pool)
-{
-    unsigned n = sd_pool_segment_count(pool);
-    for (unsigned i = 0; i < n; i++) {
-        struct sd_pool_segment seg;
-        int rc = sd_pool_segment_at(pool, i, &seg);
-        if (rc == 0)
-            rc = sd_client_segment_add(c, seg.id, seg.fd, seg.base, seg.size,
-                                       (uint32_t)seg.mem_class);
-        if (rc < 0)
-            return rc;
-    }
-    return (int)n;
 }
 
 int sd_client_word_ptr(const struct sd_client *c, uint32_t key, uint64_t offset, uint64_t **word_p)

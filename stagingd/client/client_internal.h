@@ -1,12 +1,17 @@
-/* The lease client's private structures, shared by client.c (life cycle,
- * connections, the event loop), client_msg.c (requests and replies) and
- * client_map.c (the id tables). */
+/* The lease client's private structures and the functions its files share.
+ * The files depend one way, top to bottom:
+ *   client.c    life cycle, agents, connect/backoff/teardown, the event loop
+ *   dispatch.c  answers from an agent, matched to their requests
+ *   msg.c       requests: the pending table, encoding, validation
+ *   conn.c      transport: send queue, receive, broken connections, log
+ *   map.c       the id tables */
 #ifndef STAGINGD_CLIENT_INTERNAL_H
 #define STAGINGD_CLIENT_INTERNAL_H
 
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "lease_types/lease_types.h" /* the validators */
 #include "stagingd/client.h"
 
 #define SD_CLIENT_MSG_LEN 512 /* error text; a request's failure adds a clause to it */
@@ -161,26 +166,36 @@ struct sd_client {
         }                                                                                          \
     } while (0)
 
-/* ---- client.c ---- */
+static inline struct sd_client__agent *sd_client__agent_get(const struct sd_client *c,
+                                                            unsigned agent)
+{
+    return agent < c->nagents ? c->agents[agent] : NULL;
+}
+
+/* ---- conn.c ---- */
 
 void sd_client__log(struct sd_client *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Stores the message for sd_client_last_error (and returns @err). */
 int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Marks the connection broken; the event loop tears it down. */
+/* Marks the connection broken and wakes the event loop, which tears it
+ * down at its next safe point. The first cause is kept. */
 void sd_client__break(struct sd_client *c, struct sd_client__agent *a, int err, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
 /* Sends (or queues) one message, with @fd attached when >= 0. Returns 0,
  * -ENOTCONN, or -ECONNRESET/-errno after marking the connection broken. */
 int sd_client__send(struct sd_client *c, struct sd_client__agent *a, const void *msg, size_t len,
                     int fd);
-uint64_t sd_client__now_ns(void);
-/* The connection is ready: fire on_ready. */
-void sd_client__ready(struct sd_client *c, struct sd_client__agent *a);
-struct sd_client__agent *sd_client__agent_get(const struct sd_client *c, unsigned agent);
+/* Sends what the queue holds while the socket takes it. */
+void sd_client__flush(struct sd_client *c, struct sd_client__agent *a);
+/* Frees the queue unsent. */
+void sd_client__out_free(struct sd_client__agent *a);
+/* Receives one message into c->rx. Returns its length; 0 when nothing is
+ * waiting or the connection broke (refused fds, EOF, a cut packet). */
+int sd_client__recv(struct sd_client *c, struct sd_client__agent *a);
 
-/* ---- client_msg.c ---- */
+/* ---- msg.c ---- */
 
 /* Builds a pending record holding a copy of @msg. NULL on ENOMEM. */
 struct sd_client__pending *sd_client__pending_new(const void *msg, size_t len, uint64_t tag);
@@ -193,6 +208,9 @@ void sd_client__pending_free(struct sd_client__pending *p);
 int sd_client__hello_send(struct sd_client *c, struct sd_client__agent *a);
 /* Offers segment @seg on @a. Returns 0 or -errno. */
 int sd_client__offer_send(struct sd_client *c, struct sd_client__agent *a, unsigned seg);
+
+/* ---- dispatch.c ---- */
+
 /* Validates and answers one message of @len bytes in c->rx. May mark @a broken. */
 void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t len);
 /* Fails every request in flight on @a with @err/@msg and forgets its

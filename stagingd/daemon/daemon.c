@@ -661,6 +661,24 @@ static int sd_daemon__pool(struct sd_daemon *d, uint64_t largest)
     return d->pool ? 0 : rc;
 }
 
+/* Offers every pool segment to every agent, keyed by its pool segment id
+ * (the key job buffers name in lease requests). Returns 0 or the first
+ * error of sd_client_segment_add. */
+static int sd_daemon__offer_pool(struct sd_daemon *d)
+{
+    unsigned n = sd_pool_segment_count(d->pool);
+    for (unsigned i = 0; i < n; i++) {
+        struct sd_pool_segment seg;
+        int rc = sd_pool_segment_at(d->pool, i, &seg);
+        if (rc == 0)
+            rc = sd_client_segment_add(d->client, seg.id, seg.fd, seg.base, seg.size,
+                                       (uint32_t)seg.mem_class);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, struct sd_daemon **d_p)
 {
     struct sd_daemon *d = calloc(1, sizeof *d);
@@ -743,7 +761,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
         sd_log(SD_LOG_ERROR, "lease client: %s", strerror(-rc));
         goto fail;
     }
-    rc = sd_client_segments_add_pool(d->client, d->pool);
+    rc = sd_daemon__offer_pool(d);
     if (rc < 0) {
         sd_log(SD_LOG_ERROR, "offering the pool's segments: %s", sd_client_last_error(d->client));
         goto fail;

@@ -1,7 +1,8 @@
 /* stagingd's lease client: speaks wire protocol v1 (docs/protocol.md) to one
- * GPU agent per GPU over SOCK_SEQPACKET sockets, offers the staging pool's
+ * GPU agent per GPU over SOCK_SEQPACKET sockets, offers the caller's memfd
  * segments to each, requests and releases leases in batches, submits work,
- * and rings doorbells. CUDA-free. docs/lease-client.md says how it behaves
+ * and rings doorbells. CUDA-free, and independent of the rest of stagingd:
+ * any storage daemon can link it. docs/lease-client.md says how it behaves
  * when an agent goes away.
  *
  * Threading: a client is driven by one thread at a time (the caller's event
@@ -23,10 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lease_types/lease_types.h"
+#include "lease_types/proto.h" /* messages, ids, classes and error codes */
+
+LT_EXTERN_C_BEGIN
 
 struct sd_client;
-struct sd_pool;
 
 /* A lease the agent granted, as the client hands it out: a value the caller
  * keeps and passes back to submit and release. It belongs to one connection
@@ -202,10 +204,6 @@ void sd_client_destroy(struct sd_client *c);
 int sd_client_segment_add(struct sd_client *c, uint32_t key, int fd, void *base, uint64_t size,
                           uint32_t mem_class);
 
-/* sd_client_segment_add for every segment of @pool, keyed by the pool's
- * segment ids. Returns the number added, or the first error. */
-int sd_client_segments_add_pool(struct sd_client *c, const struct sd_pool *pool);
-
 /* Adds the agent listening at @path and tries to connect at once; a failed
  * attempt is retried with backoff. Returns 0 and the agent's index in
  * *agent_p (indices count from 0); -ENAMETOOLONG; -ENOMEM. */
@@ -300,5 +298,7 @@ void sd_client_ring(uint64_t *bell, uint64_t seq);
 /* An acquire load of a completion word: once it shows the done_seq of a
  * submit, what the GPU wrote before it is visible. */
 uint64_t sd_client_done_word_read(const uint64_t *done);
+
+LT_EXTERN_C_END
 
 #endif /* STAGINGD_CLIENT_H */
