@@ -19,11 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stagingd/gen.h"
 #include "stagingd/pool.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
-#include "stagingd/store.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)

@@ -1,13 +1,14 @@
 /* `stagingd verify`: the command-line face of sd_store_verify. */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "stagingd/shard.h"
-#include "stagingd/store.h"
 
 static void store_cli_usage(FILE *to)
 {
@@ -26,21 +27,34 @@ static int store_cli_progress(void *arg, size_t index, uint64_t payload_bytes)
 
 int sd_verify_cli(int argc, char **argv)
 {
-    const char *path = NULL;
-    int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quiet") == 0) {
+    static const struct option opts[] = {
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int quiet = 0, c;
+    sd_cli__getopt_reset();
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'q') {
             quiet = 1;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        } else if (c == 'h') {
             store_cli_usage(stdout);
             return 0;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "stagingd verify: unexpected argument '%s'\n", argv[i]);
+        } else {
+            char why[256];
+            sd_cli__getopt_error(c, argc, argv, why, sizeof(why));
+            fprintf(stderr, "stagingd verify: %s\n", why);
             store_cli_usage(stderr);
             return 2;
-        } else {
-            path = argv[i];
         }
+    }
+    /* One PATH (getopt moved it behind the options); "-" is no path. */
+    const char *path = optind < argc ? argv[optind] : NULL;
+    if (optind + 1 < argc || (path && path[0] == '-')) {
+        fprintf(stderr, "stagingd verify: unexpected argument '%s'\n",
+                path && path[0] == '-' ? path : argv[optind + 1]);
+        store_cli_usage(stderr);
+        return 2;
     }
     if (!path) {
         fprintf(stderr, "stagingd verify: expected PATH, found none\n");

@@ -1,4 +1,6 @@
-/* stagingd's settings: the key table, the config file and the flags. */
+/* stagingd's settings: the key table and the config file. The command
+ * line's parser (stagingd/cli/daemon_cli.c) builds its options from the
+ * table through sd_config_key_get. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -10,9 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "stagingd/config.h"
-#include "stagingd/gen.h"
-#include "stagingd/pool.h"
+#include "stagingd/daemon.h"
+#include "stagingd/shard.h" /* sd_size_parse */
 
 enum sd_config__type {
     SD_CFG_PATH,     /* char[SD_CONFIG_PATH_MAX] */
@@ -54,27 +55,27 @@ static const struct sd_config__key sd_config__keys[] = {
      "largest pool segment (0: fits the largest shard)"},
     {"pages", SD_CFG_PAGES, SD_OFF(pages), 0, 0, "auto|small|huge|thp",
      "pool pages: hugetlb while reserved ones are free, then shmem THP where allowed (auto)"},
-    {"batch", SD_CFG_UINT, SD_OFF(batch), 1, 256, "N",
+    {"batch", SD_CFG_UINT, SD_OFF(job.batch), 1, 256, "N",
      "leases per request or release at most (16)"},
-    {"inflight", SD_CFG_UINT, SD_OFF(inflight), 1, 1024, "N",
+    {"inflight", SD_CFG_UINT, SD_OFF(job.inflight), 1, 1024, "N",
      "shards staged, leased or worked on at once (4)"},
     {"op", SD_CFG_OP, SD_OFF(op), 0, 0, "verify|scan|both", "the work on every shard (verify)"},
-    {"query-seed", SD_CFG_U64, SD_OFF(query_seed), 0, 0, "N",
+    {"query-seed", SD_CFG_U64, SD_OFF(job.query_seed), 0, 0, "N",
      "seed of the scan's query vector (1)"},
-    {"k", SD_CFG_UINT, SD_OFF(k), 1, 4096, "K", "rows of the merged top-k (10)"},
-    {"cpu-verify", SD_CFG_BOOL, SD_OFF(cpu_verify), 0, 0, "[yes|no]",
+    {"k", SD_CFG_UINT, SD_OFF(job.k), 1, 4096, "K", "rows of the merged top-k (10)"},
+    {"cpu-verify", SD_CFG_BOOL, SD_OFF(job.cpu_verify), 0, 0, "[yes|no]",
      "also verify checksums on the CPU after each read"},
-    {"doorbell", SD_CFG_DOORBELL, SD_OFF(doorbell), 0, 0, "auto|on|off",
+    {"doorbell", SD_CFG_DOORBELL, SD_OFF(job.doorbell), 0, 0, "auto|on|off",
      "queue work behind a doorbell rung by the read (auto)"},
-    {"rate-limit", SD_CFG_SIZE, SD_OFF(rate_limit), 0, 0, "SIZE",
+    {"rate-limit", SD_CFG_SIZE, SD_OFF(job.rate_limit), 0, 0, "SIZE",
      "staged bytes per second at most (0: unbounded)"},
     {"drain-timeout", SD_CFG_UINT, SD_OFF(drain_timeout_s), 0, 3600, "SECONDS",
      "on shutdown, wait this long for in-flight work and releases (10)"},
-    {"agent-timeout", SD_CFG_UINT, SD_OFF(agent_timeout_s), 1, 86400, "SECONDS",
+    {"agent-timeout", SD_CFG_UINT, SD_OFF(job.agent_timeout_s), 1, 86400, "SECONDS",
      "fail a job when no agent is ready for this long (30)"},
     {"log-level", SD_CFG_LEVEL, SD_OFF(log_level), 0, 0, "error|warn|info|debug",
      "the most verbose lines logged (info)"},
-    {"list", SD_CFG_BOOL, SD_OFF(list), 0, 0, "[yes|no]", "print a result row for every shard"},
+    {"list", SD_CFG_BOOL, SD_OFF(job.list), 0, 0, "[yes|no]", "print a result row for every shard"},
 };
 #define SD_CONFIG__NKEYS (sizeof sd_config__keys / sizeof sd_config__keys[0])
 
@@ -110,41 +111,15 @@ void sd_config_default(struct sd_config *cfg_p)
     if (sd_config_agent_default(cfg_p->agents[0], sizeof cfg_p->agents[0]) == 0)
         cfg_p->nagents = 1;
     cfg_p->mapped_pool = 2u << 20;
-    cfg_p->batch = 16;
-    cfg_p->inflight = 4;
     cfg_p->op = SD_JOB_VERIFY;
-    cfg_p->query_seed = 1;
-    cfg_p->k = 10;
-    cfg_p->doorbell = SD_DOORBELL_AUTO;
+    cfg_p->job.batch = 16;
+    cfg_p->job.inflight = 4;
+    cfg_p->job.query_seed = 1;
+    cfg_p->job.k = 10;
+    cfg_p->job.doorbell = SD_DOORBELL_AUTO;
+    cfg_p->job.agent_timeout_s = 30;
     cfg_p->drain_timeout_s = 10;
-    cfg_p->agent_timeout_s = 30;
     cfg_p->log_level = SD_LOG_INFO;
-}
-
-const char *sd_job_op_name(enum sd_job_op op)
-{
-    switch (op) {
-    case SD_JOB_VERIFY:
-        return "verify";
-    case SD_JOB_SCAN:
-        return "scan";
-    case SD_JOB_BOTH:
-        return "both";
-    }
-    return "?";
-}
-
-int sd_job_op_parse(const char *s, enum sd_job_op *op_p)
-{
-    if (strcmp(s, "verify") == 0)
-        *op_p = SD_JOB_VERIFY;
-    else if (strcmp(s, "scan") == 0)
-        *op_p = SD_JOB_SCAN;
-    else if (strcmp(s, "both") == 0)
-        *op_p = SD_JOB_BOTH;
-    else
-        return -EINVAL;
-    return 0;
 }
 
 static int sd_config__u64(const char *s, uint64_t *v_p)
@@ -402,81 +377,13 @@ int sd_config_load(struct sd_config *cfg, const char *path, char *err, size_t er
     return rc;
 }
 
-int sd_config_parse_args(int argc, char **argv, struct sd_config *cfg, char *err, size_t err_len,
-                         int *help_p)
+int sd_config_key_get(size_t index, struct sd_config_key_info *info_p)
 {
-    int help = 0;
-    /* The file first, wherever --config stands, so every flag overrides it. */
-    for (int i = 1; i < argc; i++) {
-        const char *file = NULL;
-        if (strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= argc) {
-                sd_config__err(err, err_len, "--config: expected a file, found nothing");
-                return -EINVAL;
-            }
-            file = argv[i + 1];
-        } else if (strncmp(argv[i], "--config=", 9) == 0) {
-            file = argv[i] + 9;
-        }
-        if (file) {
-            int rc = sd_config_load(cfg, file, err, err_len);
-            if (rc < 0)
-                return rc;
-        }
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            help = 1;
-            continue;
-        }
-        if (strcmp(opt, "-v") == 0 || strcmp(opt, "--verbose") == 0) {
-            cfg->log_level = SD_LOG_DEBUG;
-            continue;
-        }
-        if (strcmp(opt, "--config") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(opt, "--config=", 9) == 0)
-            continue;
-        if (strncmp(opt, "--", 2) != 0) {
-            sd_config__err(err, err_len, "expected an option, found '%s'", opt);
-            return -EINVAL;
-        }
-        char name[64];
-        const char *value = NULL;
-        const char *eq = strchr(opt, '=');
-        size_t nlen = eq ? (size_t)(eq - opt - 2) : strlen(opt + 2);
-        if (nlen >= sizeof name) {
-            sd_config__err(err, err_len, "unknown option '%s'", opt);
-            return -ENOENT;
-        }
-        memcpy(name, opt + 2, nlen);
-        name[nlen] = '\0';
-        const struct sd_config__key *k = sd_config__find(name);
-        if (!k) {
-            sd_config__err(err, err_len, "unknown option '--%s'", name);
-            return -ENOENT;
-        }
-        if (eq) {
-            value = eq + 1;
-        } else if (k->type == SD_CFG_BOOL) {
-            value = "yes"; /* a bare boolean flag */
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            sd_config__err(err, err_len, "--%s: expected %s, found nothing", name, k->arg);
-            return -EINVAL;
-        }
-        char why[SD_CONFIG_ERR_LEN];
-        int rc = sd_config_set(cfg, name, value, why, sizeof why);
-        if (rc < 0) {
-            sd_config__err(err, err_len, "--%s", why);
-            return rc;
-        }
-    }
-    *help_p = help;
+    if (index >= SD_CONFIG__NKEYS)
+        return -ENOENT;
+    const struct sd_config__key *k = &sd_config__keys[index];
+    *info_p = (struct sd_config_key_info){
+        .name = k->name, .arg = k->arg, .help = k->help, .is_flag = k->type == SD_CFG_BOOL};
     return 0;
 }
 

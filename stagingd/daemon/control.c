@@ -1,4 +1,4 @@
-/* stagingd's control socket and `stagingd ctl`: see stagingd/control.h. */
+/* stagingd's control socket: see control.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "stagingd/control.h"
+#include "control.h"
 #include "stagingd/log.h"
 
 #define SD_CTL_CONNS_MAX 32
@@ -298,98 +298,4 @@ int sd_ctl_send(struct sd_ctl *ctl, uint64_t conn, const char *text)
         off += (size_t)n;
     }
     return 0;
-}
-
-/* ---- the command-line client ---- */
-
-int sd_ctl_cli(int argc, char **argv)
-{
-    const char *path = NULL;
-    char line[SD_CTL_LINE_MAX];
-    size_t len = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: stagingd ctl --control SOCK COMMAND [ARG...]\n"
-                   "  commands: stats | job [STORE] [verify|scan|both] | quit | help\n");
-            return 0;
-        }
-        if (strcmp(argv[i], "--control") == 0 && i + 1 < argc) {
-            path = argv[++i];
-            continue;
-        }
-        if (strncmp(argv[i], "--control=", 10) == 0) {
-            path = argv[i] + 10;
-            continue;
-        }
-        size_t n = strlen(argv[i]);
-        if (len + n + 2 > sizeof line) {
-            fprintf(stderr, "stagingd ctl: command longer than %zu bytes\n", sizeof line - 2);
-            return 2;
-        }
-        if (len)
-            line[len++] = ' ';
-        memcpy(line + len, argv[i], n);
-        len += n;
-    }
-    if (!path || len == 0) {
-        fprintf(stderr, "stagingd ctl: expected --control SOCK and a command, found %s\n",
-                path ? "no command" : "no --control");
-        return 2;
-    }
-    line[len++] = '\n';
-    struct sockaddr_un addr;
-    if (sd_ctl__addr(path, &addr) < 0) {
-        fprintf(stderr, "stagingd ctl: %s: path too long\n", path);
-        return 2;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-        fprintf(stderr, "stagingd ctl: cannot connect to %s: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return 1;
-    }
-    if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        fprintf(stderr, "stagingd ctl: send to %s failed: %s\n", path, strerror(errno));
-        close(fd);
-        return 1;
-    }
-    /* Print lines until the final "ok" or "error: ..." line. */
-    char buf[SD_CTL_LINE_MAX];
-    size_t have = 0;
-    int status = -1;
-    while (status < 0) {
-        ssize_t n = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            fprintf(stderr, "stagingd ctl: %s closed the connection before \"ok\" or \"error\"\n",
-                    path);
-            status = 1;
-            break;
-        }
-        have += (size_t)n;
-        char *nl;
-        while (status < 0 && (nl = memchr(buf, '\n', have)) != NULL) {
-            *nl = '\0';
-            if (strcmp(buf, "ok") == 0)
-                status = 0;
-            else if (strncmp(buf, "error", 5) == 0) {
-                fflush(stdout);
-                fprintf(stderr, "%s\n", buf);
-                status = 1;
-            } else {
-                printf("%s\n", buf);
-            }
-            size_t used = (size_t)(nl - buf) + 1;
-            have -= used;
-            memmove(buf, nl + 1, have);
-        }
-        if (have == sizeof buf - 1) {
-            fwrite(buf, 1, have, stdout);
-            have = 0;
-        }
-    }
-    close(fd);
-    return status;
 }

@@ -1,5 +1,6 @@
-/* stagingd the daemon: resources, the event loop, signals, control
- * commands, and `stagingd run` / `stagingd job`. See stagingd/daemon.h. */
+/* stagingd the daemon: resources, the event loop, signals and control
+ * commands. See stagingd/daemon.h; the command lines that run it are
+ * stagingd/cli/daemon_cli.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,23 +14,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
+#include "daemon_internal.h"
 #include "stagingd/client.h"
-#include "stagingd/control.h"
-#include "stagingd/daemon.h"
 #include "stagingd/job.h"
 #include "stagingd/log.h"
 #include "stagingd/pool.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
-#include "stagingd/store.h"
 
 #ifndef STAGINGD_VERSION
 #define STAGINGD_VERSION "?"
 #endif
 
 #define SD_DAEMON__QUEUE_MAX 16u
-#define SD_DAEMON__RUN_PINNED_DEFAULT (512ull << 20)
-#define SD_DAEMON__RUN_SEGMENT_DEFAULT (128ull << 20)
 #define SD_DAEMON__STATS_TIMEOUT_MS 2000
 
 enum {
@@ -38,170 +36,6 @@ enum {
     SD_DAEMON__EV_STAGED,
     SD_DAEMON__EV_CONTROL,
 };
-
-/* The streams the daemon made on one agent connection, one per slot. */
-struct sd_daemon__streams {
-    uint32_t epoch;
-    struct lt_stream_id *ids;
-    unsigned char *valid;
-};
-
-struct sd_daemon__req {
-    struct sd_daemon__req *next;
-    char store[SD_CONFIG_PATH_MAX];
-    enum sd_job_op op;
-    uint64_t conn;
-};
-
-struct sd_daemon {
-    struct sd_config cfg;
-    enum sd_daemon_mode mode;
-    struct sd_pool *pool;
-    struct sd_reader *reader;
-    struct sd_client *client;
-    struct sd_ctl *ctl;
-    int epfd, sigfd, evfd;
-    struct sd_pool_buf words;
-    int have_words;
-    unsigned words_slots;
-    uint64_t seq;
-    struct sd_daemon__streams *streams;
-    struct sd_job *job;
-    struct sd_daemon__req *job_req;
-    unsigned job_id;
-    struct sd_daemon__req *qhead, *qtail;
-    unsigned queued;
-    unsigned next_id;
-    uint64_t jobs_done;
-    int stopping, abandoned;
-    uint64_t drain_deadline_ns;
-    int last_status;
-    uint64_t t_start_ns;
-};
-
-static uint64_t sd_daemon__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t sd_daemon__round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-static void sd_daemon__bytes(uint64_t b, char *buf, size_t len)
-{
-    if (b >= (1ull << 30))
-        snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ull << 30));
-    else
-        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
-}
-
-/* ---- client callbacks ---- */
-
-static int sd_daemon__mine(uint64_t tag)
-{
-    return (tag & SD_JOB_TAG_KIND_MASK) == SD_JOB_TAG_DAEMON;
-}
-
-static void sd_daemon__on_grant(void *ctx, const struct sd_client_grant *g)
-{
-    struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(g->tag))
-        sd_job_on_grant(d->job, g);
-}
-
-static void sd_daemon__on_completion(void *ctx, const struct sd_client_completion *c)
-{
-    struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(c->tag))
-        sd_job_on_completion(d->job, c);
-}
-
-static void sd_daemon__on_release(void *ctx, const struct sd_client_release *r)
-{
-    struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(r->tag))
-        sd_job_on_release(d->job, r);
-}
-
-static void sd_daemon__on_error(void *ctx, const struct sd_client_error *e)
-{
-    struct sd_daemon *d = ctx;
-    if (sd_daemon__mine(e->tag)) {
-        /* A stream the agent would not create: that slot uses the default one. */
-        sd_log(SD_LOG_DEBUG, "agent %u: %s refused: %s", e->agent,
-               lt_msg_type_name(e->request_type), e->message);
-        return;
-    }
-    if (d->job)
-        sd_job_on_error(d->job, e);
-}
-
-static void sd_daemon__on_reply(void *ctx, const struct sd_client_reply *r)
-{
-    struct sd_daemon *d = ctx;
-    if (!sd_daemon__mine(r->tag) || r->agent >= d->cfg.nagents)
-        return;
-    const struct lt_msg_ctl_reply *m = r->msg;
-    if (m->hdr.type != LT_MSG_CTL_REPLY || m->request_type != LT_MSG_STREAM_CREATE)
-        return;
-    struct sd_daemon__streams *st = &d->streams[r->agent];
-    unsigned slot = (unsigned)((r->tag >> 4) & 0xfffu);
-    uint32_t epoch = (uint32_t)(r->tag >> 24);
-    if (epoch == st->epoch && slot < d->words_slots) {
-        st->ids[slot] = m->stream;
-        st->valid[slot] = 1;
-    }
-}
-
-static void sd_daemon__on_ready(void *ctx, unsigned agent, uint32_t epoch)
-{
-    struct sd_daemon *d = ctx;
-    struct sd_client_agent_info info;
-    if (sd_client_agent_info(d->client, agent, &info) < 0)
-        return;
-    sd_log(SD_LOG_INFO, "agent %u %s ready: \"%s\"%s, connection %u, %u segment(s) accepted", agent,
-           d->cfg.agents[agent], info.hello.agent_name,
-           (info.hello.caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "", epoch,
-           info.segments_accepted);
-    /* One stream per slot, so one shard's work never queues behind another's. */
-    struct sd_daemon__streams *st = &d->streams[agent];
-    st->epoch = epoch;
-    memset(st->valid, 0, d->words_slots);
-    unsigned n = d->words_slots < info.hello.max_streams ? d->words_slots : info.hello.max_streams;
-    for (unsigned i = 0; i < n; i++) {
-        struct lt_msg_stream_cmd m;
-        lt_msg_init(&m, sizeof m, LT_MSG_STREAM_CREATE, 1);
-        m.flags = LT_STREAM_F_NONBLOCKING;
-        uint64_t rid, tag = ((uint64_t)epoch << 24) | ((uint64_t)agent << 16) | ((uint64_t)i << 4) |
-                            SD_JOB_TAG_DAEMON;
-        if (sd_client_send(d->client, agent, &m, sizeof m, tag, &rid) < 0)
-            break;
-    }
-}
-
-static void sd_daemon__on_disconnect(void *ctx, unsigned agent, int err, const char *message)
-{
-    struct sd_daemon *d = ctx;
-    sd_log(SD_LOG_WARN, "agent %u lost (%s): %s; reconnecting with backoff", agent, strerror(-err),
-           message);
-    if (agent < d->cfg.nagents)
-        memset(d->streams[agent].valid, 0, d->words_slots);
-    if (d->job)
-        sd_job_on_disconnect(d->job, agent);
-}
-
-static int sd_daemon__stream(void *ctx, unsigned agent, unsigned slot, struct lt_stream_id *id_p)
-{
-    struct sd_daemon *d = ctx;
-    if (agent >= d->cfg.nagents || slot >= d->words_slots || !d->streams[agent].valid[slot])
-        return -ENOENT;
-    *id_p = d->streams[agent].ids[slot];
-    return 0;
-}
 
 /* ---- jobs ---- */
 
@@ -247,6 +81,7 @@ static void sd_daemon__job_next(struct sd_daemon *d)
             .reader = d->reader,
             .client = d->client,
             .nagents = d->cfg.nagents,
+            .agent_paths = d->agent_paths,
             .words = d->words.base,
             .words_segment = d->words.segment_id,
             .words_offset = d->words.offset,
@@ -257,7 +92,7 @@ static void sd_daemon__job_next(struct sd_daemon *d)
             .stream_ctx = d,
         };
         char err[SD_ERR_LEN];
-        int rc = sd_job_create(&d->cfg, r->store, r->op, &env, err, sizeof err, &d->job);
+        int rc = sd_job_create(&d->cfg.job, r->store, r->op, &env, err, sizeof err, &d->job);
         if (rc < 0) {
             sd_log(SD_LOG_ERROR, "job %u (%s of %s) not started: %s", env.id, sd_job_op_name(r->op),
                    r->store, err);
@@ -302,10 +137,9 @@ static void sd_daemon__job_end(struct sd_daemon *d)
         sd_daemon__reply(d, r->conn, fin);
     }
     free(text);
-    char progress[256];
-    sd_job_progress(job, progress, sizeof progress);
-    sd_log(status == 0 ? SD_LOG_INFO : SD_LOG_WARN, "%s; finished with status %d", progress,
-           status);
+    char verdict[SD_ERR_LEN];
+    sd_job_outcome(job, verdict, sizeof verdict);
+    sd_log(status == 0 ? SD_LOG_INFO : status == 3 ? SD_LOG_WARN : SD_LOG_ERROR, "%s", verdict);
     sd_job_destroy(job);
     free(r);
     d->job = NULL;
@@ -499,6 +333,7 @@ int sd_daemon_run(struct sd_daemon *d)
     int rc = 0;
     for (;;) {
         sd_daemon__job_next(d);
+        sd_daemon__agents_watch(d);
         if (!d->job && (d->stopping || (d->mode == SD_DAEMON_ONESHOT && !d->qhead)))
             break;
         int timeout = -1;
@@ -571,114 +406,6 @@ void sd_daemon_signals_block(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* The jemalloc size class a request of @s bytes lands in: four classes per
- * power of two above 16 KiB. */
-static uint64_t sd_daemon__size_class(uint64_t s)
-{
-    uint64_t p = 1;
-    while (p * 2 <= s)
-        p *= 2;
-    uint64_t step = p / 4 < 4096 ? 4096 : p / 4;
-    return sd_daemon__round_up(s, step);
-}
-
-/* The largest staging buffer any shard of @store needs (the job's layout:
- * payload, checksum table, query), or 0 and a message. */
-static uint64_t sd_daemon__largest_buffer(const char *store)
-{
-    char err[SD_ERR_LEN];
-    struct sd_store *st = NULL;
-    if (sd_store_open(store, err, sizeof err, &st) < 0) {
-        sd_log(SD_LOG_ERROR, "%s", err);
-        return 0;
-    }
-    uint64_t most = 0;
-    for (size_t i = 0; i < sd_store_count(st); i++) {
-        const struct sd_store_entry *e = sd_store_entry_get(st, i);
-        uint64_t need = sd_daemon__round_up(e->payload_len, SD_SHARD_ALIGN) +
-                        sd_daemon__round_up(8 * e->blocks, 64) + 4ull * e->dim;
-        need = sd_daemon__round_up(need, SD_POOL_BUF_ALIGN);
-        if (need > most)
-            most = need;
-    }
-    sd_store_close(st);
-    return most;
-}
-
-/* Creates the pool. With @largest known, segments are sized so one
- * segment holds the largest buffer (checked by allocating one) and a
- * one-shot pool holds inflight of them. */
-static int sd_daemon__pool(struct sd_daemon *d, uint64_t largest)
-{
-    const uint64_t align = SD_POOL_SEGMENT_ALIGN;
-    uint64_t seg = d->cfg.segment_size ? sd_daemon__round_up(d->cfg.segment_size, align)
-                   : largest ? sd_daemon__round_up(sd_daemon__size_class(largest) + 4096, align)
-                             : SD_DAEMON__RUN_SEGMENT_DEFAULT;
-    uint64_t mapped = sd_daemon__round_up(d->cfg.mapped_pool ? d->cfg.mapped_pool : align, align);
-    uint64_t words = sd_daemon__round_up(64ull * d->words_slots, SD_POOL_BUF_ALIGN);
-    if (mapped < sd_daemon__round_up(words, align))
-        mapped = sd_daemon__round_up(words, align);
-    int rc = -ENOMEM;
-    for (int attempt = 0; attempt < 4; attempt++) {
-        uint64_t pinned = d->cfg.pinned_pool ? sd_daemon__round_up(d->cfg.pinned_pool, align)
-                          : d->mode == SD_DAEMON_ONESHOT ? seg * d->cfg.inflight
-                                                         : SD_DAEMON__RUN_PINNED_DEFAULT;
-        struct sd_pool_config pc;
-        if (sd_pool_config_default(&pc) < 0) {
-            memset(&pc, 0, sizeof pc);
-            pc.prefault_threads = 1;
-        }
-        memset(pc.class_bytes, 0, sizeof pc.class_bytes);
-        pc.class_bytes[LT_CLASS_PINNED] = pinned;
-        pc.class_bytes[LT_CLASS_MAPPED] = mapped;
-        pc.segment_bytes = seg < pinned ? seg : pinned;
-        pc.pages = d->cfg.pages;
-        pc.log = sd_log_sink_warn;
-        pc.log_ctx = "pool";
-        rc = sd_pool_create(&pc, &d->pool);
-        if (rc < 0) {
-            char p[32];
-            sd_daemon__bytes(pinned, p, sizeof p);
-            sd_log(SD_LOG_ERROR, "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
-                   pc.segment_bytes, strerror(-rc));
-            return rc;
-        }
-        if (!largest || d->cfg.segment_size)
-            break;
-        struct sd_pool_buf probe;
-        if (sd_pool_alloc(d->pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
-            sd_pool_free(d->pool, &probe);
-            break;
-        }
-        /* jemalloc's classes and padding did not fit: larger segments. */
-        sd_pool_destroy(d->pool);
-        d->pool = NULL;
-        seg = sd_daemon__round_up(seg + seg / 4, align);
-        rc = -ENOMEM;
-    }
-    if (!d->pool)
-        sd_log(SD_LOG_ERROR, "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
-    return d->pool ? 0 : rc;
-}
-
-/* Offers every pool segment to every agent, keyed by its pool segment id
- * (the key job buffers name in lease requests). Returns 0 or the first
- * error of sd_client_segment_add. */
-static int sd_daemon__offer_pool(struct sd_daemon *d)
-{
-    unsigned n = sd_pool_segment_count(d->pool);
-    for (unsigned i = 0; i < n; i++) {
-        struct sd_pool_segment seg;
-        int rc = sd_pool_segment_at(d->pool, i, &seg);
-        if (rc == 0)
-            rc = sd_client_segment_add(d->client, seg.id, seg.fd, seg.base, seg.size,
-                                       (uint32_t)seg.mem_class);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
 int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, struct sd_daemon **d_p)
 {
     struct sd_daemon *d = calloc(1, sizeof *d);
@@ -688,8 +415,10 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     d->cfg = *cfg;
     d->mode = mode;
     d->epfd = d->sigfd = d->evfd = -1;
-    d->words_slots = cfg->inflight;
+    d->words_slots = cfg->job.inflight;
     d->t_start_ns = sd_daemon__now();
+    for (unsigned a = 0; a < cfg->nagents && a < SD_CONFIG_AGENTS_MAX; a++)
+        d->agent_paths[a] = d->cfg.agents[a];
     if (cfg->nagents == 0) {
         sd_log(SD_LOG_ERROR, "expected at least one agent socket (--agent), found none");
         rc = -EINVAL;
@@ -717,7 +446,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
             goto fail;
         }
     }
-    rc = sd_daemon__pool(d, largest);
+    rc = sd_daemon__pool_create(cfg, mode, d->words_slots, largest, &d->pool);
     if (rc < 0)
         goto fail;
     rc = sd_pool_alloc(d->pool, LT_CLASS_MAPPED,
@@ -742,38 +471,9 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
         goto fail;
     }
 
-    struct sd_client_config ccfg;
-    sd_client_config_default(&ccfg);
-    ccfg.cb = (struct sd_client_callbacks){
-        .on_grant = sd_daemon__on_grant,
-        .on_completion = sd_daemon__on_completion,
-        .on_release = sd_daemon__on_release,
-        .on_error = sd_daemon__on_error,
-        .on_reply = sd_daemon__on_reply,
-        .on_ready = sd_daemon__on_ready,
-        .on_disconnect = sd_daemon__on_disconnect,
-    };
-    ccfg.cb_ctx = d;
-    ccfg.log = sd_log_sink_info;
-    ccfg.log_ctx = "client";
-    rc = sd_client_create(&ccfg, &d->client);
-    if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "lease client: %s", strerror(-rc));
+    rc = sd_daemon__client_open(d);
+    if (rc < 0)
         goto fail;
-    }
-    rc = sd_daemon__offer_pool(d);
-    if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "offering the pool's segments: %s", sd_client_last_error(d->client));
-        goto fail;
-    }
-    for (unsigned a = 0; a < cfg->nagents; a++) {
-        unsigned idx;
-        rc = sd_client_agent_add(d->client, cfg->agents[a], &idx);
-        if (rc < 0) {
-            sd_log(SD_LOG_ERROR, "agent %s: %s", cfg->agents[a], strerror(-rc));
-            goto fail;
-        }
-    }
 
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
     d->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -869,73 +569,4 @@ void sd_daemon_destroy(struct sd_daemon *d)
     if (d->evfd >= 0)
         close(d->evfd);
     free(d);
-}
-
-/* ---- the command lines ---- */
-
-static void sd_daemon__usage(FILE *to, const char *cmd)
-{
-    if (strcmp(cmd, "run") == 0)
-        fprintf(to, "usage: stagingd run --control SOCK [--store DIR] --agent SOCK[,SOCK...] "
-                    "[options]\n"
-                    "  serves jobs from the control socket (stagingd ctl --control SOCK job ...)\n"
-                    "  until SIGTERM, SIGINT or 'quit'; logs to stderr.\n");
-    else
-        fprintf(to,
-                "usage: stagingd job --store DIR --agent SOCK[,SOCK...] [--op verify|scan|both] "
-                "[options]\n"
-                "  runs one job over every shard of the store, prints the results and exits:\n"
-                "  0 every shard clean, 3 corrupt blocks found, 1 failures, 2 usage.\n");
-    fprintf(to, "options (also as 'key = value' lines in --config FILE):\n");
-    sd_config_usage(to);
-}
-
-static int sd_daemon__cli(int argc, char **argv, enum sd_daemon_mode mode)
-{
-    const char *cmd = argv[0];
-    struct sd_config cfg;
-    sd_config_default(&cfg);
-    char err[SD_CONFIG_ERR_LEN];
-    int help = 0;
-    if (sd_config_parse_args(argc, argv, &cfg, err, sizeof err, &help) < 0) {
-        fprintf(stderr, "stagingd %s: %s\n", cmd, err);
-        return 2;
-    }
-    if (help) {
-        sd_daemon__usage(stdout, cmd);
-        return 0;
-    }
-    if (mode == SD_DAEMON_ONESHOT && !cfg.store[0]) {
-        fprintf(stderr, "stagingd %s: expected --store DIR, found none\n", cmd);
-        return 2;
-    }
-    if (mode == SD_DAEMON_RUN && !cfg.control[0]) {
-        fprintf(stderr, "stagingd %s: expected --control SOCK (jobs come from it), found none\n",
-                cmd);
-        return 2;
-    }
-    sd_log_setup("stagingd", cfg.log_level);
-    sd_daemon_signals_block();
-    struct sd_daemon *d = NULL;
-    if (sd_daemon_create(&cfg, mode, &d) < 0)
-        return 1;
-    if (mode == SD_DAEMON_ONESHOT && sd_daemon_job_add(d, cfg.store, cfg.op, 0) < 0) {
-        sd_daemon_destroy(d);
-        return 1;
-    }
-    int status = sd_daemon_run(d);
-    sd_daemon_destroy(d);
-    if (mode == SD_DAEMON_RUN)
-        sd_log(SD_LOG_INFO, "exiting with status %d", status);
-    return status;
-}
-
-int sd_run_cli(int argc, char **argv)
-{
-    return sd_daemon__cli(argc, argv, SD_DAEMON_RUN);
-}
-
-int sd_job_cli(int argc, char **argv)
-{
-    return sd_daemon__cli(argc, argv, SD_DAEMON_ONESHOT);
 }

@@ -1,4 +1,6 @@
-/* Helpers shared by shard.c, store.c and gen.c; not part of the API. */
+/* Helpers shared by the shard module's files (shard.c, shard_write.c,
+ * store.c, gen.c; defined in shard_util.c unless inline); not part of the
+ * API. */
 #ifndef STAGINGD_SHARD_INTERNAL_H
 #define STAGINGD_SHARD_INTERNAL_H
 
@@ -18,6 +20,12 @@ ssize_t sd__pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 /* pwrite all @len bytes, retrying EINTR and short writes. 0 or -errno. */
 int sd__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+
+/* sd_shard_header_init, naming the shard @name in messages. */
+struct sd_shard_header;
+int sd__shard_header_build(const char *name, uint32_t type, uint32_t dim, uint64_t records,
+                           uint32_t block_size, char *err, size_t err_len,
+                           struct sd_shard_header *h_p);
 
 /* @v rounded up to a multiple of @align (a power of two); 0 on overflow
  * (callers pass nonzero @v). */

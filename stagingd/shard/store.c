@@ -1,4 +1,4 @@
-#include "stagingd/store.h"
+#include "stagingd/shard.h"
 
 #include <errno.h>
 #include <fcntl.h>

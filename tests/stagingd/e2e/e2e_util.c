@@ -17,10 +17,8 @@
 #include <unistd.h>
 
 #include "kernels/scan_ref.h"
-#include "stagingd/gen.h"
 #include "stagingd/job.h"
 #include "stagingd/shard.h"
-#include "stagingd/store.h"
 
 const char *e2e_stagingd;
 const char *e2e_agent;

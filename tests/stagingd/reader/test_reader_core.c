@@ -17,9 +17,7 @@
 #include <unistd.h>
 
 #include "reader_test_util.h"
-#include "stagingd/gen.h"
 #include "stagingd/shard.h"
-#include "stagingd/store.h"
 
 #define CANARY 0x5Cu
 #define SEED 0x5EAD2026ull

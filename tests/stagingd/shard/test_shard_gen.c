@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h" /* sd_gen_cli, sd_verify_cli */
 #include "shard_test_util.h"
-#include "stagingd/gen.h"
-#include "stagingd/store.h"
+#include "stagingd/shard.h"
 
 static char err[SD_ERR_LEN];
 

@@ -6,8 +6,7 @@
 #include <unistd.h>
 
 #include "shard_test_util.h"
-#include "stagingd/gen.h"
-#include "stagingd/store.h"
+#include "stagingd/shard.h"
 
 #define ASSERT_HAS(msg, part)                                                                      \
     ck_assert_msg(strstr((msg), (part)), "expected '%s' in: %s", (part), (msg))

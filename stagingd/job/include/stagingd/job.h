@@ -19,11 +19,44 @@
 #include "kernels/scan.h"
 #include "lease_types/lease_types.h"
 #include "stagingd/client.h"
-#include "stagingd/config.h"
 
 struct sd_pool;
 struct sd_reader;
 struct sd_job;
+
+/* What a job runs on every shard. */
+enum sd_job_op {
+    SD_JOB_VERIFY = 1, /* block checksums against the shard's table */
+    SD_JOB_SCAN = 2,   /* best match of the query; top-k merged across shards */
+    SD_JOB_BOTH = 3,
+};
+
+/* "verify", "scan", "both", or "?". */
+const char *sd_job_op_name(enum sd_job_op op);
+
+/* Parses "verify", "scan" or "both". Returns 0 or -EINVAL. */
+int sd_job_op_parse(const char *s, enum sd_job_op *op_p);
+
+/* Whether work waits for a doorbell rung when the shard's read lands. */
+enum sd_doorbell_mode {
+    SD_DOORBELL_AUTO = 0, /* when the agent grants LT_CAP_DOORBELL */
+    SD_DOORBELL_ON = 1,   /* required: a job on an agent without it fails */
+    SD_DOORBELL_OFF = 2,  /* plain submits after each read */
+};
+
+/* A job's settings (the daemon's config holds one: docs/stagingd.md lists
+ * the keys). */
+struct sd_job_config {
+    unsigned inflight; /* shards staged, leased or worked on at once */
+    unsigned batch;    /* leases per LEASE_REQUEST / LEASE_RELEASE at most */
+    enum sd_doorbell_mode doorbell;
+    int cpu_verify; /* also verify checksums on the CPU after each read */
+    uint64_t query_seed;
+    unsigned k;
+    uint64_t rate_limit; /* staged bytes per second at most; 0: unbounded */
+    unsigned agent_timeout_s;
+    int list; /* a result row per shard, not only for failures */
+};
 
 /* Tags a job puts on its client requests carry this kind in bits 0..3;
  * the daemon keeps SD_JOB_TAG_DAEMON for its own requests. */
@@ -42,6 +75,7 @@ struct sd_job_env {
     struct sd_reader *reader;
     struct sd_client *client;
     unsigned nagents;
+    const char *const *agent_paths; /* [nagents], for messages; may be NULL */
     /* Doorbell and done words: slot i's bell at words[8 * i], its done word
      * at words[8 * i + 1] (one 64-byte line per slot), in the MAPPED segment
      * with client key @words_segment at @words_offset. */
@@ -56,11 +90,10 @@ struct sd_job_env {
 };
 
 /* Opens the store at @store and prepares a job of @op over it with the
- * settings of @cfg (inflight, batch, doorbell, cpu-verify, query seed, k,
- * rate limit, agent timeout, list). Nothing is read or requested yet.
+ * settings of @cfg (copied). Nothing is read or requested yet.
  * Returns 0 and *@job_p; -EINVAL (bad settings, or a store whose shards the
  * pool cannot hold), the codes of sd_store_open, -ENOMEM; @err says why. */
-int sd_job_create(const struct sd_config *cfg, const char *store, enum sd_job_op op,
+int sd_job_create(const struct sd_job_config *cfg, const char *store, enum sd_job_op op,
                   const struct sd_job_env *env, char *err, size_t err_len, struct sd_job **job_p);
 
 /* Frees the job. It must have finished (sd_job_step returned 1); buffers
@@ -101,12 +134,18 @@ void sd_job_on_disconnect(struct sd_job *job, unsigned agent);
  * @timeout_ms each) for the report. Call once the job has finished. */
 void sd_job_agent_stats(struct sd_job *job, int timeout_ms);
 
-/* Prints the result rows (failures always, every shard with `list`), the
- * merged top-k and the summary to @out. */
+/* Prints the result rows to @out: failures always, one line for all the
+ * shards not run (count, first names and why), every shard with `list`;
+ * then the merged top-k and the summary. */
 void sd_job_report(struct sd_job *job, FILE *out);
 
 /* One line of progress: "job 1 verify: 5/16 shards, ...". */
 void sd_job_progress(const struct sd_job *job, char *buf, size_t len);
+
+/* The last line of a finished job, saying its verdict first: "job 1
+ * verify: OK: ...", "... CORRUPT: ..." or "... FAILED: N of M shards done,
+ * F failed, S not run (why); exit status 1". */
+void sd_job_outcome(const struct sd_job *job, char *buf, size_t len);
 
 /* 0: every shard done and clean; 3: done, but corrupt blocks were found;
  * 1: some shard failed or was not run. */

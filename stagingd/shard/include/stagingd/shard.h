@@ -1,6 +1,8 @@
-/* Shard files, format v1: a fixed header, a payload of packed vector
- * records at an aligned offset, and a table of per-block checksums
- * (docs/shard-format.md). Writing, opening, validating and verifying.
+/* The shard module: shard files (format v1: a fixed header, a payload of
+ * packed vector records at an aligned offset, and a table of per-block
+ * checksums), stores (a directory of shards and a MANIFEST) and the
+ * synthetic store generator (docs/shard-format.md). Writing, opening,
+ * validating and verifying.
  *
  * Every function that can fail on input takes @err/@err_len: on failure it
  * writes one line (NUL-terminated when @err_len > 0) naming the file and
@@ -190,5 +192,140 @@ int sd_shard_writer_finish(struct sd_shard_writer *w, int do_fsync, char *err, s
 
 /* Removes the temporary file and frees @w. NULL is a no-op. */
 void sd_shard_writer_abort(struct sd_shard_writer *w);
+
+/* ---- Stores ---- */
+
+/* A store is one directory holding shard files and a text MANIFEST that
+ * lists them. Opening a store checks the manifest against every shard's
+ * header; verifying reads every payload. */
+
+#define SD_STORE_MANIFEST "MANIFEST"
+#define SD_STORE_FORMAT_TAG "stagingd-store"
+#define SD_STORE_FORMAT_VERSION 1u
+#define SD_STORE_NAME_MAX 255
+/* Bounds that keep a hostile manifest from exhausting memory. */
+#define SD_STORE_MANIFEST_MAX (64u << 20)
+#define SD_STORE_SHARDS_MAX 1000000u
+
+/* One manifest line: what the store promises about a shard. */
+struct sd_store_entry {
+    char name[SD_STORE_NAME_MAX + 1]; /* a plain file name in the store directory */
+    uint32_t record_type;             /* enum sd_record_type */
+    uint32_t dim;
+    uint32_t block_size;
+    uint64_t records;
+    uint64_t payload_len;
+    uint64_t blocks;
+    uint64_t table_checksum; /* the shard header's table_checksum */
+};
+
+struct sd_store;
+
+/* Checks that @name is a plain file name a manifest may list: 1..255 bytes
+ * of [A-Za-z0-9._-], not starting with '.', no "..", no '/'. 0 or -EINVAL. */
+int sd_store_name_check(const char *name, char *err, size_t err_len);
+
+/* Fills *@e_p from a validated shard header, for the shard called @name.
+ * Returns 0, or -EINVAL for a bad name. */
+int sd_store_entry_from_header(const char *name, const struct sd_shard_header *h, char *err,
+                               size_t err_len, struct sd_store_entry *e_p);
+
+/* Writes @dir/MANIFEST listing @n entries (through a temporary file and a
+ * rename; @do_fsync also syncs the file and the directory). Returns 0,
+ * -EINVAL for a bad entry, or -errno. */
+int sd_store_manifest_write(const char *dir, const struct sd_store_entry *entries, size_t n,
+                            int do_fsync, char *err, size_t err_len);
+
+/* Opens the store in directory @dir: parses MANIFEST and opens every shard
+ * it names, refusing a malformed manifest, unsafe or duplicate names, missing
+ * files, and any shard whose header disagrees with its line. Payloads are not
+ * read (see sd_store_verify). Returns 0, -EINVAL/-EPROTO for a bad manifest,
+ * the codes of sd_shard_open, or -errno. The caller frees *@store_p with
+ * sd_store_close. */
+int sd_store_open(const char *dir, char *err, size_t err_len, struct sd_store **store_p);
+
+/* Frees @st and closes its directory. NULL is a no-op. */
+void sd_store_close(struct sd_store *st);
+
+/* The store's directory as given to sd_store_open. */
+const char *sd_store_path(const struct sd_store *st);
+
+/* Number of shards listed. */
+size_t sd_store_count(const struct sd_store *st);
+
+/* The entry at @index (manifest order), borrowed until sd_store_close;
+ * NULL when @index is out of range. */
+const struct sd_store_entry *sd_store_entry_get(const struct sd_store *st, size_t index);
+
+/* Opens shard @index and checks it still matches its manifest line.
+ * Returns 0, -ERANGE for a bad index, or as sd_shard_openat; the caller
+ * closes *@shard_p with sd_shard_close. */
+int sd_store_shard_open(const struct sd_store *st, size_t index, char *err, size_t err_len,
+                        struct sd_shard **shard_p);
+
+/* Called after each shard is verified; a non-zero return stops the walk. */
+typedef int (*sd_store_progress_fn)(void *arg, size_t index, uint64_t payload_bytes);
+
+/* Verifies every block of every shard. Returns 0, or the first failure of
+ * sd_store_shard_open / sd_shard_verify (@fault as there, may be NULL), or
+ * -ECANCELED when @progress (may be NULL) asked to stop. */
+int sd_store_verify(const struct sd_store *st, sd_store_progress_fn progress, void *arg, char *err,
+                    size_t err_len, struct sd_shard_fault *fault);
+
+/* ---- The generator ---- */
+
+/* Reproducible shard stores of random vectors for tests, demos and
+ * benchmarks: the same options and seed give byte-identical files. */
+
+/* Called as payload bytes are written; @done grows to @total. */
+typedef void (*sd_gen_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+struct sd_gen_opts {
+    const char *out_dir;  /* created if missing (its parent must exist) */
+    uint64_t size;        /* payload bytes in all, rounded down to whole records */
+    uint64_t shard_size;  /* payload bytes per shard at most, rounded down likewise */
+    uint32_t dim;         /* elements per record */
+    uint32_t record_type; /* enum sd_record_type */
+    uint32_t block_size;  /* checksum block size */
+    uint64_t seed;
+    int force;                   /* write into a non-empty directory */
+    int do_fsync;                /* fsync every file and the directory */
+    sd_gen_progress_fn progress; /* may be NULL */
+    void *progress_arg;
+};
+
+struct sd_gen_result {
+    uint64_t shards;
+    uint64_t records;
+    uint64_t payload_bytes;
+    uint64_t file_bytes;
+    uint64_t blocks;
+};
+
+/* Sets @o to the CLI's defaults: 1 GiB in 64 MiB shards of 128-dim f32
+ * records, 256 KiB blocks, seed 1, no output directory. */
+void sd_gen_opts_default(struct sd_gen_opts *o);
+
+/* Writes the store described by @o: shards "shard-NNNNNN.sds" (each through
+ * a temporary name and a rename), then MANIFEST. Refuses a non-empty
+ * directory unless o->force; with force it removes the old MANIFEST first
+ * and stale shard-NNNNNN.sds files beyond the new count last. Returns 0,
+ * -EINVAL for bad options, -EEXIST, or -errno; *@res_p (may be NULL) is
+ * written on success. */
+int sd_gen_store(const struct sd_gen_opts *o, char *err, size_t err_len,
+                 struct sd_gen_result *res_p);
+
+/* The record stream of shard @shard: sd_gen_seed keys a xoshiro256**
+ * state (4 words) by (@seed, @shard); sd_gen_records writes the next @n
+ * records (n * dim * element size bytes) to @out and advances the state.
+ * Elements are uniform in [-1, 1) on a 2^-23 grid, a record is never all
+ * zeros, and f16 elements are the f32 values rounded to nearest even. */
+void sd_gen_seed(uint64_t seed, uint64_t shard, uint64_t state[4]);
+void sd_gen_records(uint64_t state[4], uint32_t type, uint32_t dim, uint64_t n, void *out);
+
+/* Parses a byte count: digits with an optional suffix B, K, M, G, T or
+ * KiB, MiB, GiB, TiB (all powers of 1024). Returns 0, -EINVAL for a bad
+ * string, -ERANGE on overflow. */
+int sd_size_parse(const char *s, uint64_t *v_p);
 
 #endif /* STAGINGD_SHARD_H */

@@ -2,14 +2,15 @@
  * daemon's own uid only) that takes one text command per line and answers
  * with lines of text ending in "ok" or "error: ...". The daemon decides
  * what commands mean (docs/stagingd.md lists them); this module accepts,
- * reads, splits lines and writes replies. Driven by one thread. */
+ * reads, splits lines and writes replies. Driven by one thread. Private to
+ * the daemon module; `stagingd ctl` (stagingd/cli/ctl_cli.c) is its client. */
 #ifndef STAGINGD_CONTROL_H
 #define STAGINGD_CONTROL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SD_CTL_LINE_MAX 4096
+#include "stagingd/daemon.h" /* SD_CTL_LINE_MAX */
 
 struct sd_ctl;
 
@@ -40,9 +41,5 @@ int sd_ctl_send(struct sd_ctl *ctl, uint64_t conn, const char *text);
 
 /* Stops accepting connections (shutdown); existing ones stay. */
 void sd_ctl_stop_accepting(struct sd_ctl *ctl);
-
-/* `stagingd ctl --control SOCK COMMAND...`: sends the words as one command
- * line, prints the reply, exits 0 on "ok", 1 on "error", 2 on usage. */
-int sd_ctl_cli(int argc, char **argv);
 
 #endif /* STAGINGD_CONTROL_H */
