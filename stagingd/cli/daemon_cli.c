@@ -32,6 +32,7 @@ static void sd_cli__err(char *err, size_t err_len, const char *fmt, ...)
 /* The getopt_long table: every config key, then --config, -v/--verbose and
  * -h/--help. Yes/no keys take an optional value (--list, --list=no), as a
  * bare flag means yes. */
+/* Returns the number of options (keys + 3). */
 static size_t sd_cli__options(struct option *opts, struct sd_config_key_info *keys)
 {
     size_t n = 0;
@@ -53,7 +54,7 @@ int sd_cli_config_parse(int argc, char **argv, struct sd_config *cfg, char *err,
 {
     struct option opts[SD_CLI__KEYS_MAX + 4];
     struct sd_config_key_info keys[SD_CLI__KEYS_MAX];
-    sd_cli__options(opts, keys);
+    const size_t nkeys = sd_cli__options(opts, keys) - 3;
     /* "+": stop at the first word that is not an option, which is refused
      * below; ":": a missing value is told apart from an unknown option. */
     static const char shorts[] = "+:hv";
@@ -89,15 +90,12 @@ int sd_cli_config_parse(int argc, char **argv, struct sd_config *cfg, char *err,
                 return rc;
             }
         } else if (c == ':') {
-            const char *opt = argv[optind - 1];
-            const char *arg = "a value";
-            for (size_t i = 0; keys[i].name && i < SD_CLI__KEYS_MAX; i++)
-                if (strcmp(opt + 2, keys[i].name) == 0)
-                    arg = keys[i].arg;
-            if (strcmp(opt, "--config") == 0)
-                sd_cli__err(err, err_len, "--config: expected a file, found nothing");
+            /* optopt is the option's value: which key lacks its value. */
+            if (optopt >= SD_CLI__KEY && (size_t)(optopt - SD_CLI__KEY) < nkeys)
+                sd_cli__err(err, err_len, "--%s: expected %s, found nothing",
+                            keys[optopt - SD_CLI__KEY].name, keys[optopt - SD_CLI__KEY].arg);
             else
-                sd_cli__err(err, err_len, "%s: expected %s, found nothing", opt, arg);
+                sd_cli__err(err, err_len, "--config: expected a file, found nothing");
             return -EINVAL;
         } else {
             sd_cli__err(err, err_len, "unknown option '%s'", argv[optind - 1]);

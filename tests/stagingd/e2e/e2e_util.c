@@ -163,10 +163,15 @@ int e2e_run(const char *const *argv, const char *out_path, const char *err_path,
 
 void e2e_agent_start(struct e2e_env *e)
 {
+    e2e_agent_start_budgets(e, "6M", "2M");
+}
+
+void e2e_agent_start_budgets(struct e2e_env *e, const char *pinned, const char *mapped)
+{
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     const char *argv[] = {e2e_agent, "--socket",        e->sock, "--pinned-budget",
-                          "6M",      "--mapped-budget", "2M",    "--workers",
+                          pinned,    "--mapped-budget", mapped,  "--workers",
                           "2",       "--ready-fd",      "3",     NULL};
     e->agent = e2e__spawn_fd(argv, e->agent_log, e->agent_log, p[1]);
     close(p[1]);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <check.h>
+
 #include "kernels/scan.h"
 
 #define E2E_NAME_MAX 256
@@ -38,6 +40,8 @@ void e2e_store_make(struct e2e_env *e, unsigned shards, uint64_t shard_bytes, ui
 /* Starts lease-agent-host on e->sock (6 MiB PINNED, 2 MiB MAPPED budgets:
  * they fit an 8 MiB RLIMIT_MEMLOCK) and waits for --ready-fd. */
 void e2e_agent_start(struct e2e_env *e);
+/* The same with budgets @pinned and @mapped ("1M"). */
+void e2e_agent_start_budgets(struct e2e_env *e, const char *pinned, const char *mapped);
 
 /* Starts @argv with stdout and stderr to files (NULL: /dev/null). */
 pid_t e2e_spawn(const char *const *argv, const char *out_path, const char *err_path);
@@ -92,5 +96,10 @@ struct e2e_report {
 
 /* Parses stagingd's stdout; shard names are shard-NNNNNN.sds. */
 void e2e_report_parse(const char *text, struct e2e_report *r);
+
+/* ---- test_e2e_first_run.c ---- */
+
+/* What a first run meets: usage and help, no agent, a budget too small. */
+void e2e_first_run_tests(TCase *tc);
 
 #endif /* TESTS_E2E_UTIL_H */

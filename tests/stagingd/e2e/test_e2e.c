@@ -464,6 +464,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_agent_killed_midjob_every_shard_processed_once);
     tcase_add_test(tc, test_sigterm_during_a_job_exits_cleanly_and_releases_every_lease);
     tcase_add_test(tc, test_bad_config_file_is_refused_naming_file_and_line);
+    e2e_first_run_tests(tc);
     suite_add_tcase(s, tc);
     return s;
 }
