@@ -1,6 +1,5 @@
 /* The staging pool: configuration, life cycle, buffers and accounting. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
