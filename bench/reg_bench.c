@@ -134,28 +134,29 @@ static int baseline_once(uint64_t size, unsigned flags, enum backing backing, in
     return 0;
 }
 
-static int ours_once(struct lease_service *svc, uint64_t client, uint64_t size,
-                     enum lease_class cls, enum backing backing, double *reg_s_p, double *unreg_s_p)
+static int ours_once(struct lease_service *svc, struct lease_client_id client, uint64_t size,
+                     enum lt_class cls, enum backing backing, double *reg_s_p, double *unreg_s_p)
 {
     void *daemon_map = NULL;
     int fd = make_segment(size, 1, backing, &daemon_map);
     if (fd < 0)
         return fd;
-    uint64_t seg = 0;
+    struct lt_segment_id seg = {0, 0};
+    struct lt_failure why;
     double t0 = now_s();
-    int rc = lease_segment_add(svc, client, fd, size, cls, &seg);
+    int rc = lease_segment_add(svc, client, fd, size, cls, &seg, &why);
     double t1 = now_s();
     if (rc < 0) {
-        fprintf(stderr, "reg-bench: lease_segment_add: %s\n", lease_error_last());
+        fprintf(stderr, "reg-bench: lease_segment_add: %s\n", why.message);
         close(fd);
         munmap(daemon_map, size);
         return rc;
     }
-    rc = lease_segment_remove(svc, client, seg); /* unregisters, unmaps, closes fd */
+    rc = lease_segment_remove(svc, client, seg, &why); /* unregisters, unmaps, closes fd */
     double t2 = now_s();
     munmap(daemon_map, size);
     if (rc < 0) {
-        fprintf(stderr, "reg-bench: lease_segment_remove: %s\n", lease_error_last());
+        fprintf(stderr, "reg-bench: lease_segment_remove: %s\n", why.message);
         return rc;
     }
     *reg_s_p = t1 - t0;
@@ -252,26 +253,27 @@ int main(int argc, char **argv)
 
     struct lease_backend backend;
     struct lease_service *svc = NULL;
-    uint64_t client = 0;
+    struct lease_client_id client = {0};
     struct lease_service_config cfg = {.budget_pinned = 2 * size, .budget_mapped = 2 * size};
-    int rc = lease_cuda_backend_init(ctx, 0, &backend);
+    struct lt_failure why;
+    int rc = lease_cuda_backend_init(ctx, 0, &backend, &why);
     if (rc == 0)
-        rc = lease_service_create(&cfg, &backend, &svc);
+        rc = lease_service_create(&cfg, &backend, &svc, &why);
     if (rc == 0)
-        rc = lease_client_add(svc, NULL, &client);
+        rc = lease_client_add(svc, NULL, &client, &why);
     if (rc < 0) {
-        fprintf(stderr, "reg-bench: lease service: %s\n", lease_error_last());
+        fprintf(stderr, "reg-bench: lease service: %s\n", why.message);
         ga_device_close(dev);
         return 1;
     }
 
     static const struct {
         const char *name;
-        enum lease_class cls;
+        enum lt_class cls;
         unsigned flags;
     } kinds[] = {
-        {"PINNED", LEASE_CLASS_PINNED, CU_MEMHOSTREGISTER_PORTABLE},
-        {"MAPPED", LEASE_CLASS_MAPPED, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP},
+        {"PINNED", LT_CLASS_PINNED, CU_MEMHOSTREGISTER_PORTABLE},
+        {"MAPPED", LT_CLASS_MAPPED, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP},
     };
     double gib = (double)size / (double)(1ull << 30);
     char table[2048];
@@ -339,12 +341,12 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "reg-bench: lease service counted %" PRIu64 " PINNED and %" PRIu64
                 " MAPPED registrations, %.1f ms each inside the service (populate + register)\n",
-                st.cls[LEASE_CLASS_PINNED].registrations, st.cls[LEASE_CLASS_MAPPED].registrations,
-                st.cls[LEASE_CLASS_PINNED].registrations
-                    ? (double)st.cls[LEASE_CLASS_PINNED].registration_ns / 1e6 /
-                          (double)st.cls[LEASE_CLASS_PINNED].registrations
+                st.cls[LT_CLASS_PINNED].registrations, st.cls[LT_CLASS_MAPPED].registrations,
+                st.cls[LT_CLASS_PINNED].registrations
+                    ? (double)st.cls[LT_CLASS_PINNED].registration_ns / 1e6 /
+                          (double)st.cls[LT_CLASS_PINNED].registrations
                     : 0.0);
-    lease_client_drop(svc, client);
+    lease_client_drop(svc, client, NULL);
     lease_service_destroy(svc);
     lease_backend_fini(&backend);
     ga_device_close(dev);

@@ -494,10 +494,11 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
     }
     int status = 1;
     struct lease_backend be = {0};
-    rc = lease_cuda_backend_init(dev->ctx, 0, &be);
+    struct lt_failure why;
+    rc = lease_cuda_backend_init(dev->ctx, 0, &be, &why);
     if (rc < 0) {
-        fprintf(stderr, "lease-agent: error: CUDA registration backend: %s. %s\n",
-                lease_error_last(), hint);
+        fprintf(stderr, "lease-agent: error: CUDA registration backend: %s. %s\n", why.message,
+                hint);
         goto out_dev;
     }
     const struct ga_device_info *in = ga_device_info_get(dev);
@@ -539,13 +540,14 @@ static int agent_serve_host(struct ga_server_cli *cli)
                     "in for registration, the C reference kernels run on CPU threads, doorbells "
                     "are polled.\n");
     struct lease_backend be;
-    int rc = lease_host_backend_init(&be);
+    struct lt_failure why;
+    int rc = lease_host_backend_init(&be, &why);
     if (rc < 0) {
-        fprintf(stderr, "lease-agent: host backend: %s\n", lease_error_last());
+        fprintf(stderr, "lease-agent: host backend: %s\n", why.message);
         return 1;
     }
     uint64_t cap = UINT64_MAX;
-    if (be.capacity && be.capacity(be.ctx, &cap) < 0)
+    if (be.capacity && be.capacity(be.ctx, &cap, NULL) < 0)
         cap = 0;
     uint64_t half = agent_half_memory();
     agent_budgets_default(cli, cap < half ? cap : half, "lockable");

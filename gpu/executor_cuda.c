@@ -50,48 +50,16 @@ static uint64_t cx__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int cx__refuse(struct ga_exec_refusal *why, uint32_t code, const char *fmt, ...)
+static int cx__refuse(struct lt_failure *why, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int cx__refuse(struct ga_exec_refusal *why, uint32_t code, const char *fmt, ...)
+static int cx__refuse(struct lt_failure *why, uint32_t code, const char *fmt, ...)
 {
-    int rc = lt_error_errno(code);
-    if (why) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why->message, sizeof why->message, fmt, ap);
-        va_end(ap);
-        why->code = code;
-        why->err = rc;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = lt_failure_vset(why, code, 0, fmt, ap);
+    va_end(ap);
     return rc;
-}
-
-/* The protocol code for an errno of a ga_stream / ga_event call. */
-static uint32_t cx__code_of(int rc)
-{
-    switch (rc) {
-    case 0:
-        return LT_OK;
-    case -ENOENT:
-        return LT_E_NOT_FOUND;
-    case -ESTALE:
-        return LT_E_STALE_ID;
-    case -EPERM:
-        return LT_E_NOT_OWNER;
-    case -EMFILE:
-        return LT_E_LIMIT;
-    case -EAGAIN:
-        return LT_E_BUSY;
-    case -EINVAL:
-        return LT_E_BAD_VALUE;
-    case -EIO:
-        return LT_E_GPU_FAULT;
-    case -ESHUTDOWN:
-        return LT_E_SHUTTING_DOWN;
-    default:
-        return LT_E_SYSTEM;
-    }
 }
 
 /* ---- owners and streams (locked) --------------------------------------- */
@@ -147,7 +115,7 @@ static void cx__xs_unlink(struct cx *x, struct cx_xs *xs)
 /* Resolves @id for @o: the default stream, or one it created and did not
  * destroy; else the protocol's distinct refusal. */
 static int cx__xs_resolve(struct cx *x, struct cx_owner *o, struct lt_stream_id id,
-                          struct cx_xs **xs_p, struct ga_exec_refusal *why)
+                          struct cx_xs **xs_p, struct lt_failure *why)
 {
     if (lt_stream_id_is_default(id)) {
         *xs_p = o->dflt;
@@ -187,7 +155,7 @@ static int cx__xs_resolve(struct cx *x, struct cx_owner *o, struct lt_stream_id 
 }
 
 static int cx__owner_get(struct cx *x, uint64_t owner, struct cx_owner **o_p,
-                         struct ga_exec_refusal *why)
+                         struct lt_failure *why)
 {
     if (x->faulted)
         return cx__refuse(why, LT_E_GPU_FAULT, "the GPU faulted (%s): the agent must be restarted",
@@ -493,7 +461,7 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
     struct ga_exec_work *w = &cmd->w;
     int rc = cx__xs_ensure(x, xs);
     if (rc < 0) {
-        if (cx__cmd_answer(x, cmd, cx__code_of(rc) == LT_E_LIMIT ? LT_E_LIMIT : LT_E_SYSTEM,
+        if (cx__cmd_answer(x, cmd, lt_error_from_errno(rc) == LT_E_LIMIT ? LT_E_LIMIT : LT_E_SYSTEM,
                            "the client's default stream could not be created"))
             cx__cmd_free(x, cmd);
         return;
@@ -726,7 +694,7 @@ static void cx__ctl_issue(struct cx *x, struct cx_cmd *cmd)
             cx__fault(x, rc);
         if (!why[0])
             cx__ctl_why(c, rc, why, sizeof why);
-        if (cx__cmd_answer(x, cmd, cx__code_of(rc), why))
+        if (cx__cmd_answer(x, cmd, lt_error_from_errno(rc), why))
             cx__cmd_free(x, cmd);
         return;
     }
@@ -886,7 +854,7 @@ static void cx_client_drop(void *ctx, uint64_t owner)
     pthread_mutex_unlock(&x->mu);
 }
 
-static int cx_submit(void *ctx, const struct ga_exec_work *w, struct ga_exec_refusal *why_p)
+static int cx_submit(void *ctx, const struct ga_exec_work *w, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
     if (!w || !w->done_cb || !w->host)
@@ -945,7 +913,7 @@ static int cx_submit(void *ctx, const struct ga_exec_work *w, struct ga_exec_ref
     return rc;
 }
 
-static int cx_ctl(void *ctx, const struct ga_exec_ctl *c, struct ga_exec_refusal *why_p)
+static int cx_ctl(void *ctx, const struct ga_exec_ctl *c, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
     if (!c || !c->done_cb)

@@ -288,28 +288,32 @@ int ga_stream_when_done(struct ga_streams *s, uint64_t owner, struct lt_stream_i
 
 struct ga__work_ticket {
     struct lease_service *svc;
-    uint64_t ticket;
-    uint64_t client, lease_id;
+    struct lease_ticket ticket;
+    struct lease_client_id client;
+    struct lt_lease_id lease;
 };
 
 /* On the completion thread: the stream's work that used the lease is done. */
 static void ga__work_ticket_done(void *arg)
 {
     struct ga__work_ticket *t = arg;
-    int rc = lease_work_done(t->svc, t->ticket);
+    struct lt_failure why;
+    int rc = lease_work_done(t->svc, t->ticket, &why);
     if (rc < 0)
-        ga__err("record_allocation: lease_work_done for lease %#" PRIx64 " of client %#" PRIx64
-                " failed (%d): %s",
-                t->lease_id, t->client, rc, lease_error_last());
+        ga__err("record_allocation: lease_work_done for lease {%" PRIu32 ",%" PRIu32
+                "} of client %#" PRIx64 " failed (%d): %s",
+                t->lease.slot, t->lease.gen, t->client.value, rc, why.message);
     free(t);
 }
 
 int ga_stream_record_allocation(struct ga_streams *s, struct lt_stream_id stream,
-                                struct lease_service *svc, uint64_t client, uint64_t lease_id)
+                                struct lease_service *svc, struct lease_client_id client,
+                                struct lt_lease_id lease)
 {
     if (!s || !svc)
         return -EINVAL;
-    int rc = ga_stream_validate(s, client, stream);
+    /* The stream's owner is the lease client, by its id's value. */
+    int rc = ga_stream_validate(s, client.value, stream);
     if (rc < 0)
         return rc;
     struct ga__work_ticket *t = calloc(1, sizeof(*t));
@@ -317,20 +321,22 @@ int ga_stream_record_allocation(struct ga_streams *s, struct lt_stream_id stream
         return -ENOMEM;
     t->svc = svc;
     t->client = client;
-    t->lease_id = lease_id;
-    if ((rc = lease_work_pin(svc, client, lease_id, &t->ticket)) < 0) {
-        ga__err("record_allocation: stream %u:%u, lease %#" PRIx64 " of client %#" PRIx64
-                " refused (%d): %s",
-                stream.slot, stream.gen, lease_id, client, rc, lease_error_last());
+    t->lease = lease;
+    struct lt_failure why;
+    if ((rc = lease_work_pin(svc, client, lease, &t->ticket, &why)) < 0) {
+        ga__err("record_allocation: stream %u:%u, lease {%" PRIu32 ",%" PRIu32
+                "} of client %#" PRIx64 " refused (%d): %s",
+                stream.slot, stream.gen, lease.slot, lease.gen, client.value, rc, why.message);
         free(t);
         return rc;
     }
-    rc = ga_stream_when_done(s, client, stream, ga__work_ticket_done, t);
+    rc = ga_stream_when_done(s, client.value, stream, ga__work_ticket_done, t);
     if (rc < 0) {
         /* Nothing will wait for the stream: undo the pin now. */
-        if (lease_work_done(svc, t->ticket) < 0)
-            ga__err("record_allocation: undoing the pin of lease %#" PRIx64 " failed: %s",
-                    lease_id, lease_error_last());
+        if (lease_work_done(svc, t->ticket, &why) < 0)
+            ga__err("record_allocation: undoing the pin of lease {%" PRIu32 ",%" PRIu32
+                    "} failed: %s",
+                    lease.slot, lease.gen, why.message);
         free(t);
     }
     return rc;

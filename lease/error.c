@@ -1,26 +1,11 @@
-/* Per-thread error messages and the service's log line. */
+/* The service's log line, and the two ways a failure is decided: here, or
+ * below (fd checks, a backend) and passed up. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "internal.h"
 
-#define MSG_MAX 512
-
-static _Thread_local char last_error[MSG_MAX];
-
-const char *lease_error_last(void)
-{
-    return last_error;
-}
-
-int lease_error_set(int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
-    va_end(ap);
-    return rc;
-}
+#define LINE_MAX_LEN 512
 
 static void emit(const struct lease_service *svc, const char *line)
 {
@@ -32,7 +17,7 @@ static void emit(const struct lease_service *svc, const char *line)
 
 void lease__log(const struct lease_service *svc, const char *fmt, ...)
 {
-    char line[MSG_MAX];
+    char line[LINE_MAX_LEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
@@ -40,40 +25,25 @@ void lease__log(const struct lease_service *svc, const char *fmt, ...)
     emit(svc, line);
 }
 
-int lease__fail(const struct lease_service *svc, int rc, const char *fmt, ...)
+int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint32_t code, int err,
+                const char *fmt, ...)
 {
+    struct lt_failure f;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    lt_failure_vset(&f, code, err, fmt, ap);
     va_end(ap);
-    emit(svc, last_error);
-    return rc;
+    emit(svc, f.message);
+    if (why_p)
+        *why_p = f;
+    return f.err;
 }
 
-void lease__error_clear(void)
+int lease__fail_logged(const struct lease_service *svc, struct lt_failure *why_p,
+                       const struct lt_failure *f)
 {
-    last_error[0] = '\0';
-}
-
-int lease__fail_logged(const struct lease_service *svc, int rc)
-{
-    if (last_error[0] == '\0')
-        snprintf(last_error, sizeof(last_error), "backend failed with errno %d and no message",
-                 -rc);
-    emit(svc, last_error);
-    return rc;
-}
-
-const char *lease_class_name(int cls)
-{
-    switch (cls) {
-    case LEASE_CLASS_STAGED:
-        return "STAGED";
-    case LEASE_CLASS_PINNED:
-        return "PINNED";
-    case LEASE_CLASS_MAPPED:
-        return "MAPPED";
-    default:
-        return "INVALID";
-    }
+    emit(svc, f->message);
+    if (why_p && why_p != f)
+        *why_p = *f;
+    return f->err;
 }

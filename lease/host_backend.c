@@ -16,21 +16,22 @@ struct host_ctx {
 };
 
 /* The soft limit, UINT64_MAX when unlimited. */
-static int memlock_limit(uint64_t *limit_p)
+static int memlock_limit(uint64_t *limit_p, struct lt_failure *why_p)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
-        return lease_error_set(-errno, "getrlimit(RLIMIT_MEMLOCK) failed: %s", strerror(errno));
+        return lt_failure_set(why_p, LT_E_SYSTEM, -errno, "getrlimit(RLIMIT_MEMLOCK) failed: %s",
+                              strerror(errno));
     *limit_p = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
     return 0;
 }
 
-static int host_register(void *ctx, void *base, uint64_t length, enum lease_class cls,
-                         uint64_t *dev_ptr_p)
+static int host_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                         uint64_t *dev_ptr_p, struct lt_failure *why_p)
 {
     struct host_ctx *h = ctx;
     uint64_t limit = UINT64_MAX;
-    int rc = memlock_limit(&limit);
+    int rc = memlock_limit(&limit, why_p);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&h->mu);
@@ -39,45 +40,48 @@ static int host_register(void *ctx, void *base, uint64_t length, enum lease_clas
     if (limit != UINT64_MAX && (length > limit || h->locked > limit - length)) {
         uint64_t locked = h->locked;
         pthread_mutex_unlock(&h->mu);
-        return lease_error_set(-ENOMEM,
-                               "host backend: locking %" PRIu64 " bytes of %s memory would "
-                               "exceed RLIMIT_MEMLOCK: soft limit %" PRIu64 " bytes, %" PRIu64
-                               " already locked",
-                               length, lease_class_name(cls), limit, locked);
+        return lt_failure_set(why_p, LT_E_MEMLOCK, -ENOMEM,
+                              "host backend: locking %" PRIu64 " bytes of %s memory would "
+                              "exceed RLIMIT_MEMLOCK: soft limit %" PRIu64 " bytes, %" PRIu64
+                              " already locked",
+                              length, lt_class_name(cls), limit, locked);
     }
     if (mlock(base, (size_t)length) < 0) {
         rc = -errno;
         uint64_t locked = h->locked;
         pthread_mutex_unlock(&h->mu);
-        return lease_error_set(rc,
-                               "host backend: mlock of %" PRIu64 " bytes failed: %s "
-                               "(%" PRIu64 " already locked)",
-                               length, strerror(-rc), locked);
+        /* ENOMEM: the kernel's own memlock accounting said no. */
+        return lt_failure_set(why_p, rc == -ENOMEM ? LT_E_MEMLOCK : LT_E_SYSTEM, rc,
+                              "host backend: mlock of %" PRIu64 " bytes failed: %s "
+                              "(%" PRIu64 " already locked)",
+                              length, strerror(-rc), locked);
     }
     h->locked += length;
     pthread_mutex_unlock(&h->mu);
     /* Host memory is what the CPU reference kernels dereference. */
-    *dev_ptr_p = cls == LEASE_CLASS_MAPPED ? (uint64_t)(uintptr_t)base : 0;
+    *dev_ptr_p = cls == LT_CLASS_MAPPED ? (uint64_t)(uintptr_t)base : 0;
     return 0;
 }
 
-static int host_unregister(void *ctx, void *base, uint64_t length, enum lease_class cls)
+static int host_unregister(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                           struct lt_failure *why_p)
 {
     struct host_ctx *h = ctx;
     (void)cls;
     if (munlock(base, (size_t)length) < 0)
-        return lease_error_set(-errno, "host backend: munlock of %" PRIu64 " bytes failed: %s",
-                               length, strerror(errno));
+        return lt_failure_set(why_p, LT_E_SYSTEM, -errno,
+                              "host backend: munlock of %" PRIu64 " bytes failed: %s", length,
+                              strerror(errno));
     pthread_mutex_lock(&h->mu);
     h->locked -= length;
     pthread_mutex_unlock(&h->mu);
     return 0;
 }
 
-static int host_capacity(void *ctx, uint64_t *bytes_p)
+static int host_capacity(void *ctx, uint64_t *bytes_p, struct lt_failure *why_p)
 {
     (void)ctx;
-    return memlock_limit(bytes_p);
+    return memlock_limit(bytes_p, why_p);
 }
 
 static void host_fini(void *ctx)
@@ -87,11 +91,11 @@ static void host_fini(void *ctx)
     free(h);
 }
 
-int lease_host_backend_init(struct lease_backend *backend_p)
+int lease_host_backend_init(struct lease_backend *backend_p, struct lt_failure *why_p)
 {
     struct host_ctx *h = calloc(1, sizeof(*h));
     if (!h)
-        return lease_error_set(-ENOMEM, "host backend: out of memory");
+        return lt_failure_set(why_p, LT_E_SYSTEM, -ENOMEM, "host backend: out of memory");
     pthread_mutex_init(&h->mu, NULL);
     *backend_p = (struct lease_backend){
         .name = "host (mlock)",

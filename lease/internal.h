@@ -47,18 +47,23 @@ enum lease__lookup lease__table_lookup(const struct lease__table *t, uint64_t id
 
 void lease__log(const struct lease_service *svc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Sets the thread's last error, logs it through @svc, returns @rc. */
-int lease__fail(const struct lease_service *svc, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void lease__error_clear(void);
-/* Logs the thread's current last error (set by a backend) and returns @rc. */
-int lease__fail_logged(const struct lease_service *svc, int rc);
+/* Decides a failure: fills *why_p (NULL: not wanted) with @code, @err (0:
+ * lt_error_errno(code)) and the message, logs the message once through
+ * @svc, and returns the errno. */
+int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint32_t code, int err,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A failure decided below the service (fd checks, a backend) in *@f: logs
+ * its words once, copies it to *why_p (NULL: not wanted), returns its errno. */
+int lease__fail_logged(const struct lease_service *svc, struct lt_failure *why_p,
+                       const struct lt_failure *f);
 
 /* ---- segments: fd checks and mapping (segment.c) ---------------------- */
 
 /* Validates @fd as described for lease_segment_add and maps it at a 2 MiB
- * boundary; *page_p gets the size of the pages backing it. */
-int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p);
+ * boundary; *page_p gets the size of the pages backing it. A refusal fills
+ * *why_p (not logged: the caller logs it). */
+int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p,
+                  struct lt_failure *why_p);
 /* Populating a segment's page tables (by read faults, which map shmem pages
  * writable) while it is being registered; changes no byte, reports nothing:
  * whatever is left unpopulated the registration faults in itself. */
@@ -105,7 +110,7 @@ struct lease__segment {
     uint64_t id;
     uint64_t client;
     int fd;
-    enum lease_class cls;
+    enum lt_class cls;
     void *base;
     uint64_t size;
     uint64_t page_size; /* of the pages backing the fd (hugetlb: the huge page) */
@@ -124,7 +129,7 @@ struct lease__lease {
     struct lease__segment *seg;
     uint64_t offset;
     uint64_t length;
-    enum lease_class cls;
+    enum lt_class cls;
     bool released;
     uint64_t pending;
     uint64_t dev_ptr;
@@ -143,18 +148,20 @@ struct lease_service {
     struct lease__table segs;
     struct lease__table leases;
     struct lease__table tickets;
-    struct lease__class_acct acct[LEASE_CLASS_MAX + 1];
+    struct lease__class_acct acct[LT_CLASS_SLOTS];
     struct lease_stats st;
     uint64_t tick;
 };
 
 /* Backend chunking shared by service.c: registers/unregisters every chunk of
  * @seg, timing and counting it. No budget accounting. @populate_first: fill
- * the mapping's page tables alongside (a segment's first registration). */
+ * the mapping's page tables alongside (a segment's first registration). A
+ * refused registration is undone and explained in *why_p (not logged); a
+ * failed unregistration is logged. */
 int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg,
-                                bool populate_first);
+                                bool populate_first, struct lt_failure *why_p);
 void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segment *seg);
 
-uint64_t lease__budget(const struct lease_service *svc, enum lease_class cls);
+uint64_t lease__budget(const struct lease_service *svc, enum lt_class cls);
 
 #endif /* LEASE_INTERNAL_H */

@@ -86,66 +86,74 @@ static void seal_names(int seals, char *buf, size_t len)
 
 /* Everything short of mapping: kind, access mode, seals, size. Writes the
  * size of the pages backing the fd to *page_p: the base page for a shmem
- * memfd, the huge page size for a hugetlb one (MFD_HUGETLB). */
-static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p)
+ * memfd, the huge page size for a hugetlb one (MFD_HUGETLB). The words name
+ * no fd number: the agent's fd means nothing to the peer that offered it. */
+static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p, struct lt_failure *why_p)
 {
+    const uint32_t unsealed = LT_E_SEGMENT_UNSEALED; /* not a sealed memfd, in any way */
     char path[256];
     if (fd < 0)
-        return lease_error_set(-EBADF, "segment fd: expected an open descriptor, found %d", fd);
+        return lt_failure_set(why_p, unsealed, -EBADF,
+                              "segment fd: expected an open descriptor, found %d", fd);
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0)
-        return lease_error_set(-EBADF,
-                               "segment fd %d: expected an open descriptor, found none (%s)", fd,
-                               strerror(errno));
+        return lt_failure_set(why_p, unsealed, -EBADF,
+                              "segment fd: expected an open descriptor, found none (%s)",
+                              strerror(errno));
     if (fl & O_PATH)
-        return lease_error_set(-EINVAL,
-                               "segment fd %d: expected a memfd, found an O_PATH descriptor", fd);
+        return lt_failure_set(why_p, unsealed, -EINVAL,
+                              "segment fd: expected a memfd, found an O_PATH descriptor");
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return lease_error_set(-EBADF, "segment fd %d: fstat failed: %s", fd, strerror(errno));
+        return lt_failure_set(why_p, unsealed, -EBADF, "segment fd: fstat failed: %s",
+                              strerror(errno));
     const char *kind = kind_of(st.st_mode);
     if (kind)
-        return lease_error_set(-EINVAL, "segment fd %d: expected a memfd, found %s", fd, kind);
+        return lt_failure_set(why_p, unsealed, -EINVAL, "segment fd: expected a memfd, found %s",
+                              kind);
     if (!S_ISREG(st.st_mode))
-        return lease_error_set(-EINVAL, "segment fd %d: expected a memfd, found file mode 0%o", fd,
-                               (unsigned)st.st_mode);
+        return lt_failure_set(why_p, unsealed, -EINVAL,
+                              "segment fd: expected a memfd, found file mode 0%o",
+                              (unsigned)st.st_mode);
 
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0) {
         int e = errno;
         fd_path(fd, path, sizeof(path));
         if (e == EINVAL)
-            return lease_error_set(-EINVAL,
-                                   "segment fd %d: expected a memfd, found a regular file "
-                                   "that cannot be sealed ('%s')",
-                                   fd, path);
-        return lease_error_set(-EBADF, "segment fd %d: F_GET_SEALS failed: %s", fd, strerror(e));
+            return lt_failure_set(why_p, unsealed, -EINVAL,
+                                  "segment fd: expected a memfd, found a regular file "
+                                  "that cannot be sealed ('%s')",
+                                  path);
+        return lt_failure_set(why_p, unsealed, -EBADF, "segment fd: F_GET_SEALS failed: %s",
+                              strerror(e));
     }
     /* tmpfs files opened by path answer F_GET_SEALS too; /proc tells them apart. */
     fd_path(fd, path, sizeof(path));
     if (path[0] != '\0' && strncmp(path, "/memfd:", 7) != 0)
-        return lease_error_set(
-            -EINVAL, "segment fd %d: expected a memfd, found a regular file '%s'", fd, path);
+        return lt_failure_set(why_p, unsealed, -EINVAL,
+                              "segment fd: expected a memfd, found a regular file '%s'", path);
     if ((fl & O_ACCMODE) != O_RDWR)
-        return lease_error_set(-EACCES, "segment fd %d: expected a read-write descriptor, found %s",
-                               fd, (fl & O_ACCMODE) == O_RDONLY ? "read-only" : "write-only");
+        return lt_failure_set(why_p, unsealed, -EACCES,
+                              "segment fd: expected a read-write descriptor, found %s",
+                              (fl & O_ACCMODE) == O_RDONLY ? "read-only" : "write-only");
 
     char found[128];
     if (seals & WRITE_SEALS) {
         seal_names(seals, found, sizeof(found));
-        return lease_error_set(-EPERM,
-                               "segment fd %d: found a write seal (seals %s); the daemon must be "
-                               "able to write its staging memory",
-                               fd, found);
+        return lt_failure_set(why_p, unsealed, -EPERM,
+                              "segment fd: found a write seal (seals %s); the daemon must be "
+                              "able to write its staging memory",
+                              found);
     }
     if ((seals & REQUIRED_SEALS) != REQUIRED_SEALS) {
         char missing[128];
         seal_names(REQUIRED_SEALS & ~seals, missing, sizeof(missing));
         seal_names(seals, found, sizeof(found));
-        return lease_error_set(-EPERM,
-                               "segment fd %d: missing seals %s (expected "
-                               "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found %s)",
-                               fd, missing, found);
+        return lt_failure_set(why_p, unsealed, -EPERM,
+                              "segment fd: missing seals %s (expected "
+                              "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found %s)",
+                              missing, found);
     }
 
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -156,18 +164,21 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p)
         page_kind = "hugetlb";
     }
     if (claimed_size == 0)
-        return lease_error_set(-EINVAL, "segment fd %d: expected a size above 0, claimed 0", fd);
+        return lt_failure_set(why_p, LT_E_SEGMENT_SIZE, -EINVAL,
+                              "segment fd: expected a size above 0, claimed 0");
     if ((uint64_t)st.st_size != claimed_size)
-        return lease_error_set(-EINVAL, "segment fd %d: claimed size %" PRIu64 " bytes, found %jd",
-                               fd, claimed_size, (intmax_t)st.st_size);
+        return lt_failure_set(why_p, LT_E_SEGMENT_SIZE, -EINVAL,
+                              "segment fd: claimed size %" PRIu64 " bytes, found %jd", claimed_size,
+                              (intmax_t)st.st_size);
     if (claimed_size % page != 0)
-        return lease_error_set(-EINVAL,
-                               "segment fd %d: expected a size that is a multiple of its %" PRIu64
-                               "-byte %s page, found %" PRIu64,
-                               fd, page, page_kind, claimed_size);
+        return lt_failure_set(why_p, LT_E_MISALIGNED, -EINVAL,
+                              "segment fd: expected a size that is a multiple of its %" PRIu64
+                              "-byte %s page, found %" PRIu64,
+                              page, page_kind, claimed_size);
     if (claimed_size > SIZE_MAX)
-        return lease_error_set(-EINVAL, "segment fd %d: size %" PRIu64 " exceeds the address space",
-                               fd, claimed_size);
+        return lt_failure_set(why_p, LT_E_SEGMENT_SIZE, -EINVAL,
+                              "segment fd: size %" PRIu64 " exceeds the address space",
+                              claimed_size);
     *page_p = page;
     return 0;
 }
@@ -199,10 +210,11 @@ static void *map_aligned(int fd, size_t size, size_t align)
     return base;
 }
 
-int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p)
+int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p,
+                  struct lt_failure *why_p)
 {
     uint64_t page = 0;
-    int rc = check_fd(fd, claimed_size, &page);
+    int rc = check_fd(fd, claimed_size, &page, why_p);
     if (rc < 0)
         return rc;
     /* hugetlb files map only at their own page's alignment (1 GiB pages
@@ -211,15 +223,16 @@ int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p
         map_aligned(fd, (size_t)claimed_size, (size_t)(page > MAP_ALIGN ? page : MAP_ALIGN));
     if (base == MAP_FAILED) {
         rc = -errno;
-        return lease_error_set(rc, "segment fd %d: mmap of %" PRIu64 " bytes failed: %s", fd,
-                               claimed_size, strerror(-rc));
+        return lt_failure_set(why_p, LT_E_SYSTEM, rc,
+                              "segment fd: mmap of %" PRIu64 " bytes failed: %s", claimed_size,
+                              strerror(-rc));
     }
     /* A fork would otherwise make the pinned pages copy-on-write in the parent. */
     if (madvise(base, (size_t)claimed_size, MADV_DONTFORK) < 0) {
         rc = -errno;
         munmap(base, (size_t)claimed_size);
-        return lease_error_set(rc, "segment fd %d: madvise(MADV_DONTFORK) failed: %s", fd,
-                               strerror(-rc));
+        return lt_failure_set(why_p, LT_E_SYSTEM, rc,
+                              "segment fd: madvise(MADV_DONTFORK) failed: %s", strerror(-rc));
     }
     *base_p = base;
     *page_p = page;

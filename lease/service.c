@@ -1,5 +1,9 @@
 /* The lease service: clients, segments and their cached registrations under a
- * per-class pin budget, leases, and the two-phase release tied to GPU work. */
+ * per-class pin budget, leases, and the two-phase release tied to GPU work.
+ * Ids are kept as gen << 32 | slot inside (lease__table); the API speaks
+ * lease-types' typed ids and lease.h's client and ticket types. Over 800
+ * lines because it is one lock domain: every path that takes svc->mu reads
+ * in this file (registration and eviction could move to a budget.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -36,11 +40,13 @@ static void events_init(struct events *ev, uint64_t client, uint64_t *storage, s
 
 static void events_fire(const struct lease_service *svc, const struct events *ev)
 {
+    struct lease_client_id client = {ev->client};
     if (svc->cfg.on_release_complete)
         for (size_t i = 0; i < ev->n; i++)
-            svc->cfg.on_release_complete(svc->cfg.cb_arg, ev->client, ev->leases[i]);
+            svc->cfg.on_release_complete(svc->cfg.cb_arg, client,
+                                         lt_lease_id_from_u64(ev->leases[i]));
     if (ev->drained && svc->cfg.on_client_drained)
-        svc->cfg.on_client_drained(svc->cfg.cb_arg, ev->drained_client);
+        svc->cfg.on_client_drained(svc->cfg.cb_arg, (struct lease_client_id){ev->drained_client});
 }
 
 static uint64_t now_ns(void)
@@ -50,21 +56,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static bool class_valid(uint64_t cls)
+static bool needs_reg(enum lt_class cls)
 {
-    return cls >= LEASE_CLASS_STAGED && cls <= LEASE_CLASS_MAX;
+    return cls == LT_CLASS_PINNED || cls == LT_CLASS_MAPPED;
 }
 
-static bool needs_reg(enum lease_class cls)
+uint64_t lease__budget(const struct lease_service *svc, enum lt_class cls)
 {
-    return cls == LEASE_CLASS_PINNED || cls == LEASE_CLASS_MAPPED;
-}
-
-uint64_t lease__budget(const struct lease_service *svc, enum lease_class cls)
-{
-    if (cls == LEASE_CLASS_PINNED)
+    if (cls == LT_CLASS_PINNED)
         return svc->cfg.budget_pinned;
-    if (cls == LEASE_CLASS_MAPPED)
+    if (cls == LT_CLASS_MAPPED)
         return svc->cfg.budget_mapped;
     return 0;
 }
@@ -74,10 +75,23 @@ static uint64_t chunk_of(const struct lease_service *svc, const struct lease__se
     return svc->be.chunk_bytes ? svc->be.chunk_bytes : seg->size;
 }
 
+/* A backend that failed without saying why still gets words and a code;
+ * -ENOMEM is the contract's "no lockable memory". */
+static void backend_why(struct lt_failure *f, int rc)
+{
+    uint32_t code = f->code != LT_OK ? f->code
+                    : rc == -ENOMEM  ? LT_E_MEMLOCK
+                                     : lt_error_from_errno(rc);
+    if (f->message[0] == '\0')
+        lt_failure_set(f, code, rc, "backend failed with errno %d and no message", -rc);
+    f->code = code;
+    f->err = rc;
+}
+
 /* ---- registration ----------------------------------------------------- */
 
 int lease__seg_backend_register(struct lease_service *svc, struct lease__segment *seg,
-                                bool populate_first)
+                                bool populate_first, struct lt_failure *why_p)
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
@@ -86,12 +100,12 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
         lease__populate_start(&populate, base, seg->size);
     int rc = 0;
     uint32_t done = 0;
+    struct lt_failure f = {0};
     for (; done < seg->nchunks; done++) {
         uint64_t off = (uint64_t)done * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
         uint64_t dev = 0;
-        lease__error_clear();
-        rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev);
+        rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev, &f);
         if (rc < 0)
             break;
         seg->chunk_dev[done] = dev;
@@ -101,17 +115,22 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
         lease__populate_wait(&populate);
     if (rc == 0)
         return 0;
-    /* Keep the backend's message: unwinding must not replace it. */
-    char why[512];
-    strncpy(why, lease_error_last(), sizeof(why) - 1);
-    why[sizeof(why) - 1] = '\0';
+    backend_why(&f, rc);
+    /* Unwinding keeps the refusal's words: its own failures are only logged. */
     while (done-- > 0) {
         uint64_t off = (uint64_t)done * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
-        svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls);
+        struct lt_failure u = {0};
+        int urc = svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls, &u);
+        if (urc < 0) {
+            backend_why(&u, urc);
+            lease__fail_logged(svc, NULL, &u);
+        }
         seg->chunk_dev[done] = 0;
     }
-    return lease_error_set(rc, "%s", why[0] ? why : "backend registration failed");
+    if (why_p)
+        *why_p = f;
+    return rc;
 }
 
 void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segment *seg)
@@ -121,10 +140,12 @@ void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segm
     for (uint32_t i = 0; i < seg->nchunks; i++) {
         uint64_t off = (uint64_t)i * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
-        lease__error_clear();
-        int rc = svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls);
-        if (rc < 0)
-            lease__fail_logged(svc, rc);
+        struct lt_failure f = {0};
+        int rc = svc->be.unregister_range(svc->be.ctx, base + off, len, seg->cls, &f);
+        if (rc < 0) {
+            backend_why(&f, rc);
+            lease__fail_logged(svc, NULL, &f);
+        }
         seg->chunk_dev[i] = 0;
     }
 }
@@ -141,7 +162,7 @@ static void seg_unregister_locked(struct lease_service *svc, struct lease__segme
     svc->st.cls[seg->cls].unregistrations++;
 }
 
-static bool evictable(const struct lease__segment *seg, enum lease_class cls,
+static bool evictable(const struct lease__segment *seg, enum lt_class cls,
                       const struct lease__segment *except)
 {
     return seg && seg != except && seg->cls == cls && seg->registered && seg->reg_leases == 0 &&
@@ -150,9 +171,10 @@ static bool evictable(const struct lease__segment *seg, enum lease_class cls,
 
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
  * idle segments least recently used first, but only once it is known that
- * enough of them exist. Returns 0 or -ENOSPC with the numbers (not logged). */
-static int make_room(struct lease_service *svc, enum lease_class cls, uint64_t need,
-                     const struct lease__segment *except)
+ * enough of them exist. Returns 0 or -ENOSPC (LT_E_BUDGET) with the numbers
+ * in *why_p (not logged). */
+static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need,
+                     const struct lease__segment *except, struct lt_failure *why_p)
 {
     struct lease__class_acct *a = &svc->acct[cls];
     uint64_t budget = lease__budget(svc, cls);
@@ -166,11 +188,11 @@ static int make_room(struct lease_service *svc, enum lease_class cls, uint64_t n
             idle += s->size;
     }
     if (need > budget || in_use - idle > budget - need)
-        return lease_error_set(-ENOSPC,
-                               "%s pin budget exhausted: request %" PRIu64 " bytes, budget %" PRIu64
-                               " bytes, in use %" PRIu64 " bytes (%" PRIu64
-                               " of them idle and evictable)",
-                               lease_class_name(cls), need, budget, in_use, idle);
+        return lt_failure_set(why_p, LT_E_BUDGET, -ENOSPC,
+                              "%s pin budget exhausted: request %" PRIu64 " bytes, budget %" PRIu64
+                              " bytes, in use %" PRIu64 " bytes (%" PRIu64
+                              " of them idle and evictable)",
+                              lt_class_name(cls), need, budget, in_use, idle);
     while (need > budget - (a->registered + a->reserved)) {
         struct lease__segment *lru = NULL;
         for (uint32_t i = 0; i < svc->segs.n; i++) {
@@ -184,16 +206,18 @@ static int make_room(struct lease_service *svc, enum lease_class cls, uint64_t n
     return 0;
 }
 
-/* Locked. Registers a published segment (a lease needs it after an eviction). */
-static int seg_register_locked(struct lease_service *svc, struct lease__segment *seg)
+/* Locked. Registers a published segment (a lease needs it after an
+ * eviction). A refusal is explained in *why_p, not logged. */
+static int seg_register_locked(struct lease_service *svc, struct lease__segment *seg,
+                               struct lt_failure *why_p)
 {
-    int rc = make_room(svc, seg->cls, seg->size, seg);
+    int rc = make_room(svc, seg->cls, seg->size, seg, why_p);
     if (rc < 0)
         return rc;
     uint64_t t0 = now_ns();
     /* Under the lock, and the page tables outlive an unregistration: no
      * populating threads for a re-registration. */
-    rc = lease__seg_backend_register(svc, seg, false);
+    rc = lease__seg_backend_register(svc, seg, false, why_p);
     if (rc < 0)
         return rc;
     seg->registered = true;
@@ -271,80 +295,85 @@ static void lease_complete(struct lease_service *svc, struct lease__lease *l, st
 
 /* ---- id resolution with distinct errors ------------------------------- */
 
-static int client_get(struct lease_service *svc, uint64_t client, struct lease__client **c_p)
+static int client_get(struct lease_service *svc, uint64_t client, struct lease__client **c_p,
+                      struct lt_failure *why_p)
 {
     struct lease__slot *s = NULL;
     switch (lease__table_lookup(&svc->clients, client, &s)) {
     case LEASE__ID_NEVER:
-        return lease__fail(svc, -ENOENT, "client id %#" PRIx64 " was never issued", client);
+        return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                           "client id %#" PRIx64 " was never issued", client);
     case LEASE__ID_STALE:
     case LEASE__ID_FREED:
-        return lease__fail(svc, -ESTALE, "client id %#" PRIx64 " is stale: that client was dropped",
-                           client);
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
+                           "client id %#" PRIx64 " is stale: that client was dropped", client);
     case LEASE__ID_LIVE:
         break;
     }
     struct lease__client *c = s->obj;
     if (c->dropping)
-        return lease__fail(svc, -ESHUTDOWN,
+        return lease__fail(svc, why_p, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
                            "client id %#" PRIx64 " is being dropped; no new requests", client);
     *c_p = c;
     return 0;
 }
 
 static int seg_get(struct lease_service *svc, const struct lease__client *c, uint64_t seg_id,
-                   struct lease__segment **seg_p)
+                   struct lease__segment **seg_p, struct lt_failure *why_p)
 {
     struct lease__slot *s = NULL;
     switch (lease__table_lookup(&svc->segs, seg_id, &s)) {
     case LEASE__ID_NEVER:
-        return lease__fail(svc, -ENOENT, "segment id %#" PRIx64 " was never issued", seg_id);
+        return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                           "segment id %#" PRIx64 " was never issued", seg_id);
     case LEASE__ID_STALE:
-        return lease__fail(svc, -ESTALE,
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
                            "segment id %#" PRIx64 " is stale: its slot now holds a newer segment",
                            seg_id);
     case LEASE__ID_FREED:
         if (s->owner != c->id)
             break;
-        return lease__fail(svc, -ESTALE, "segment id %#" PRIx64 " is stale: it was removed",
-                           seg_id);
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
+                           "segment id %#" PRIx64 " is stale: it was removed", seg_id);
     case LEASE__ID_LIVE:
         break;
     }
     if (s->owner != c->id)
-        return lease__fail(svc, -EPERM, "segment id %#" PRIx64 " belongs to another client",
-                           seg_id);
+        return lease__fail(svc, why_p, LT_E_NOT_OWNER, -EPERM,
+                           "segment id %#" PRIx64 " belongs to another client", seg_id);
     *seg_p = s->obj;
     return 0;
 }
 
 /* Resolves a lease id of @c that is not yet released. */
 static int lease_get(struct lease_service *svc, const struct lease__client *c, uint64_t lease_id,
-                     struct lease__lease **l_p)
+                     struct lease__lease **l_p, struct lt_failure *why_p)
 {
     struct lease__slot *s = NULL;
     switch (lease__table_lookup(&svc->leases, lease_id, &s)) {
     case LEASE__ID_NEVER:
-        return lease__fail(svc, -ENOENT, "lease id %#" PRIx64 " was never issued", lease_id);
+        return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                           "lease id %#" PRIx64 " was never issued", lease_id);
     case LEASE__ID_STALE:
-        return lease__fail(svc, -ESTALE,
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
                            "lease id %#" PRIx64 " is stale: its slot now holds a newer lease",
                            lease_id);
     case LEASE__ID_FREED:
         if (s->owner != c->id)
             break;
-        return lease__fail(svc, -EALREADY,
+        /* Released and complete: gone, as a stale id is. */
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -EALREADY,
                            "lease id %#" PRIx64 " was already released (release complete)",
                            lease_id);
     case LEASE__ID_LIVE:
         break;
     }
     if (s->owner != c->id)
-        return lease__fail(svc, -EPERM, "lease id %#" PRIx64 " belongs to another client",
-                           lease_id);
+        return lease__fail(svc, why_p, LT_E_NOT_OWNER, -EPERM,
+                           "lease id %#" PRIx64 " belongs to another client", lease_id);
     struct lease__lease *l = s->obj;
     if (l->released)
-        return lease__fail(svc, -EALREADY,
+        return lease__fail(svc, why_p, LT_E_STALE_ID, -EALREADY,
                            "lease id %#" PRIx64 " was already released (%" PRIu64
                            " GPU work items still pending)",
                            lease_id, l->pending);
@@ -369,42 +398,44 @@ static void limits_resolve(struct lease_client_limits *out, const struct lease_c
 }
 
 /* Refuses budgets no backend or machine could honour, with the numbers. */
-static int check_config(const struct lease_service *probe)
+static int check_config(const struct lease_service *probe, struct lt_failure *why_p)
 {
     const struct lease_service_config *cfg = &probe->cfg;
     const struct lease_backend *be = &probe->be;
     long page = sysconf(_SC_PAGESIZE);
     if (!be->register_range || !be->unregister_range)
-        return lease__fail(probe, -EINVAL,
+        return lease__fail(probe, why_p, LT_E_BAD_VALUE, -EINVAL,
                            "backend '%s': expected register_range and unregister_range, found "
                            "%s missing",
                            be->name ? be->name : "?",
                            be->register_range ? "unregister" : "register");
     if (be->chunk_bytes % (uint64_t)page != 0)
-        return lease__fail(probe, -EINVAL,
+        return lease__fail(probe, why_p, LT_E_BAD_VALUE, -EINVAL,
                            "backend '%s': chunk size %" PRIu64 " is not a multiple of the %ld-byte "
                            "page",
                            be->name ? be->name : "?", be->chunk_bytes, page);
     uint64_t total = cfg->budget_pinned + cfg->budget_mapped;
     if (total < cfg->budget_pinned)
-        return lease__fail(probe, -EINVAL,
+        return lease__fail(probe, why_p, LT_E_BAD_VALUE, -EINVAL,
                            "budgets PINNED %" PRIu64 " + MAPPED %" PRIu64 " bytes overflow 64 bits",
                            cfg->budget_pinned, cfg->budget_mapped);
     long pages = sysconf(_SC_PHYS_PAGES);
     if (pages > 0 && total > (uint64_t)pages * (uint64_t)page)
-        return lease__fail(probe, -EINVAL,
+        return lease__fail(probe, why_p, LT_E_BAD_VALUE, -EINVAL,
                            "budgets PINNED %" PRIu64 " + MAPPED %" PRIu64 " = %" PRIu64
                            " bytes exceed physical memory, %" PRIu64 " bytes",
                            cfg->budget_pinned, cfg->budget_mapped, total,
                            (uint64_t)pages * (uint64_t)page);
     if (be->capacity) {
         uint64_t cap;
-        lease__error_clear();
-        int rc = be->capacity(be->ctx, &cap);
-        if (rc < 0)
-            return lease__fail_logged(probe, rc);
+        struct lt_failure f = {0};
+        int rc = be->capacity(be->ctx, &cap, &f);
+        if (rc < 0) {
+            backend_why(&f, rc);
+            return lease__fail_logged(probe, why_p, &f);
+        }
         if (total > cap)
-            return lease__fail(probe, -EINVAL,
+            return lease__fail(probe, why_p, LT_E_BAD_VALUE, -EINVAL,
                                "budgets PINNED %" PRIu64 " + MAPPED %" PRIu64 " = %" PRIu64
                                " bytes exceed what backend '%s' can lock, %" PRIu64
                                " bytes (for the host backend: the RLIMIT_MEMLOCK soft limit)",
@@ -415,22 +446,24 @@ static int check_config(const struct lease_service *probe)
 }
 
 int lease_service_create(const struct lease_service_config *cfg,
-                         const struct lease_backend *backend, struct lease_service **svc_p)
+                         const struct lease_backend *backend, struct lease_service **svc_p,
+                         struct lt_failure *why_p)
 {
     if (!cfg || !backend || !svc_p)
-        return lease_error_set(-EINVAL, "lease_service_create: expected config, backend and "
-                                        "output pointer, found a NULL");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_service_create: expected config, backend and output "
+                              "pointer, found a NULL");
     struct lease_service *svc = calloc(1, sizeof(*svc));
     if (!svc)
-        return lease_error_set(-ENOMEM, "lease_service_create: out of memory");
+        return lt_failure_set(why_p, LT_E_SYSTEM, -ENOMEM, "lease_service_create: out of memory");
     svc->cfg = *cfg;
     svc->be = *backend;
-    int rc = check_config(svc);
+    int rc = check_config(svc, why_p);
     if (rc < 0)
         goto fail_free;
     rc = -pthread_mutex_init(&svc->mu, NULL);
     if (rc < 0) {
-        lease__fail(svc, rc, "pthread_mutex_init failed: %s", strerror(-rc));
+        lease__fail(svc, why_p, LT_E_SYSTEM, rc, "pthread_mutex_init failed: %s", strerror(-rc));
         goto fail_free;
     }
     lease__table_init(&svc->clients);
@@ -475,32 +508,45 @@ void lease_service_destroy(struct lease_service *svc)
     free(svc);
 }
 
+/* A table had no slot (-ENOSPC) or no memory (-ENOMEM) for a new @what. */
+static int table_full(const struct lease_service *svc, struct lt_failure *why_p, int rc,
+                      const char *what)
+{
+    if (rc == -ENOSPC)
+        return lease__fail(svc, why_p, LT_E_LIMIT, rc, "%s: no slot left", what);
+    return lease__fail(svc, why_p, LT_E_SYSTEM, rc, "%s: out of memory", what);
+}
+
 /* ---- clients ---------------------------------------------------------- */
 
 int lease_client_add(struct lease_service *svc, const struct lease_client_limits *limits,
-                     uint64_t *client_p)
+                     struct lease_client_id *client_p, struct lt_failure *why_p)
 {
     if (!svc || !client_p)
-        return lease_error_set(-EINVAL, "lease_client_add: expected service and output pointer");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_client_add: expected service and output pointer");
     struct lease__client *c = calloc(1, sizeof(*c));
     if (!c)
-        return lease__fail(svc, -ENOMEM, "lease_client_add: out of memory");
+        return lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM, "lease_client_add: out of memory");
     limits_resolve(&c->lim, limits, &svc->cfg.default_limits);
     pthread_mutex_lock(&svc->mu);
     int rc = lease__table_insert(&svc->clients, c, 0, &c->id);
     pthread_mutex_unlock(&svc->mu);
     if (rc < 0) {
         free(c);
-        return lease__fail(svc, rc, "lease_client_add: no client slot left");
+        return table_full(svc, why_p, rc, "lease_client_add");
     }
-    *client_p = c->id;
+    client_p->value = c->id;
     return 0;
 }
 
-int lease_client_drop(struct lease_service *svc, uint64_t client)
+int lease_client_drop(struct lease_service *svc, struct lease_client_id client_id,
+                      struct lt_failure *why_p)
 {
     if (!svc)
-        return lease_error_set(-EINVAL, "lease_client_drop: expected a service");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_client_drop: expected a service");
+    uint64_t client = client_id.value;
     struct events ev;
     events_init(&ev, client, NULL, 0);
     pthread_mutex_lock(&svc->mu);
@@ -508,16 +554,18 @@ int lease_client_drop(struct lease_service *svc, uint64_t client)
     int rc = 0;
     switch (lease__table_lookup(&svc->clients, client, &s)) {
     case LEASE__ID_NEVER:
-        rc = lease__fail(svc, -ENOENT, "client id %#" PRIx64 " was never issued", client);
+        rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                         "client id %#" PRIx64 " was never issued", client);
         break;
     case LEASE__ID_STALE:
     case LEASE__ID_FREED:
-        rc = lease__fail(svc, -ESTALE, "client id %#" PRIx64 " is stale: already dropped", client);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
+                         "client id %#" PRIx64 " is stale: already dropped", client);
         break;
     case LEASE__ID_LIVE:
         if (((struct lease__client *)s->obj)->dropping)
-            rc = lease__fail(svc, -EALREADY, "client id %#" PRIx64 " is already being dropped",
-                             client);
+            rc = lease__fail(svc, why_p, LT_E_SHUTTING_DOWN, -EALREADY,
+                             "client id %#" PRIx64 " is already being dropped", client);
         break;
     }
     if (rc < 0) {
@@ -544,24 +592,28 @@ int lease_client_drop(struct lease_service *svc, uint64_t client)
 
 /* ---- segments --------------------------------------------------------- */
 
-int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64_t claimed_size,
-                      enum lease_class cls, uint64_t *seg_id_p)
+int lease_segment_add(struct lease_service *svc, struct lease_client_id client_id, int fd,
+                      uint64_t claimed_size, enum lt_class cls, struct lt_segment_id *seg_id_p,
+                      struct lt_failure *why_p)
 {
     if (!svc || !seg_id_p)
-        return lease_error_set(-EINVAL, "lease_segment_add: expected service and output pointer");
-    if (!class_valid(cls))
-        return lease__fail(svc, -EINVAL,
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_add: expected service and output pointer");
+    uint64_t client = client_id.value;
+    if (!lt_class_is_valid(cls))
+        return lease__fail(svc, why_p, LT_E_BAD_CLASS, -EINVAL,
                            "segment class: expected 1 (STAGED), 2 (PINNED) or "
                            "3 (MAPPED), found %d",
                            (int)cls);
     void *base;
     uint64_t page_size = 0;
-    int rc = lease__fd_map(fd, claimed_size, &base, &page_size);
+    struct lt_failure f = {0};
+    int rc = lease__fd_map(fd, claimed_size, &base, &page_size, &f);
     if (rc < 0)
-        return lease__fail_logged(svc, rc);
+        return lease__fail_logged(svc, why_p, &f);
     struct lease__segment *seg = calloc(1, sizeof(*seg));
     if (!seg) {
-        rc = lease__fail(svc, -ENOMEM, "lease_segment_add: out of memory");
+        rc = lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM, "lease_segment_add: out of memory");
         goto fail_unmap;
     }
     seg->fd = -1;
@@ -573,33 +625,34 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
     uint64_t chunk = chunk_of(svc, seg);
     uint64_t nchunks = (claimed_size + chunk - 1) / chunk;
     if (nchunks > UINT32_MAX) {
-        rc = lease__fail(svc, -EINVAL, "segment of %" PRIu64 " bytes needs %" PRIu64 " chunks",
-                         claimed_size, nchunks);
+        rc = lease__fail(svc, why_p, LT_E_BAD_VALUE, -EINVAL,
+                         "segment of %" PRIu64 " bytes needs %" PRIu64 " chunks", claimed_size,
+                         nchunks);
         goto fail_free;
     }
     seg->nchunks = (uint32_t)nchunks;
     seg->chunk_dev = calloc(nchunks, sizeof(*seg->chunk_dev));
     if (!seg->chunk_dev) {
-        rc = lease__fail(svc, -ENOMEM, "lease_segment_add: out of memory");
+        rc = lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM, "lease_segment_add: out of memory");
         goto fail_free;
     }
 
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
-    rc = client_get(svc, client, &c);
+    rc = client_get(svc, client, &c, why_p);
     if (rc < 0)
         goto fail_unlock;
     if (c->segments >= c->lim.max_segments) {
-        rc = lease__fail(svc, -EDQUOT,
+        rc = lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
                          "client %#" PRIx64 ": segment limit reached (%" PRIu64 " of %" PRIu64 ")",
                          client, c->segments, c->lim.max_segments);
         goto fail_unlock;
     }
     if (needs_reg(cls)) {
-        rc = make_room(svc, cls, claimed_size, NULL);
+        rc = make_room(svc, cls, claimed_size, NULL, &f);
         if (rc < 0) {
             svc->st.cls[cls].budget_refusals++;
-            lease__fail_logged(svc, rc);
+            lease__fail_logged(svc, why_p, &f);
             goto fail_unlock;
         }
         svc->acct[cls].reserved += claimed_size;
@@ -612,7 +665,7 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
 
     uint64_t t0 = now_ns();
     if (needs_reg(cls))
-        rc = lease__seg_backend_register(svc, seg, true);
+        rc = lease__seg_backend_register(svc, seg, true, &f);
     uint64_t t1 = now_ns();
 
     struct events ev;
@@ -632,15 +685,15 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
         }
     }
     if (rc < 0) {
-        lease__fail_logged(svc, rc);
+        lease__fail_logged(svc, why_p, &f);
     } else if (c->dropping) {
-        rc = lease__fail(svc, -ESHUTDOWN,
+        rc = lease__fail(svc, why_p, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
                          "client id %#" PRIx64 " was dropped while its segment was registered",
                          client);
     } else {
         rc = lease__table_insert(&svc->segs, seg, client, &seg->id);
         if (rc < 0)
-            lease__fail(svc, rc, "lease_segment_add: no segment slot left");
+            table_full(svc, why_p, rc, "lease_segment_add");
     }
     if (rc < 0) {
         seg_unregister_locked(svc, seg);
@@ -661,10 +714,9 @@ int lease_segment_add(struct lease_service *svc, uint64_t client, int fd, uint64
         lease__log(svc,
                    "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
                    "-byte pages, registered in %.1f ms (%.1f GB/s)",
-                   id, client, lease_class_name(cls), claimed_size, page_size,
-                   (double)(t1 - t0) / 1e6,
+                   id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
                    t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
-    *seg_id_p = id;
+    *seg_id_p = lt_segment_id_from_u64(id);
     return 0;
 
 fail_unlock:
@@ -677,26 +729,29 @@ fail_unmap:
     return rc;
 }
 
-int lease_segment_remove(struct lease_service *svc, uint64_t client, uint64_t seg_id)
+int lease_segment_remove(struct lease_service *svc, struct lease_client_id client,
+                         struct lt_segment_id seg_id, struct lt_failure *why_p)
 {
     if (!svc)
-        return lease_error_set(-EINVAL, "lease_segment_remove: expected a service");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_remove: expected a service");
+    uint64_t id = lt_segment_id_to_u64(seg_id);
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
     struct lease__segment *seg = NULL;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client.value, &c, why_p);
     if (rc == 0)
-        rc = seg_get(svc, c, seg_id, &seg);
+        rc = seg_get(svc, c, id, &seg, why_p);
     if (rc == 0 && seg->leases != 0)
         rc =
-            lease__fail(svc, -EBUSY,
+            lease__fail(svc, why_p, LT_E_BUSY, -EBUSY,
                         "segment id %#" PRIx64 " still has %" PRIu64 " leases not release-complete",
-                        seg_id, seg->leases);
+                        id, seg->leases);
     if (rc == 0 && seg->holds != 0)
-        rc = lease__fail(svc, -EBUSY,
+        rc = lease__fail(svc, why_p, LT_E_BUSY, -EBUSY,
                          "segment id %#" PRIx64 " is held by %" PRIu64
                          " GPU operations (doorbell or done words)",
-                         seg_id, seg->holds);
+                         id, seg->holds);
     if (rc == 0) {
         seg_destroy(svc, seg);
         c->segments--;
@@ -707,80 +762,84 @@ int lease_segment_remove(struct lease_service *svc, uint64_t client, uint64_t se
 
 /* ---- leases ----------------------------------------------------------- */
 
+/* Grants one lease; a refusal fills res->why (and logs it). */
 static int grant_one(struct lease_service *svc, struct lease__client *c,
                      const struct lease_grant_req *req, struct lease_grant_result *res)
 {
-    if (!class_valid(req->cls))
-        return lease__fail(svc, -EINVAL,
+    struct lt_failure *why = &res->why;
+    if (!lt_class_is_valid(req->cls))
+        return lease__fail(svc, why, LT_E_BAD_CLASS, -EINVAL,
                            "lease class: expected 1 (STAGED), 2 (PINNED) or "
                            "3 (MAPPED), found %" PRIu32,
-                           req->cls);
+                           (uint32_t)req->cls);
     if (req->flags & ~LEASE_GRANT_ALLOW_STAGED)
-        return lease__fail(svc, -EINVAL, "lease flags: unknown bits %#" PRIx32,
+        return lease__fail(svc, why, LT_E_UNKNOWN_FLAGS, -EINVAL,
+                           "lease flags: unknown bits %#" PRIx32,
                            req->flags & ~LEASE_GRANT_ALLOW_STAGED);
     struct lease__segment *seg = NULL;
-    int rc = seg_get(svc, c, req->seg_id, &seg);
+    int rc = seg_get(svc, c, lt_segment_id_to_u64(req->segment), &seg, why);
     if (rc < 0)
         return rc;
     if (req->length == 0 || req->offset > seg->size || req->length > seg->size - req->offset)
-        return lease__fail(svc, -ERANGE,
+        return lease__fail(svc, why, LT_E_OUT_OF_RANGE, -ERANGE,
                            "lease range: expected 0 < length and offset + length <= %" PRIu64
                            " (segment size), found offset %" PRIu64 " length %" PRIu64,
                            seg->size, req->offset, req->length);
-    enum lease_class cls = (enum lease_class)req->cls;
+    enum lt_class cls = req->cls;
     if (cls > seg->cls)
-        return lease__fail(
-            svc, -EINVAL, "a %s lease needs a segment of class %s or above, found %s",
-            lease_class_name(cls), lease_class_name(cls), lease_class_name(seg->cls));
+        return lease__fail(svc, why, LT_E_BAD_CLASS, -EINVAL,
+                           "a %s lease needs a segment of class %s or above, found %s",
+                           lt_class_name(cls), lt_class_name(cls), lt_class_name(seg->cls));
     if (c->leases >= c->lim.max_leases)
-        return lease__fail(svc, -EDQUOT,
+        return lease__fail(svc, why, LT_E_LIMIT, -EDQUOT,
                            "client %#" PRIx64 ": lease limit reached (%" PRIu64 " of %" PRIu64 ")",
                            c->id, c->leases, c->lim.max_leases);
     if (req->length > c->lim.max_bytes - c->bytes)
-        return lease__fail(svc, -EDQUOT,
+        return lease__fail(svc, why, LT_E_LIMIT, -EDQUOT,
                            "client %#" PRIx64 ": byte limit %" PRIu64 " exceeded: %" PRIu64
                            " leased, %" PRIu64 " requested",
                            c->id, c->lim.max_bytes, c->bytes, req->length);
     uint64_t chunk = chunk_of(svc, seg);
     uint64_t first = req->offset / chunk;
     if (needs_reg(cls) && first != (req->offset + req->length - 1) / chunk)
-        return lease__fail(svc, -EINVAL,
+        return lease__fail(svc, why, LT_E_BAD_VALUE, -EINVAL,
                            "a %s lease may not span a registration chunk boundary: offset %" PRIu64
                            " length %" PRIu64 " crosses %" PRIu64 " (chunk size %" PRIu64 ")",
-                           lease_class_name(cls), req->offset, req->length, (first + 1) * chunk,
+                           lt_class_name(cls), req->offset, req->length, (first + 1) * chunk,
                            chunk);
     uint32_t fell_back = 0;
     if (needs_reg(cls) && !seg->registered) {
-        rc = seg_register_locked(svc, seg);
+        /* Not yet the caller's: a fallback to STAGED succeeds. */
+        struct lt_failure f = {0};
+        rc = seg_register_locked(svc, seg, &f);
         if (rc == -ENOSPC || rc == -ENOMEM) {
             /* Counted against the class whose budget ran out: the segment's. */
             if (!(req->flags & LEASE_GRANT_ALLOW_STAGED)) {
                 svc->st.cls[seg->cls].budget_refusals++;
-                return lease__fail_logged(svc, rc);
+                return lease__fail_logged(svc, why, &f);
             }
-            lease__log(svc, "%s lease served as STAGED: %s", lease_class_name(cls),
-                       lease_error_last());
+            lease__log(svc, "%s lease served as STAGED: %s", lt_class_name(cls), f.message);
             svc->st.cls[seg->cls].fallbacks++;
-            cls = LEASE_CLASS_STAGED;
+            cls = LT_CLASS_STAGED;
             fell_back = 1;
         } else if (rc < 0) {
-            return lease__fail_logged(svc, rc);
+            return lease__fail_logged(svc, why, &f);
         }
     }
     struct lease__lease *l = calloc(1, sizeof(*l));
     if (!l)
-        return lease__fail(svc, -ENOMEM, "lease grant: out of memory");
+        return lease__fail(svc, why, LT_E_SYSTEM, -ENOMEM, "lease grant: out of memory");
     rc = lease__table_insert(&svc->leases, l, c->id, &l->id);
     if (rc < 0) {
         free(l);
-        return lease__fail(svc, rc, "lease grant: no lease slot left");
+        return table_full(svc, why, rc, "lease grant");
     }
     l->client = c->id;
     l->seg = seg;
     l->offset = req->offset;
     l->length = req->length;
     l->cls = cls;
-    if (cls == LEASE_CLASS_MAPPED)
+    if (cls == LT_CLASS_MAPPED)
         l->dev_ptr = seg->chunk_dev[first] + (req->offset - first * chunk);
     seg->leases++;
     if (needs_reg(cls))
@@ -793,52 +852,61 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
 
     res->cls = cls;
     res->fell_back = fell_back;
-    res->lease_id = l->id;
+    res->lease = lt_lease_id_from_u64(l->id);
     res->host_addr = (char *)seg->base + l->offset;
     res->dev_ptr = l->dev_ptr;
     return 0;
 }
 
-int lease_grant(struct lease_service *svc, uint64_t client, size_t n,
-                const struct lease_grant_req *reqs, struct lease_grant_result *results_p)
+int lease_grant(struct lease_service *svc, struct lease_client_id client, size_t n,
+                const struct lease_grant_req *reqs, struct lease_grant_result *results_p,
+                struct lt_failure *why_p)
 {
     if (!svc || (n && (!reqs || !results_p)))
-        return lease_error_set(-EINVAL, "lease_grant: expected service, requests and results");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_grant: expected service, requests and results");
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client.value, &c, why_p);
     if (rc < 0) {
         pthread_mutex_unlock(&svc->mu);
         return rc;
     }
     int granted = 0;
     for (size_t i = 0; i < n; i++) {
-        struct lease_grant_result res = {0};
-        res.rc = grant_one(svc, c, &reqs[i], &res);
-        if (res.rc == 0)
+        struct lease_grant_result *res = &results_p[i];
+        res->cls = LT_CLASS_INVALID;
+        res->fell_back = 0;
+        res->lease = lt_lease_id_make(0, 0);
+        res->host_addr = NULL;
+        res->dev_ptr = 0;
+        res->rc = grant_one(svc, c, &reqs[i], res);
+        if (res->rc == 0)
             granted++;
-        results_p[i] = res;
     }
     pthread_mutex_unlock(&svc->mu);
     return granted;
 }
 
-int lease_release(struct lease_service *svc, uint64_t client, size_t n, const uint64_t *lease_ids,
-                  int *rcs_p)
+int lease_release(struct lease_service *svc, struct lease_client_id client, size_t n,
+                  const struct lt_lease_id *leases, struct lease_release_result *results_p,
+                  struct lt_failure *why_p)
 {
-    if (!svc || (n && (!lease_ids || !rcs_p)))
-        return lease_error_set(-EINVAL, "lease_release: expected service, ids and results");
+    if (!svc || (n && (!leases || !results_p)))
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_release: expected service, ids and results");
     uint64_t *done = NULL;
     if (n > 1) {
         done = calloc(n, sizeof(*done));
         if (!done)
-            return lease__fail(svc, -ENOMEM, "lease_release: out of memory for %zu ids", n);
+            return lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM,
+                               "lease_release: out of memory for %zu ids", n);
     }
     struct events ev;
-    events_init(&ev, client, done, n);
+    events_init(&ev, client.value, done, n);
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client.value, &c, why_p);
     if (rc < 0) {
         pthread_mutex_unlock(&svc->mu);
         free(done);
@@ -847,8 +915,8 @@ int lease_release(struct lease_service *svc, uint64_t client, size_t n, const ui
     int released = 0;
     for (size_t i = 0; i < n; i++) {
         struct lease__lease *l = NULL;
-        rcs_p[i] = lease_get(svc, c, lease_ids[i], &l);
-        if (rcs_p[i] < 0)
+        results_p[i].rc = lease_get(svc, c, lt_lease_id_to_u64(leases[i]), &l, &results_p[i].why);
+        if (results_p[i].rc < 0)
             continue;
         l->released = true;
         svc->st.draining_leases++;
@@ -862,22 +930,25 @@ int lease_release(struct lease_service *svc, uint64_t client, size_t n, const ui
     return released;
 }
 
-int lease_work_pin(struct lease_service *svc, uint64_t client, uint64_t lease_id,
-                   uint64_t *ticket_p)
+int lease_work_pin(struct lease_service *svc, struct lease_client_id client,
+                   struct lt_lease_id lease, struct lease_ticket *ticket_p,
+                   struct lt_failure *why_p)
 {
     if (!svc || !ticket_p)
-        return lease_error_set(-EINVAL, "lease_work_pin: expected service and output pointer");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_work_pin: expected service and output pointer");
+    uint64_t lease_id = lt_lease_id_to_u64(lease);
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
     struct lease__lease *l = NULL;
     uint64_t ticket = 0;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client.value, &c, why_p);
     if (rc == 0)
-        rc = lease_get(svc, c, lease_id, &l);
+        rc = lease_get(svc, c, lease_id, &l, why_p);
     if (rc == 0) {
         rc = lease__table_insert(&svc->tickets, l, lease_id, &ticket);
         if (rc < 0)
-            lease__fail(svc, rc, "lease_work_pin: no ticket slot left");
+            table_full(svc, why_p, rc, "lease_work_pin");
     }
     if (rc == 0) {
         l->pending++;
@@ -885,27 +956,33 @@ int lease_work_pin(struct lease_service *svc, uint64_t client, uint64_t lease_id
     }
     pthread_mutex_unlock(&svc->mu);
     if (rc == 0)
-        *ticket_p = ticket;
+        ticket_p->value = ticket;
     return rc;
 }
 
-int lease_work_done(struct lease_service *svc, uint64_t ticket)
+int lease_work_done(struct lease_service *svc, struct lease_ticket ticket_id,
+                    struct lt_failure *why_p)
 {
     if (!svc)
-        return lease_error_set(-EINVAL, "lease_work_done: expected a service");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_work_done: expected a service");
+    uint64_t ticket = ticket_id.value;
     struct events ev;
     int rc = 0;
     pthread_mutex_lock(&svc->mu);
     struct lease__slot *s = NULL;
     switch (lease__table_lookup(&svc->tickets, ticket, &s)) {
     case LEASE__ID_NEVER:
-        rc = lease__fail(svc, -ENOENT, "work ticket %#" PRIx64 " was never issued", ticket);
+        rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                         "work ticket %#" PRIx64 " was never issued", ticket);
         break;
     case LEASE__ID_STALE:
-        rc = lease__fail(svc, -ESTALE, "work ticket %#" PRIx64 " is stale", ticket);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE, "work ticket %#" PRIx64 " is stale",
+                         ticket);
         break;
     case LEASE__ID_FREED:
-        rc = lease__fail(svc, -EALREADY, "work ticket %#" PRIx64 " is already done", ticket);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -EALREADY,
+                         "work ticket %#" PRIx64 " is already done", ticket);
         break;
     case LEASE__ID_LIVE:
         break;
@@ -929,21 +1006,23 @@ int lease_work_done(struct lease_service *svc, uint64_t ticket)
     return 0;
 }
 
-int lease_query(struct lease_service *svc, uint64_t client, uint64_t lease_id,
-                struct lease_info *info_p)
+int lease_query(struct lease_service *svc, struct lease_client_id client, struct lt_lease_id lease,
+                struct lease_info *info_p, struct lt_failure *why_p)
 {
     if (!svc || !info_p)
-        return lease_error_set(-EINVAL, "lease_query: expected service and output pointer");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_query: expected service and output pointer");
+    uint64_t lease_id = lt_lease_id_to_u64(lease);
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
     struct lease__slot *s = NULL;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client.value, &c, why_p);
     if (rc == 0) {
         enum lease__lookup k = lease__table_lookup(&svc->leases, lease_id, &s);
         if (k == LEASE__ID_LIVE && s->owner == c->id) {
             const struct lease__lease *l = s->obj;
             *info_p = (struct lease_info){
-                .seg_id = l->seg->id,
+                .segment = lt_segment_id_from_u64(l->seg->id),
                 .offset = l->offset,
                 .length = l->length,
                 .cls = l->cls,
@@ -954,7 +1033,7 @@ int lease_query(struct lease_service *svc, uint64_t client, uint64_t lease_id,
             };
         } else {
             struct lease__lease *unused = NULL;
-            rc = lease_get(svc, c, lease_id, &unused);
+            rc = lease_get(svc, c, lease_id, &unused, why_p);
         }
     }
     pthread_mutex_unlock(&svc->mu);
@@ -979,7 +1058,7 @@ static void seg_info_fill(const struct lease_service *svc, const struct lease__s
         .leases = seg->leases,
         .holds = seg->holds,
     };
-    if (seg->cls == LEASE_CLASS_MAPPED && seg->registered)
+    if (seg->cls == LT_CLASS_MAPPED && seg->registered)
         info->dev_ptr = seg->chunk_dev[first] + (offset - first * chunk);
 }
 
@@ -987,23 +1066,23 @@ static void seg_info_fill(const struct lease_service *svc, const struct lease__s
  * against it: inside, nonempty, and within one registration chunk. */
 static int seg_range_get(struct lease_service *svc, uint64_t client, uint64_t seg_id,
                          uint64_t offset, uint64_t length, struct lease__client **c_p,
-                         struct lease__segment **seg_p)
+                         struct lease__segment **seg_p, struct lt_failure *why_p)
 {
     struct lease__client *c = NULL;
     struct lease__segment *seg = NULL;
-    int rc = client_get(svc, client, &c);
+    int rc = client_get(svc, client, &c, why_p);
     if (rc == 0)
-        rc = seg_get(svc, c, seg_id, &seg);
+        rc = seg_get(svc, c, seg_id, &seg, why_p);
     if (rc < 0)
         return rc;
     if (length == 0 || offset >= seg->size || length > seg->size - offset)
-        return lease__fail(svc, -ERANGE,
+        return lease__fail(svc, why_p, LT_E_OUT_OF_RANGE, -ERANGE,
                            "segment range: expected 0 < length and offset + length <= %" PRIu64
                            " (segment size), found offset %" PRIu64 " length %" PRIu64,
                            seg->size, offset, length);
     uint64_t chunk = chunk_of(svc, seg);
     if (offset / chunk != (offset + length - 1) / chunk)
-        return lease__fail(svc, -EINVAL,
+        return lease__fail(svc, why_p, LT_E_BAD_VALUE, -EINVAL,
                            "segment range at %" PRIu64 " of %" PRIu64
                            " bytes spans a registration chunk boundary (chunk size %" PRIu64 ")",
                            offset, length, chunk);
@@ -1012,37 +1091,44 @@ static int seg_range_get(struct lease_service *svc, uint64_t client, uint64_t se
     return 0;
 }
 
-int lease_segment_query(struct lease_service *svc, uint64_t client, uint64_t seg_id,
-                        uint64_t offset, struct lease_segment_info *info_p)
+int lease_segment_query(struct lease_service *svc, struct lease_client_id client,
+                        struct lt_segment_id seg_id, uint64_t offset,
+                        struct lease_segment_info *info_p, struct lt_failure *why_p)
 {
     if (!svc || !info_p)
-        return lease_error_set(-EINVAL, "lease_segment_query: expected service and output pointer");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_query: expected service and output pointer");
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
     struct lease__segment *seg = NULL;
-    int rc = seg_range_get(svc, client, seg_id, offset, 1, &c, &seg);
+    int rc =
+        seg_range_get(svc, client.value, lt_segment_id_to_u64(seg_id), offset, 1, &c, &seg, why_p);
     if (rc == 0)
         seg_info_fill(svc, seg, offset, info_p);
     pthread_mutex_unlock(&svc->mu);
     return rc;
 }
 
-int lease_segment_hold(struct lease_service *svc, uint64_t client, uint64_t seg_id, uint64_t offset,
-                       uint64_t length, struct lease_segment_info *info_p)
+int lease_segment_hold(struct lease_service *svc, struct lease_client_id client,
+                       struct lt_segment_id seg_id, uint64_t offset, uint64_t length,
+                       struct lease_segment_info *info_p, struct lt_failure *why_p)
 {
     if (!svc || !info_p)
-        return lease_error_set(-EINVAL, "lease_segment_hold: expected service and output pointer");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_hold: expected service and output pointer");
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
     struct lease__segment *seg = NULL;
-    int rc = seg_range_get(svc, client, seg_id, offset, length, &c, &seg);
+    int rc = seg_range_get(svc, client.value, lt_segment_id_to_u64(seg_id), offset, length, &c,
+                           &seg, why_p);
     if (rc == 0 && needs_reg(seg->cls) && !seg->registered) {
         /* Evicted while idle: the GPU needs the registration back first. */
-        rc = seg_register_locked(svc, seg);
+        struct lt_failure f = {0};
+        rc = seg_register_locked(svc, seg, &f);
         if (rc == -ENOSPC || rc == -ENOMEM)
             svc->st.cls[seg->cls].budget_refusals++;
         if (rc < 0)
-            lease__fail_logged(svc, rc);
+            lease__fail_logged(svc, why_p, &f);
     }
     if (rc == 0) {
         seg->holds++;
@@ -1054,30 +1140,35 @@ int lease_segment_hold(struct lease_service *svc, uint64_t client, uint64_t seg_
     return rc;
 }
 
-int lease_segment_unhold(struct lease_service *svc, uint64_t seg_id)
+int lease_segment_unhold(struct lease_service *svc, struct lt_segment_id seg_id,
+                         struct lt_failure *why_p)
 {
     if (!svc)
-        return lease_error_set(-EINVAL, "lease_segment_unhold: expected a service");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_unhold: expected a service");
+    uint64_t id = lt_segment_id_to_u64(seg_id);
     struct events ev;
     events_init(&ev, 0, NULL, 0);
     pthread_mutex_lock(&svc->mu);
     struct lease__slot *s = NULL;
     int rc = 0;
-    switch (lease__table_lookup(&svc->segs, seg_id, &s)) {
+    switch (lease__table_lookup(&svc->segs, id, &s)) {
     case LEASE__ID_NEVER:
-        rc = lease__fail(svc, -ENOENT, "segment id %#" PRIx64 " was never issued", seg_id);
+        rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                         "segment id %#" PRIx64 " was never issued", id);
         break;
     case LEASE__ID_STALE:
     case LEASE__ID_FREED:
-        rc =
-            lease__fail(svc, -ESTALE, "segment id %#" PRIx64 " is stale: it holds no hold", seg_id);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
+                         "segment id %#" PRIx64 " is stale: it holds no hold", id);
         break;
     case LEASE__ID_LIVE:
         break;
     }
     struct lease__segment *seg = rc == 0 ? s->obj : NULL;
     if (rc == 0 && seg->holds == 0)
-        rc = lease__fail(svc, -EALREADY, "segment id %#" PRIx64 " has no hold to undo", seg_id);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -EALREADY,
+                         "segment id %#" PRIx64 " has no hold to undo", id);
     if (rc == 0) {
         struct lease__client *c = client_of(svc, seg->client);
         seg->holds--;

@@ -11,14 +11,14 @@ static void snapshot(const struct lease_service *svc, struct lease_stats *st)
 {
     *st = svc->st;
     st->clients = svc->clients.live;
-    for (int cls = LEASE_CLASS_STAGED; cls <= LEASE_CLASS_MAX; cls++)
-        st->cls[cls].budget = lease__budget(svc, (enum lease_class)cls);
+    for (int cls = LT_CLASS_STAGED; cls <= LT_CLASS_MAX; cls++)
+        st->cls[cls].budget = lease__budget(svc, (enum lt_class)cls);
 }
 
 int lease_service_stats(struct lease_service *svc, struct lease_stats *stats_p)
 {
     if (!svc || !stats_p)
-        return lease_error_set(-EINVAL, "lease_service_stats: expected service and output");
+        return -EINVAL;
     struct lease_stats st;
     pthread_mutex_lock(&svc->mu);
     snapshot(svc, &st);
@@ -27,23 +27,25 @@ int lease_service_stats(struct lease_service *svc, struct lease_stats *stats_p)
     return 0;
 }
 
-int lease_client_stats(struct lease_service *svc, uint64_t client,
-                       struct lease_client_stats *stats_p)
+int lease_client_stats(struct lease_service *svc, struct lease_client_id client,
+                       struct lease_client_stats *stats_p, struct lt_failure *why_p)
 {
     if (!svc || !stats_p)
-        return lease_error_set(-EINVAL, "lease_client_stats: expected service and output");
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_client_stats: expected service and output");
     struct lease__slot *s = NULL;
     int rc = 0;
     struct lease_client_stats st = {0};
     pthread_mutex_lock(&svc->mu);
-    switch (lease__table_lookup(&svc->clients, client, &s)) {
+    switch (lease__table_lookup(&svc->clients, client.value, &s)) {
     case LEASE__ID_NEVER:
-        rc = lease_error_set(-ENOENT, "client id %#" PRIx64 " was never issued", client);
+        rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
+                         "client id %#" PRIx64 " was never issued", client.value);
         break;
     case LEASE__ID_STALE:
     case LEASE__ID_FREED:
-        rc = lease_error_set(-ESTALE, "client id %#" PRIx64 " is stale: that client was dropped",
-                             client);
+        rc = lease__fail(svc, why_p, LT_E_STALE_ID, -ESTALE,
+                         "client id %#" PRIx64 " is stale: that client was dropped", client.value);
         break;
     case LEASE__ID_LIVE: {
         const struct lease__client *c = s->obj;
@@ -82,7 +84,7 @@ static void put(struct out *o, const char *fmt, ...)
 int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
 {
     if (!svc || (len && !buf))
-        return lease_error_set(-EINVAL, "lease_stats_format: expected service and buffer");
+        return -EINVAL;
     struct out o = {buf, len, 0};
     if (len)
         buf[0] = '\0';
@@ -92,16 +94,17 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
     put(&o,
         "lease stats: clients=%" PRIu64 " draining_leases=%" PRIu64 " pending_work=%" PRIu64 "\n",
         st.clients, st.draining_leases, st.pending_work);
-    for (int cls = LEASE_CLASS_STAGED; cls <= LEASE_CLASS_MAX; cls++) {
+    for (int cls = LT_CLASS_STAGED; cls <= LT_CLASS_MAX; cls++) {
         const struct lease_class_stats *c = &st.cls[cls];
         put(&o,
             "  %s: segments=%" PRIu64 " (huge %" PRIu64 ") registered=%" PRIu64 "/%" PRIu64
             "B leases=%" PRIu64 " leased=%" PRIu64 "B registrations=%" PRIu64
             " (%.3f ms) unregistrations=%" PRIu64 " evictions=%" PRIu64 " budget_refusals=%" PRIu64
             " fallbacks=%" PRIu64 "\n",
-            lease_class_name(cls), c->segments, c->huge_segments, c->bytes_registered, c->budget,
-            c->live_leases, c->bytes_leased, c->registrations, (double)c->registration_ns / 1e6,
-            c->unregistrations, c->evictions, c->budget_refusals, c->fallbacks);
+            lt_class_name((uint32_t)cls), c->segments, c->huge_segments, c->bytes_registered,
+            c->budget, c->live_leases, c->bytes_leased, c->registrations,
+            (double)c->registration_ns / 1e6, c->unregistrations, c->evictions, c->budget_refusals,
+            c->fallbacks);
     }
     for (uint32_t i = 0; i < svc->clients.n; i++) {
         const struct lease__client *c = svc->clients.slots[i].obj;

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "lease_types/socket.h"
 
 int ga_server_size_parse(const char *s, uint64_t *bytes_p)
 {
@@ -70,7 +71,7 @@ static int ga_cli__u32(const char *s, uint32_t min, uint32_t max, uint32_t *v_p)
 void ga_server_cli_usage(FILE *f, const char *prog)
 {
     char def[256];
-    if (ga_server_socket_default(def, sizeof def) < 0)
+    if (lt_socket_default(def, sizeof def) < 0)
         snprintf(def, sizeof def, "(too long)");
     fprintf(f,
             "usage: %s [options]\n"

@@ -1,58 +1,17 @@
 /* The protocol handlers: every message validated with lease-types before a
  * field is read, answered from the lease service or handed to the executor,
  * refusals turned into ERROR messages with the request id, and the answers
- * of jobs that finished off the loop thread. */
+ * of jobs that finished off the loop thread. Lease-types values go to the
+ * lease service as they arrived; its refusals come back as struct
+ * lt_failure, code and words decided there, and go out unchanged. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
-
-uint32_t ga_server__code_of(int rc)
-{
-    switch (rc) {
-    case 0:
-        return LT_OK;
-    case -ENOENT:
-        return LT_E_NOT_FOUND;
-    case -ESTALE:
-    case -EALREADY: /* released: the id's object is gone, as for a stale one */
-        return LT_E_STALE_ID;
-    case -EPERM:
-        return LT_E_NOT_OWNER;
-    case -EBUSY:
-        return LT_E_BUSY;
-    case -ENOSPC:
-        return LT_E_BUDGET;
-    case -ENOMEM:
-        return LT_E_MEMLOCK;
-    case -EDQUOT:
-    case -EMFILE:
-        return LT_E_LIMIT;
-    case -ERANGE:
-        return LT_E_OUT_OF_RANGE;
-    case -EINVAL:
-        return LT_E_BAD_VALUE;
-    case -ESHUTDOWN:
-        return LT_E_SHUTTING_DOWN;
-    case -EOPNOTSUPP:
-        return LT_E_UNSUPPORTED;
-    default:
-        return LT_E_SYSTEM;
-    }
-}
-
-/* The errno that goes with @code in an ERROR: the call's own for SYSTEM. */
-static int ga_dispatch__err(uint32_t code, int rc)
-{
-    return code == LT_E_SYSTEM && rc < 0 ? rc : 0;
-}
 
 static uint64_t ga_dispatch__rid(const void *buf)
 {
@@ -167,71 +126,14 @@ static void ga_dispatch__offer(struct ga_server__conn *c, const struct lt_msg_se
     ga_server__offer_queue(srv, j);
 }
 
-/* Why lease_segment_add refused @fd, as a protocol code. */
-static uint32_t ga_dispatch__offer_code(int rc, int fd, uint64_t size)
-{
-    struct stat st;
-    switch (rc) {
-    case -EINVAL:
-        /* Seals are checked before size: a sealable file refused here has
-         * the wrong size; anything else is not a memfd at all. */
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size != size &&
-            fcntl(fd, F_GET_SEALS) >= 0)
-            return LT_E_SEGMENT_SIZE;
-        return LT_E_SEGMENT_UNSEALED;
-    case -EPERM:
-    case -EACCES:
-    case -EBADF:
-        return LT_E_SEGMENT_UNSEALED;
-    default:
-        return ga_server__code_of(rc);
-    }
-}
-
 void ga_server__offer_run(struct ga_server *srv, struct ga_server__job *j)
 {
     const struct lt_msg_segment_offer *m = &j->offer;
-    int dupfd = -1;
-    if (m->mem_class == LT_CLASS_MAPPED) {
-        dupfd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
-        if (dupfd < 0) {
-            j->rc = -errno;
-            j->code = LT_E_SYSTEM;
-            snprintf(j->message, sizeof j->message, "dup of the segment fd failed: %s",
-                     strerror(-j->rc));
-            close(j->fd);
-            j->fd = -1;
-            return;
-        }
-    }
-    j->rc = lease_segment_add(srv->svc, j->conn->client, j->fd, m->size,
-                              (enum lease_class)m->mem_class, &j->seg_id);
-    if (j->rc < 0) {
-        j->code = ga_dispatch__offer_code(j->rc, j->fd, m->size);
-        /* "segment fd 9: ..." names our fd, not the client's: drop it. */
-        const char *text = lease_error_last();
-        const char *colon = strncmp(text, "segment fd ", 11) == 0 ? strstr(text, ": ") : NULL;
-        snprintf(j->message, sizeof j->message, "%s", colon ? colon + 2 : text);
+    j->rc = lease_segment_add(srv->svc, j->conn->client, j->fd, m->size, m->mem_class, &j->seg_id,
+                              &j->why);
+    if (j->rc < 0)
         close(j->fd); /* refused: still ours (lease.h) */
-    }
-    j->fd = -1; /* accepted: the lease service's */
-    if (j->rc == 0 && dupfd >= 0) {
-        /* Safe to map: the service verified seals against shrinking. */
-        void *p = mmap(NULL, (size_t)m->size, PROT_READ | PROT_WRITE, MAP_SHARED, dupfd, 0);
-        if (p == MAP_FAILED) {
-            j->rc = -errno;
-            j->code = LT_E_SYSTEM;
-            snprintf(j->message, sizeof j->message,
-                     "mapping the segment for doorbells failed: "
-                     "%s",
-                     strerror(-j->rc));
-            lease_segment_remove(srv->svc, j->conn->client, j->seg_id);
-        } else {
-            j->map = p;
-        }
-    }
-    if (dupfd >= 0)
-        close(dupfd);
+    j->fd = -1;       /* accepted: the lease service's */
 }
 
 static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server__job *j)
@@ -239,44 +141,36 @@ static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server_
     struct ga_server *srv = c->srv;
     if (j->rc == 0 && !c->closed) {
         struct ga_server__seg *seg = calloc(1, sizeof(*seg));
-        int rc =
-            seg ? ga_server__map_put(&srv->segs, j->seg_id, (uint64_t)(uintptr_t)seg) : -ENOMEM;
+        uint64_t key = lt_segment_id_to_u64(j->seg_id);
+        int rc = seg ? ga_server__map_put(&srv->segs, key, (uint64_t)(uintptr_t)seg) : -ENOMEM;
         if (rc < 0) {
             free(seg);
-            lease_segment_remove(srv->svc, c->client, j->seg_id);
-            j->rc = rc;
-            j->code = LT_E_SYSTEM;
-            snprintf(j->message, sizeof j->message, "agent out of memory");
+            lease_segment_remove(srv->svc, c->client, j->seg_id, NULL);
+            j->rc = lt_failure_set(&j->why, LT_E_SYSTEM, rc, "agent out of memory");
         } else {
             *seg = (struct ga_server__seg){.id = j->seg_id,
                                            .conn = c,
                                            .cookie = j->offer.cookie,
                                            .size = j->offer.size,
                                            .mem_class = j->offer.mem_class,
-                                           .map = j->map,
                                            .refs = 1};
-            j->map = NULL;
-            uint64_t slot_key = (j->seg_id & 0xffffffffu) + 1;
+            uint64_t slot_key = (uint64_t)j->seg_id.slot + 1;
             ga_server__map_del(&srv->seg_slots, slot_key, NULL);
-            ga_server__map_put(&srv->seg_slots, slot_key, j->seg_id);
+            ga_server__map_put(&srv->seg_slots, slot_key, key);
             c->segments++;
             if (seg->mem_class != LT_CLASS_STAGED)
                 c->seg_bytes_registered += seg->size;
             struct lt_msg_segment_accept a;
             lt_msg_init(&a, sizeof a, LT_MSG_SEGMENT_ACCEPT, j->request_id);
             a.cookie = j->offer.cookie;
-            a.segment = lt_segment_id_from_u64(j->seg_id);
+            a.segment = j->seg_id;
             a.size = j->offer.size;
             a.mem_class = j->offer.mem_class;
             ga_server__send(c, &a, sizeof a);
         }
     }
-    if (j->map)
-        munmap(j->map, (size_t)j->offer.size);
     if (j->rc < 0 && !c->closed)
-        ga_server__send_error(c, j->request_id, LT_MSG_SEGMENT_OFFER, j->code,
-                              ga_dispatch__err(j->code, j->rc), LT_INDEX_NONE, "%s",
-                              j->message[0] ? j->message : lt_error_describe(j->code));
+        ga_server__send_failure(c, j->request_id, LT_MSG_SEGMENT_OFFER, LT_INDEX_NONE, &j->why);
 }
 
 static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_segment_retire *m)
@@ -295,11 +189,9 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
                               m->segment.slot, m->segment.gen, seg->refs - 1);
         return;
     }
-    int rc = lease_segment_remove(srv->svc, c->client, id);
-    if (rc < 0) {
-        uint32_t code = ga_server__code_of(rc);
-        ga_server__send_error(c, m->hdr.request_id, LT_MSG_SEGMENT_RETIRE, code,
-                              ga_dispatch__err(code, rc), LT_INDEX_NONE, "%s", lease_error_last());
+    struct lt_failure why;
+    if (lease_segment_remove(srv->svc, c->client, m->segment, &why) < 0) {
+        ga_server__send_failure(c, m->hdr.request_id, LT_MSG_SEGMENT_RETIRE, LT_INDEX_NONE, &why);
         return;
     }
     struct lt_msg_segment_retired r;
@@ -316,20 +208,6 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
 }
 
 /* ---- leases ------------------------------------------------------------- */
-
-/* The code for one refused grant entry: -EINVAL is a class above the
- * segment's when the segment is ours and that is the case. */
-static uint32_t ga_dispatch__grant_code(struct ga_server__conn *c, int rc,
-                                        const struct lt_lease_req_entry *e)
-{
-    uint64_t v;
-    if (rc == -EINVAL && ga_server__map_get(&c->srv->segs, lt_segment_id_to_u64(e->segment), &v)) {
-        const struct ga_server__seg *seg = (const struct ga_server__seg *)(uintptr_t)v;
-        if (seg->conn == c && e->mem_class > seg->mem_class)
-            return LT_E_BAD_CLASS;
-    }
-    return ga_server__code_of(rc);
-}
 
 static void ga_dispatch__lease_request(struct ga_server__conn *c,
                                        const struct lt_msg_lease_request *m)
@@ -350,7 +228,7 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
     for (uint32_t i = 0; i < n; i++) {
         const struct lt_lease_req_entry *e = &m->entries[i];
         reqs[i] = (struct lease_grant_req){
-            .seg_id = lt_segment_id_to_u64(e->segment),
+            .segment = e->segment,
             .offset = e->offset,
             .length = e->length,
             .cls = e->mem_class,
@@ -358,43 +236,40 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
         };
     }
     int granted;
+    struct lt_failure why;
     if (m->flags & LT_LEASE_REQ_F_ALL_OR_NOTHING) {
-        /* One at a time, so the first refusal keeps its own message. */
+        /* One at a time: nothing past the first refusal is granted. */
         uint32_t i;
-        char why[LT_ERROR_MSG_LEN * 2] = "";
         for (i = 0; i < n; i++) {
-            int rc = lease_grant(srv->svc, c->client, 1, &reqs[i], &res[i]);
-            if (rc < 0)
+            int rc = lease_grant(srv->svc, c->client, 1, &reqs[i], &res[i], &why);
+            if (rc < 0) {
                 res[i].rc = rc;
-            if (res[i].rc < 0) {
-                snprintf(why, sizeof why, "%s", lease_error_last());
-                break;
+                res[i].why = why;
             }
+            if (res[i].rc < 0)
+                break;
         }
         if (i < n) {
-            uint64_t *ids = calloc(i ? i : 1, sizeof(*ids));
-            int *rcs = calloc(i ? i : 1, sizeof(*rcs));
-            for (uint32_t k = 0; ids && rcs && k < i; k++)
-                ids[k] = res[k].lease_id;
+            struct lt_lease_id *ids = calloc(i ? i : 1, sizeof(*ids));
+            struct lease_release_result *rr = calloc(i ? i : 1, sizeof(*rr));
+            for (uint32_t k = 0; ids && rr && k < i; k++)
+                ids[k] = res[k].lease;
             /* Not in c->releases: released silently, no RELEASE_COMPLETE. */
-            if (i && ids && rcs)
-                lease_release(srv->svc, c->client, i, ids, rcs);
+            if (i && ids && rr)
+                lease_release(srv->svc, c->client, i, ids, rr, NULL);
             free(ids);
-            free(rcs);
-            uint32_t code = ga_dispatch__grant_code(c, res[i].rc, &m->entries[i]);
-            ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, code,
-                                  ga_dispatch__err(code, res[i].rc), i,
-                                  "entry %" PRIu32 " refused, none granted: %s", i, why);
+            free(rr);
+            const struct lt_failure *w = &res[i].why;
+            ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, w->code, w->err, i,
+                                  "entry %" PRIu32 " refused, none granted: %s", i, w->message);
             goto out;
         }
         granted = (int)n;
     } else {
-        granted = lease_grant(srv->svc, c->client, n, reqs, res);
+        granted = lease_grant(srv->svc, c->client, n, reqs, res, &why);
         if (granted < 0) {
-            uint32_t code = ga_server__code_of(granted);
-            ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, code,
-                                  ga_dispatch__err(code, granted), LT_INDEX_NONE, "%s",
-                                  lease_error_last());
+            ga_server__send_failure(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, LT_INDEX_NONE,
+                                    &why);
             goto out;
         }
     }
@@ -404,11 +279,11 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
     g->count = n;
     for (uint32_t i = 0; i < n; i++) {
         if (res[i].rc == 0) {
-            g->entries[i].lease = lt_lease_id_from_u64(res[i].lease_id);
+            g->entries[i].lease = res[i].lease;
             g->entries[i].mem_class = res[i].cls;
             g->entries[i].status = LT_OK;
         } else {
-            g->entries[i].status = ga_dispatch__grant_code(c, res[i].rc, &m->entries[i]);
+            g->entries[i].status = res[i].why.code;
         }
     }
     c->leases_granted += (uint64_t)granted;
@@ -436,21 +311,22 @@ static void ga_dispatch__release_complete(struct ga_server__conn *c, uint64_t ri
     ga_server__send(c, &r, sizeof r);
 }
 
-void ga_server__on_release_complete(void *arg, uint64_t client, uint64_t lease_id)
+void ga_server__on_release_complete(void *arg, struct lease_client_id client,
+                                    struct lt_lease_id lease)
 {
     struct ga_server__conn *c = ga_server__conn_by_client(arg, client);
     uint64_t rid;
     /* No entry: a lease the agent released itself (ALL_OR_NOTHING undo). */
-    if (c && ga_server__map_del(&c->releases, lease_id, &rid))
-        ga_dispatch__release_complete(c, rid, lt_lease_id_from_u64(lease_id), LT_OK);
+    if (c && ga_server__map_del(&c->releases, lt_lease_id_to_u64(lease), &rid))
+        ga_dispatch__release_complete(c, rid, lease, LT_OK);
 }
 
-void ga_server__on_client_drained(void *arg, uint64_t client)
+void ga_server__on_client_drained(void *arg, struct lease_client_id client)
 {
     ga_server__log(arg, GA_SERVER_LOG_INFO,
                    "lease client %#" PRIx64 " drained: its leases are complete and its segments "
                    "unregistered, unmapped and closed",
-                   client);
+                   client.value);
 }
 
 static void ga_dispatch__lease_release(struct ga_server__conn *c,
@@ -459,19 +335,25 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     struct ga_server *srv = c->srv;
     uint32_t n = m->count;
     uint64_t rid = m->hdr.request_id;
-    uint64_t *ids = calloc(n, sizeof(*ids));
-    int *rcs = calloc(n, sizeof(*rcs));
+    /* Every entry is written by lease_release: no need to zero them. */
+    struct lease_release_result *res = malloc(n * sizeof(*res));
     unsigned char *mine = calloc(n, 1);
-    int rc = ids && rcs && mine ? 0 : -ENOMEM;
+    struct lt_failure why;
+    int rc = res && mine ? 0 : lt_failure_set(&why, LT_E_SYSTEM, -ENOMEM, "agent out of memory");
     /* Record the request id first: a lease with no work completes inside
      * lease_release, whose callback looks it up. */
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        ids[i] = lt_lease_id_to_u64(m->leases[i]);
-        rc = ga_server__map_put(&c->releases, ids[i], rid);
+        rc = ga_server__map_put(&c->releases, lt_lease_id_to_u64(m->leases[i]), rid);
         if (rc == 0)
             mine[i] = 1;
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
+        else if (rc == -ENOMEM)
+            lt_failure_set(&why, LT_E_SYSTEM, rc, "agent out of memory");
+        else /* -EINVAL: key 0, the id {0, 0}, which the validator already refuses */
+            lt_failure_set(&why, lt_error_from_errno(rc), rc,
+                           "lease {%" PRIu32 ",%" PRIu32 "} is not a lease id", m->leases[i].slot,
+                           m->leases[i].gen);
     }
     /* The RELEASE_COMPLETEs of leases with no work pending go out together:
      * one RELEASE_COMPLETE_BATCH when the client has LT_CAP_RC_BATCH, else
@@ -487,22 +369,19 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     }
     ga_server__cork(c);
     if (rc == 0)
-        rc = lease_release(srv->svc, c->client, n, ids, rcs);
+        rc = lease_release(srv->svc, c->client, n, m->leases, res, &why);
     if (rc < 0) {
         for (uint32_t i = 0; mine && i < n; i++)
             if (mine[i])
-                ga_server__map_del(&c->releases, ids[i], NULL);
-        uint32_t code = ga_server__code_of(rc);
-        ga_server__send_error(c, rid, LT_MSG_LEASE_RELEASE, code, ga_dispatch__err(code, rc),
-                              LT_INDEX_NONE, "%s",
-                              rc == -ENOMEM ? "agent out of memory" : lease_error_last());
+                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+        ga_server__send_failure(c, rid, LT_MSG_LEASE_RELEASE, LT_INDEX_NONE, &why);
     } else {
         for (uint32_t i = 0; i < n; i++) {
-            if (rcs[i] == 0)
+            if (res[i].rc == 0)
                 continue;
             if (mine[i])
-                ga_server__map_del(&c->releases, ids[i], NULL);
-            ga_dispatch__release_complete(c, rid, m->leases[i], ga_server__code_of(rcs[i]));
+                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+            ga_dispatch__release_complete(c, rid, m->leases[i], res[i].why.code);
         }
     }
     if (c->rcb) {
@@ -514,12 +393,20 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
         }
     }
     ga_server__uncork(c);
-    free(ids);
-    free(rcs);
+    free(res);
     free(mine);
 }
 
 /* ---- work --------------------------------------------------------------- */
+
+/* Undoes the job's holds on its bell and done segments. */
+static void ga_dispatch__unhold(struct ga_server *srv, struct ga_server__job *j)
+{
+    if (!lt_segment_id_is_null(j->bell_hold))
+        lease_segment_unhold(srv->svc, j->bell_hold, NULL);
+    if (!lt_segment_id_is_null(j->done_hold))
+        lease_segment_unhold(srv->svc, j->done_hold, NULL);
+}
 
 static void ga_dispatch__work_done(void *arg, const struct ga_exec_result *res)
 {
@@ -559,7 +446,7 @@ static int ga_dispatch__word(struct ga_server__conn *c, const char *what,
                  what, w->segment.slot, w->segment.gen);
         return -1;
     }
-    if (seg->mem_class != LT_CLASS_MAPPED || !seg->map) {
+    if (seg->mem_class != LT_CLASS_MAPPED) {
         *code_p = LT_E_BAD_CLASS;
         snprintf(msg, msglen, "%s word: expected a MAPPED segment, found %s", what,
                  lt_class_name(seg->mem_class));
@@ -641,11 +528,11 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
 {
     struct ga_server *srv = c->srv;
     uint64_t rid = m->hdr.request_id;
-    uint64_t lease = lt_lease_id_to_u64(m->lease);
     uint32_t code = LT_OK;
     char msg[160];
     struct ga_server__seg *bell = NULL, *done = NULL;
     struct lease_info li;
+    struct lt_failure why;
 
     if (c->inflight >= srv->cfg.max_inflight) {
         ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_LIMIT, 0, LT_INDEX_NONE,
@@ -660,11 +547,9 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
                               (m->flags & LT_SUBMIT_F_WAIT_BELL) ? "DOORBELL" : "DONE_WORD");
         return;
     }
-    int rc = lease_query(srv->svc, c->client, lease, &li);
+    int rc = lease_query(srv->svc, c->client, m->lease, &li, &why);
     if (rc < 0) {
-        code = ga_server__code_of(rc);
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, code, ga_dispatch__err(code, rc),
-                              LT_INDEX_NONE, "%s", lease_error_last());
+        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         return;
     }
     if (li.released) {
@@ -688,31 +573,27 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
         return;
     }
     /* The GPU waits on and writes the words through the lease service's
-     * registration: hold it (no eviction, no drain) until the work is done,
-     * and take the device address it registered. */
+     * mapping and registration: hold them (no eviction, no removal, no
+     * drain) until the work is done, and take the host and device addresses
+     * of the words from it. */
     struct lease_segment_info bell_info = {0}, done_info = {0};
     if (bell) {
-        rc = lease_segment_hold(srv->svc, c->client, bell->id, m->bell.offset, 8, &bell_info);
+        rc = lease_segment_hold(srv->svc, c->client, bell->id, m->bell.offset, 8, &bell_info, &why);
         if (rc == 0)
             j->bell_hold = bell->id;
     }
     if (rc == 0 && done) {
-        rc = lease_segment_hold(srv->svc, c->client, done->id, m->done.offset, 8, &done_info);
+        rc = lease_segment_hold(srv->svc, c->client, done->id, m->done.offset, 8, &done_info, &why);
         if (rc == 0)
             j->done_hold = done->id;
     }
     /* record_allocation: the lease cannot complete its release until this
      * work is done (lease_work_done in ga_server__complete). */
     if (rc == 0)
-        rc = lease_work_pin(srv->svc, c->client, lease, &j->ticket);
+        rc = lease_work_pin(srv->svc, c->client, m->lease, &j->ticket, &why);
     if (rc < 0) {
-        code = ga_server__code_of(rc);
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, code, ga_dispatch__err(code, rc),
-                              LT_INDEX_NONE, "%s", lease_error_last());
-        if (j->bell_hold)
-            lease_segment_unhold(srv->svc, j->bell_hold);
-        if (j->done_hold)
-            lease_segment_unhold(srv->svc, j->done_hold);
+        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
+        ga_dispatch__unhold(srv, j);
         free(j);
         return;
     }
@@ -725,7 +606,7 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
     j->bell_seg = bell;
     j->done_seg = done;
     struct ga_exec_work w = {
-        .owner = c->client,
+        .owner = c->client.value,
         .stream = m->stream,
         .op = m->op,
         .args = m->args,
@@ -738,19 +619,19 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
         .arg = j,
     };
     if (bell) {
-        w.bell.host = (uint64_t *)(void *)((unsigned char *)bell->map + m->bell.offset);
+        w.bell.host = (uint64_t *)(void *)((unsigned char *)bell_info.host_base + m->bell.offset);
         w.bell.dev = bell_info.dev_ptr;
         w.bell.seq = m->bell_seq;
         bell->refs++;
     }
     if (done) {
-        w.done.host = (uint64_t *)(void *)((unsigned char *)done->map + m->done.offset);
+        w.done.host = (uint64_t *)(void *)((unsigned char *)done_info.host_base + m->done.offset);
         w.done.dev = done_info.dev_ptr;
         w.done.seq = m->done_seq;
         done->refs++;
     }
     c->inflight++;
-    struct ga_exec_refusal why = {0};
+    why = (struct lt_failure){0};
     rc = srv->ex->ops->submit(srv->ex->ctx, &w, &why);
     if (rc < 0) {
         c->inflight--;
@@ -758,14 +639,10 @@ static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_s
             ga_server__seg_unref(bell);
         if (done)
             ga_server__seg_unref(done);
-        lease_work_done(srv->svc, j->ticket);
-        if (j->bell_hold)
-            lease_segment_unhold(srv->svc, j->bell_hold);
-        if (j->done_hold)
-            lease_segment_unhold(srv->svc, j->done_hold);
+        lease_work_done(srv->svc, j->ticket, NULL);
+        ga_dispatch__unhold(srv, j);
         free(j);
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, why.code, why.err, LT_INDEX_NONE, "%s",
-                              why.message);
+        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         return;
     }
     c->submits++;
@@ -790,7 +667,7 @@ static void ga_dispatch__ctl(struct ga_server__conn *c, const void *buf, uint16_
     j->conn = c;
     j->request_id = rid;
     struct ga_exec_ctl x = {
-        .type = type, .owner = c->client, .done_cb = ga_dispatch__ctl_done, .arg = j};
+        .type = type, .owner = c->client.value, .done_cb = ga_dispatch__ctl_done, .arg = j};
     if (type >= LT_MSG_STREAM_CREATE && type <= LT_MSG_STREAM_DESTROY) {
         const struct lt_msg_stream_cmd *m = buf;
         x.stream = m->stream;
@@ -803,12 +680,12 @@ static void ga_dispatch__ctl(struct ga_server__conn *c, const void *buf, uint16_
         x.flags = m->flags;
     }
     c->inflight++; /* before: the answer may be posted before ctl returns */
-    struct ga_exec_refusal why = {0};
+    struct lt_failure why = {0};
     int rc = srv->ex->ops->ctl(srv->ex->ctx, &x, &why);
     if (rc < 0) {
         c->inflight--;
         free(j);
-        ga_server__send_error(c, rid, type, why.code, why.err, LT_INDEX_NONE, "%s", why.message);
+        ga_server__send_failure(c, rid, type, LT_INDEX_NONE, &why);
     }
 }
 
@@ -819,8 +696,8 @@ static void ga_dispatch__client_stats(struct ga_server__conn *c, struct lt_clien
     struct ga_server *srv = c->srv;
     struct lease_client_stats ls = {0};
     struct ga_exec_client_stats xs = {0};
-    lease_client_stats(srv->svc, c->client, &ls);
-    srv->ex->ops->client_stats(srv->ex->ctx, c->client, &xs);
+    lease_client_stats(srv->svc, c->client, &ls, NULL);
+    srv->ex->ops->client_stats(srv->ex->ctx, c->client.value, &xs);
     s->client_id = c->id;
     s->pid = (uint32_t)c->pid;
     if (c->hello) {
@@ -851,7 +728,7 @@ static void ga_dispatch__stats(struct ga_server__conn *c, const struct lt_msg_st
     int rc = lease_service_stats(srv->svc, &st);
     if (rc < 0) {
         ga_server__send_error(c, m->hdr.request_id, LT_MSG_STATS_REQUEST, LT_E_SYSTEM, rc,
-                              LT_INDEX_NONE, "%s", lease_error_last());
+                              LT_INDEX_NONE, "the lease service's counters could not be read");
         return;
     }
     uint32_t n = 0;
@@ -1015,16 +892,14 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
             ga_dispatch__completion(c, j);
         /* After the COMPLETION: a release waiting on this work completes now
          * and its RELEASE_COMPLETE follows on the wire. */
-        lease_work_done(srv->svc, j->ticket);
+        lease_work_done(srv->svc, j->ticket, NULL);
         if (j->bell_seg)
             ga_server__seg_unref(j->bell_seg);
         if (j->done_seg)
             ga_server__seg_unref(j->done_seg);
-        /* Last: the final hold of a dropped client lets its drain finish. */
-        if (j->bell_hold)
-            lease_segment_unhold(srv->svc, j->bell_hold);
-        if (j->done_hold)
-            lease_segment_unhold(srv->svc, j->done_hold);
+        /* Last: the final hold of a dropped client lets its drain finish,
+         * and the words' mapping goes only after the work that used it. */
+        ga_dispatch__unhold(srv, j);
         break;
     case GA_JOB_CTL:
         if (!c->closed)

@@ -170,20 +170,15 @@ static uint64_t hx__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int hx__refuse(struct ga_exec_refusal *why, uint32_t code, const char *fmt, ...)
+static int hx__refuse(struct lt_failure *why, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int hx__refuse(struct ga_exec_refusal *why, uint32_t code, const char *fmt, ...)
+static int hx__refuse(struct lt_failure *why, uint32_t code, const char *fmt, ...)
 {
-    int rc = lt_error_errno(code);
-    if (why) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why->message, sizeof why->message, fmt, ap);
-        va_end(ap);
-        why->code = code;
-        why->err = rc;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = lt_failure_vset(why, code, 0, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -242,7 +237,7 @@ static enum hx_lookup hx__ids_lookup(const struct hx_ids *t, uint32_t slot, uint
 
 /* Resolves an id of @owner with the protocol's distinct refusals. */
 static int hx__ids_get(const struct hx_ids *t, const char *what, uint32_t slot, uint32_t gen,
-                       uint64_t owner, void **obj_p, struct ga_exec_refusal *why)
+                       uint64_t owner, void **obj_p, struct lt_failure *why)
 {
     struct hx_slot *s = NULL;
     switch (hx__ids_lookup(t, slot, gen, &s)) {
@@ -824,7 +819,7 @@ static void *hx__bell_main(void *arg)
 /* ---- operations --------------------------------------------------------- */
 
 static int hx__owner_get(struct hx *hx, uint64_t owner, struct hx_owner **o_p,
-                         struct ga_exec_refusal *why)
+                         struct lt_failure *why)
 {
     if (hx->stopping)
         return hx__refuse(why, LT_E_SHUTTING_DOWN, "the executor is shutting down");
@@ -838,7 +833,7 @@ static int hx__owner_get(struct hx *hx, uint64_t owner, struct hx_owner **o_p,
 }
 
 static int hx__stream_get(struct hx *hx, struct hx_owner *o, struct lt_stream_id id,
-                          struct hx_stream **s_p, struct ga_exec_refusal *why)
+                          struct hx_stream **s_p, struct lt_failure *why)
 {
     if (lt_stream_id_is_default(id)) {
         *s_p = o->dflt;
@@ -852,7 +847,7 @@ static int hx__stream_get(struct hx *hx, struct hx_owner *o, struct lt_stream_id
 }
 
 static int hx__event_get(struct hx *hx, struct hx_owner *o, struct lt_event_id id,
-                         struct hx_event **ev_p, struct ga_exec_refusal *why)
+                         struct hx_event **ev_p, struct lt_failure *why)
 {
     void *obj = NULL;
     int rc = hx__ids_get(&hx->events, "event", id.slot, id.gen, o->id, &obj, why);
@@ -898,7 +893,7 @@ static void hx_client_drop(void *ctx, uint64_t owner)
     hx__fire(&f);
 }
 
-static int hx_submit(void *ctx, const struct ga_exec_work *w, struct ga_exec_refusal *why_p)
+static int hx_submit(void *ctx, const struct ga_exec_work *w, struct lt_failure *why_p)
 {
     struct hx *hx = ctx;
     if (!w || !w->done_cb || !w->host)
@@ -945,7 +940,7 @@ static int hx_submit(void *ctx, const struct ga_exec_work *w, struct ga_exec_ref
 
 /* Queues one sync marker on each of @n streams, answered when all ran. */
 static int hx__barrier(struct hx *hx, const struct ga_exec_ctl *c, struct hx_stream **streams,
-                       uint32_t n, struct ga_exec_refusal *why)
+                       uint32_t n, struct lt_failure *why)
 {
     struct hx_barrier *b = calloc(1, sizeof(*b));
     struct hx_job **jobs = calloc(n ? n : 1, sizeof(*jobs));
@@ -973,7 +968,7 @@ static int hx__barrier(struct hx *hx, const struct ga_exec_ctl *c, struct hx_str
 }
 
 static int hx__device_sync(struct hx *hx, struct hx_owner *o, const struct ga_exec_ctl *c,
-                           struct ga_exec_refusal *why)
+                           struct lt_failure *why)
 {
     uint32_t n = 0;
     for (struct hx_stream *s = o->streams; s; s = s->onext)
@@ -990,7 +985,7 @@ static int hx__device_sync(struct hx *hx, struct hx_owner *o, const struct ga_ex
 }
 
 static int hx__event_record(struct hx *hx, struct hx_owner *o, const struct ga_exec_ctl *c,
-                            struct ga_exec_ctl_result *r, struct ga_exec_refusal *why)
+                            struct ga_exec_ctl_result *r, struct lt_failure *why)
 {
     struct hx_stream *s = NULL;
     struct hx_event *ev = NULL;
@@ -1043,7 +1038,7 @@ static int hx__event_record(struct hx *hx, struct hx_owner *o, const struct ga_e
 }
 
 static int hx__event_wait(struct hx *hx, struct hx_owner *o, const struct ga_exec_ctl *c,
-                          struct ga_exec_refusal *why)
+                          struct lt_failure *why)
 {
     struct hx_stream *s = NULL;
     struct hx_event *ev = NULL;
@@ -1064,7 +1059,7 @@ static int hx__event_wait(struct hx *hx, struct hx_owner *o, const struct ga_exe
 }
 
 static int hx__event_sync(struct hx_event *ev, const struct ga_exec_ctl *c, bool *queued_p,
-                          struct ga_exec_refusal *why)
+                          struct lt_failure *why)
 {
     if (ev->done >= ev->recorded)
         return 0;
@@ -1089,7 +1084,7 @@ static int hx__event_sync(struct hx_event *ev, const struct ga_exec_ctl *c, bool
 }
 
 static int hx__event_elapsed(struct hx *hx, struct hx_owner *o, const struct ga_exec_ctl *c,
-                             struct ga_exec_ctl_result *r, struct ga_exec_refusal *why)
+                             struct ga_exec_ctl_result *r, struct lt_failure *why)
 {
     struct hx_event *a = NULL, *b = NULL;
     int rc = hx__event_get(hx, o, c->event, &a, why);
@@ -1113,7 +1108,7 @@ static int hx__event_elapsed(struct hx *hx, struct hx_owner *o, const struct ga_
     return 0;
 }
 
-static int hx_ctl(void *ctx, const struct ga_exec_ctl *c, struct ga_exec_refusal *why_p)
+static int hx_ctl(void *ctx, const struct ga_exec_ctl *c, struct lt_failure *why_p)
 {
     struct hx *hx = ctx;
     if (!c || !c->done_cb)

@@ -43,18 +43,17 @@ struct ga_server__out {
 
 struct ga_server__conn;
 
-/* A segment a client offered and the agent accepted. MAPPED segments are
- * mapped a second time here, so doorbell and done words can be reached
- * without an interface into the lease service's own mapping; the lease
- * service has verified the seals, so the size cannot change under it. */
+/* A segment a client offered and the agent accepted. Doorbell and done
+ * words in MAPPED segments are reached through the lease service's own
+ * mapping (lease_segment_info.host_base), held for as long as a job uses
+ * them (lease_segment_hold .. lease_segment_unhold). */
 struct ga_server__seg {
-    uint64_t id; /* the lease service's segment id (gen << 32 | slot) */
+    struct lt_segment_id id; /* the lease service's, as the wire carries it */
     struct ga_server__conn *conn;
     uint64_t cookie;
     uint64_t size;
-    uint32_t mem_class;
-    void *map;     /* MAPPED: our mapping of the whole segment; else NULL */
-    uint32_t refs; /* 1 while listed in srv->segs, +1 per job using a word in it */
+    uint32_t mem_class; /* enum lt_class */
+    uint32_t refs;      /* 1 while listed in srv->segs, +1 per job using a word in it */
 };
 
 struct ga_server__conn {
@@ -62,8 +61,8 @@ struct ga_server__conn {
     struct ga_server *srv;
     struct ga_server__conn *next, *prev;
     int fd;
-    uint32_t id;     /* the wire client id: nonzero, never reused */
-    uint64_t client; /* lease-service client id and executor owner */
+    uint32_t id;                   /* the wire client id: nonzero, never reused */
+    struct lease_client_id client; /* lease-service client; .value is the executor owner */
     pid_t pid;
     uid_t uid;
     bool hello;
@@ -95,12 +94,12 @@ struct ga_server__job {
     struct ga_server__conn *conn;
     uint64_t request_id;
     /* GA_JOB_WORK */
-    uint64_t ticket;
+    struct lease_ticket ticket;
     struct lt_lease_id lease;
     uint16_t op;
     uint32_t flags;
     struct ga_server__seg *bell_seg, *done_seg;
-    uint64_t bell_hold, done_hold; /* segment ids held in the lease service, 0: none */
+    struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
     struct ga_exec_result res;
     /* GA_JOB_CTL */
     struct ga_exec_ctl_result ctl;
@@ -108,10 +107,8 @@ struct ga_server__job {
     int fd;
     struct lt_msg_segment_offer offer;
     int rc;
-    uint32_t code;
-    uint64_t seg_id;
-    void *map;
-    char message[LT_ERROR_MSG_LEN];
+    struct lt_segment_id seg_id; /* rc == 0 */
+    struct lt_failure why;       /* rc < 0: what the ERROR says */
 };
 
 struct ga_server {
@@ -166,18 +163,23 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
  * one RELEASE_COMPLETE_BATCH for a client granted LT_CAP_RC_BATCH). */
 void ga_server__cork(struct ga_server__conn *c);
 void ga_server__uncork(struct ga_server__conn *c);
-/* Sends an ERROR: @code, its errno (or @err when nonzero), the failing
- * batch @index (LT_INDEX_NONE), and a message. */
+/* Sends an ERROR: @code, the failing batch @index (LT_INDEX_NONE), and a
+ * message. Its err is @err for LT_E_SYSTEM (when a valid errno) and
+ * lt_error_errno(@code) otherwise, as the protocol defines the field. */
 void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
                            uint32_t code, int err, uint32_t index, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+/* Sends the ERROR for a refusal as whoever decided it explained it. */
+void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
+                             uint32_t index, const struct lt_failure *why);
 /* Marks @c for closing after the current event. */
 void ga_server__conn_kill(struct ga_server__conn *c, const char *why);
 /* From any thread: hands a finished job to the loop. */
 void ga_server__post(struct ga_server *srv, struct ga_server__job *job);
 /* Queues a segment offer for the registrar thread. */
 void ga_server__offer_queue(struct ga_server *srv, struct ga_server__job *job);
-struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv, uint64_t client);
+struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
+                                                  struct lease_client_id client);
 /* A job of @c finished: frees a closed client whose last job it was. */
 void ga_server__conn_put(struct ga_server__conn *c);
 void ga_server__seg_unref(struct ga_server__seg *seg);
@@ -192,10 +194,9 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *job);
 /* The registrar thread's part of an offer: verify, map, register. */
 void ga_server__offer_run(struct ga_server *srv, struct ga_server__job *job);
 /* lease service callbacks */
-void ga_server__on_release_complete(void *arg, uint64_t client, uint64_t lease_id);
-void ga_server__on_client_drained(void *arg, uint64_t client);
-/* The protocol code for a lease-service errno. */
-uint32_t ga_server__code_of(int rc);
+void ga_server__on_release_complete(void *arg, struct lease_client_id client,
+                                    struct lt_lease_id lease);
+void ga_server__on_client_drained(void *arg, struct lease_client_id client);
 
 /* ---- listen.c ----------------------------------------------------------- */
 

@@ -19,7 +19,7 @@
 static void host_budgets_default(const struct lease_backend *be, struct ga_server_cli *cli)
 {
     uint64_t cap = UINT64_MAX;
-    if (be->capacity && be->capacity(be->ctx, &cap) < 0)
+    if (be->capacity && be->capacity(be->ctx, &cap, NULL) < 0)
         cap = 0;
     long pages = sysconf(_SC_PHYS_PAGES);
     long page = sysconf(_SC_PAGESIZE);
@@ -69,9 +69,10 @@ int main(int argc, char **argv)
                     "registration, the C reference kernels run on CPU threads, doorbells are "
                     "polled.\n");
     struct lease_backend be;
-    int rc = lease_host_backend_init(&be);
+    struct lt_failure why;
+    int rc = lease_host_backend_init(&be, &why);
     if (rc < 0) {
-        fprintf(stderr, "lease-agent-host: host backend: %s\n", lease_error_last());
+        fprintf(stderr, "lease-agent-host: host backend: %s\n", why.message);
         return 1;
     }
     host_budgets_default(&be, &cli);

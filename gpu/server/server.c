@@ -11,13 +11,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "lease_types/socket.h"
 
 #define GA_DEFAULT_MAX_CLIENTS 64u
 #define GA_DEFAULT_MAX_SEGMENTS 1024u
@@ -59,19 +59,6 @@ uint64_t ga_server__now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int ga_server_socket_default(char *buf, size_t len)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    int n;
-    if (xdg && xdg[0] == '/')
-        n = snprintf(buf, len, "%s/lease-agent/agent.sock", xdg);
-    else if (geteuid() == 0)
-        n = snprintf(buf, len, "/run/lease-agent/agent.sock");
-    else
-        n = snprintf(buf, len, "/tmp/lease-agent-%u/agent.sock", (unsigned)geteuid());
-    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 const char *ga_server_socket_path(const struct ga_server *srv)
@@ -202,7 +189,7 @@ void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint1
     struct lt_msg_error m;
     lt_msg_init(&m, sizeof m, LT_MSG_ERROR, request_id);
     m.code = lt_error_is_known(code) && code != LT_OK ? code : LT_E_SYSTEM;
-    m.err = err < 0 && err >= -4095 ? err : lt_error_errno(m.code);
+    m.err = m.code == LT_E_SYSTEM && err < 0 && err >= -4095 ? err : lt_error_errno(m.code);
     if (m.err == 0)
         m.err = -EIO;
     m.failed_type = failed_type;
@@ -220,23 +207,28 @@ void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint1
     ga_server__send(c, &m, sizeof m);
 }
 
+void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
+                             uint32_t index, const struct lt_failure *why)
+{
+    ga_server__send_error(c, request_id, failed_type, why->code, why->err, index, "%s",
+                          why->message);
+}
+
 /* ---- clients ------------------------------------------------------------ */
 
-struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv, uint64_t client)
+struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
+                                                  struct lease_client_id client)
 {
     for (struct ga_server__conn *c = srv->conns; c; c = c->next)
-        if (c->client == client && !c->closed)
+        if (lease_client_id_eq(c->client, client) && !c->closed)
             return c;
     return NULL;
 }
 
 void ga_server__seg_unref(struct ga_server__seg *seg)
 {
-    if (--seg->refs != 0)
-        return;
-    if (seg->map)
-        munmap(seg->map, (size_t)seg->size);
-    free(seg);
+    if (--seg->refs == 0)
+        free(seg);
 }
 
 static void ga_server__conn_free(struct ga_server__conn *c)
@@ -277,9 +269,9 @@ static void ga_server__conn_close(struct ga_server__conn *c)
     }
     c->oq_tail = NULL;
     c->oq_bytes = 0;
-    srv->ex->ops->client_drop(srv->ex->ctx, c->client);
-    int waiting = lease_client_drop(srv->svc, c->client);
-    /* Our own mappings of its MAPPED segments go once no job uses them. */
+    srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
+    int waiting = lease_client_drop(srv->svc, c->client, NULL);
+    /* Unlisted now; a record a job still points at goes with that job. */
     uint64_t *ids = c->segments ? calloc(c->segments, sizeof(*ids)) : NULL;
     uint32_t n = 0;
     for (size_t i = 0; ids && i < srv->segs.cap; i++) {
@@ -298,7 +290,7 @@ static void ga_server__conn_close(struct ga_server__conn *c)
     if (c->segments && !ids)
         ga_server__log(srv, GA_SERVER_LOG_ERROR,
                        "client %" PRIu32 ": out of memory unlisting "
-                       "%" PRIu32 " segments; their mappings stay until exit",
+                       "%" PRIu32 " segments; their records stay until exit",
                        c->id, c->segments);
     free(ids);
     c->segments = 0;
@@ -370,22 +362,22 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
     c->pid = pid;
     c->uid = uid;
     struct lease_client_limits lim = {.max_segments = srv->cfg.max_segments};
-    int rc = lease_client_add(srv->svc, &lim, &c->client);
+    int rc = lease_client_add(srv->svc, &lim, &c->client, NULL);
     if (rc < 0) {
         free(c);
         ga_server__refuse_fd(srv, fd, LT_E_SYSTEM, "agent: no client slot");
         return;
     }
-    rc = srv->ex->ops->client_add(srv->ex->ctx, c->client);
+    rc = srv->ex->ops->client_add(srv->ex->ctx, c->client.value);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (rc == 0 && epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         rc = -errno;
-        srv->ex->ops->client_drop(srv->ex->ctx, c->client);
+        srv->ex->ops->client_drop(srv->ex->ctx, c->client.value);
     }
     if (rc < 0) {
         ga_server__log(srv, GA_SERVER_LOG_ERROR, "client pid %ld: setting up failed: %s", (long)pid,
                        strerror(-rc));
-        lease_client_drop(srv->svc, c->client);
+        lease_client_drop(srv->svc, c->client, NULL);
         free(c);
         ga_server__refuse_fd(srv, fd, LT_E_SYSTEM, "agent: client setup failed");
         return;
@@ -612,9 +604,8 @@ static void ga_server__registrar_stop(struct ga_server *srv)
         struct ga_server__job *n = j->next;
         close(j->fd);
         j->fd = -1;
-        j->rc = -ESHUTDOWN;
-        j->code = LT_E_SHUTTING_DOWN;
-        snprintf(j->message, sizeof j->message, "the agent is shutting down");
+        j->rc =
+            lt_failure_set(&j->why, LT_E_SHUTTING_DOWN, -ESHUTDOWN, "the agent is shutting down");
         ga_server__post(srv, j);
         j = n;
     }
@@ -762,7 +753,7 @@ static int ga_server__epoll_add(struct ga_server *srv, int fd, enum ga_server__s
 static int ga_server__strings(struct ga_server *srv, const struct ga_server_config *cfg)
 {
     char def[256];
-    if (!cfg->socket_path && ga_server_socket_default(def, sizeof def) < 0)
+    if (!cfg->socket_path && lt_socket_default(def, sizeof def) < 0)
         return -ENAMETOOLONG;
     srv->path = strdup(cfg->socket_path ? cfg->socket_path : def);
     if (!srv->path)
@@ -876,9 +867,10 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         .log = ga_server__lease_log,
         .log_arg = srv,
     };
-    rc = lease_service_create(&lc, &srv->be, &srv->svc);
+    struct lt_failure why;
+    rc = lease_service_create(&lc, &srv->be, &srv->svc, &why);
     if (rc < 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "refusing to start: %s", lease_error_last());
+        ga_server__log(srv, GA_SERVER_LOG_ERROR, "refusing to start: %s", why.message);
         goto fail;
     }
     srv->epfd = epoll_create1(EPOLL_CLOEXEC);

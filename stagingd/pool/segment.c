@@ -352,7 +352,10 @@ int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32
 {
     /* "sd-pool-pinned-7": shows up as /memfd:sd-pool-pinned-7 in maps and fd links. */
     char name[64];
-    snprintf(name, sizeof(name), "sd-pool-%s-%u", lt_class_name(mem_class), id);
+    int len = snprintf(name, sizeof(name), "sd-pool-%s-%u", lt_class_name(mem_class), id);
+    for (int i = 8; i < len && i < (int)sizeof(name); i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            name[i] = (char)(name[i] - 'A' + 'a');
 
     int fd = -1;
     unsigned char *base = NULL;

@@ -576,7 +576,10 @@ END_TEST
 struct lease_fx {
     struct lease_backend backend;
     struct lease_service *svc;
-    uint64_t client, seg, lease, lease2;
+    struct lease_client_id client; /* in the lease service */
+    uint64_t owner;                /* the same client as the streams' owner: client.value */
+    struct lt_segment_id seg;
+    struct lt_lease_id lease, lease2;
     uint64_t *host; /* the leased range in this process */
     struct ga_streams *streams;
     pthread_mutex_t lock;
@@ -588,21 +591,21 @@ struct lease_fx {
     int overwrite;                /* the callback stores pattern B at once */
 };
 
-static void on_release_complete(void *arg, uint64_t client, uint64_t lease_id)
+static void on_release_complete(void *arg, struct lease_client_id client, struct lt_lease_id lease)
 {
     struct lease_fx *fx = arg;
     (void)client;
     /* The lease is free: the daemon may reuse the bytes now. Prove the copy
      * was done by then, then reuse them. */
-    int q = lt_event_id_is_null(fx->copy_done) ? -1
-                                               : ga_event_query(fx->streams, fx->client,
-                                                                fx->copy_done);
+    int q = lt_event_id_is_null(fx->copy_done)
+                ? -1
+                : ga_event_query(fx->streams, fx->owner, fx->copy_done);
     if (fx->overwrite)
         tu_fill_words(fx->host, LEASE_BYTES / 8, 0xbbbbbbbbULL);
     pthread_mutex_lock(&fx->lock);
     fx->event_done_at_complete = q;
     fx->completed++;
-    fx->completed_lease = lease_id;
+    fx->completed_lease = lt_lease_id_to_u64(lease);
     pthread_cond_broadcast(&fx->cv);
     pthread_mutex_unlock(&fx->lock);
 }
@@ -626,15 +629,16 @@ static void lease_fx_setup(struct lease_fx *fx, uint64_t pattern_seed)
     memset(fx, 0, sizeof(*fx));
     pthread_mutex_init(&fx->lock, NULL);
     pthread_cond_init(&fx->cv, NULL);
-    ck_assert_int_eq(lease_cuda_backend_init(primary, 0, &fx->backend), 0);
+    ck_assert_int_eq(lease_cuda_backend_init(primary, 0, &fx->backend, NULL), 0);
     struct lease_service_config cfg = {
         .budget_pinned = 2 * LEASE_BYTES,
         .budget_mapped = 64ull << 20,
         .on_release_complete = on_release_complete,
         .cb_arg = fx,
     };
-    ck_assert_int_eq(lease_service_create(&cfg, &fx->backend, &fx->svc), 0);
-    ck_assert_int_eq(lease_client_add(fx->svc, NULL, &fx->client), 0);
+    ck_assert_int_eq(lease_service_create(&cfg, &fx->backend, &fx->svc, NULL), 0);
+    ck_assert_int_eq(lease_client_add(fx->svc, NULL, &fx->client, NULL), 0);
+    fx->owner = fx->client.value;
     /* A segment as stagingd makes one: a sealed memfd, data already in it. */
     int fd = memfd_create("ga-exec-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     ck_assert_int_ge(fd, 0);
@@ -644,19 +648,19 @@ static void lease_fx_setup(struct lease_fx *fx, uint64_t pattern_seed)
     tu_fill_words(w, LEASE_BYTES / 8, pattern_seed);
     ck_assert_int_eq(munmap(w, LEASE_BYTES), 0);
     ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
-    ck_assert_int_eq(lease_segment_add(fx->svc, fx->client, fd, LEASE_BYTES, LEASE_CLASS_PINNED,
-                                       &fx->seg),
-                     0);
+    ck_assert_int_eq(
+        lease_segment_add(fx->svc, fx->client, fd, LEASE_BYTES, LT_CLASS_PINNED, &fx->seg, NULL),
+        0);
     struct lease_grant_req reqs[2] = {
-        {.seg_id = fx->seg, .offset = 0, .length = LEASE_BYTES, .cls = LEASE_CLASS_PINNED},
-        {.seg_id = fx->seg, .offset = 0, .length = 1 << 20, .cls = LEASE_CLASS_PINNED},
+        {.segment = fx->seg, .offset = 0, .length = LEASE_BYTES, .cls = LT_CLASS_PINNED},
+        {.segment = fx->seg, .offset = 0, .length = 1 << 20, .cls = LT_CLASS_PINNED},
     };
     struct lease_grant_result res[2];
-    ck_assert_int_eq(lease_grant(fx->svc, fx->client, 2, reqs, res), 2);
+    ck_assert_int_eq(lease_grant(fx->svc, fx->client, 2, reqs, res, NULL), 2);
     ck_assert_int_eq(res[0].rc, 0);
     ck_assert_int_eq(res[1].rc, 0);
-    fx->lease = res[0].lease_id;
-    fx->lease2 = res[1].lease_id;
+    fx->lease = res[0].lease;
+    fx->lease2 = res[1].lease;
     fx->host = res[0].host_addr;
     ck_assert_int_eq(ga_streams_create(dev, NULL, &fx->streams), 0);
 }
@@ -699,32 +703,32 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
     struct host_word gate;
     host_word_alloc(&gate, 0);
     struct lt_stream_id a;
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.client, &a), 0);
+    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner, &a), 0);
 
     /* gate -> copy of the leased bytes -> event, then record_allocation. */
     struct copy_args c = {.dst = d, .src = fx.host, .len = LEASE_BYTES};
-    gate_queue(fx.streams, fx.client, a, gate.dev, 1, copy_work, &c);
+    gate_queue(fx.streams, fx.owner, a, gate.dev, 1, copy_work, &c);
     ck_assert_int_eq(
-        ga_event_record(fx.streams, fx.client, a, lt_event_id_make(0, 0), 0, &fx.copy_done), 0);
+        ga_event_record(fx.streams, fx.owner, a, lt_event_id_make(0, 0), 0, &fx.copy_done), 0);
     fx.overwrite = 1;
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease), 0);
 
-    int rc = 1;
-    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease, &rc), 1);
-    ck_assert_int_eq(rc, 0);
+    struct lease_release_result rr = {.rc = 1};
+    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease, &rr, NULL), 1);
+    ck_assert_int_eq(rr.rc, 0);
     struct lease_info info;
-    ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease, &info), 0);
+    ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease, &info, NULL), 0);
     ck_assert_uint_eq(info.released, 1);
     ck_assert_uint_eq(info.pending_work, 1);
     tu_sleep_ms(50);
     ck_assert_int_eq(wait_completed(&fx, 1, 0), 0); /* the copy cannot have run */
-    ck_assert_int_eq(ga_stream_query(fx.streams, fx.client, a), 0);
+    ck_assert_int_eq(ga_stream_query(fx.streams, fx.owner, a), 0);
 
     ga_doorbell_ring(gate.host, 1);
     ck_assert_int_eq(wait_completed(&fx, 1, 10000), 1);
-    ck_assert_uint_eq(fx.completed_lease, fx.lease);
+    ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease));
     ck_assert_int_eq(fx.event_done_at_complete, 1);
-    ck_assert_int_eq(ga_stream_synchronize(fx.streams, fx.client, a), 0);
+    ck_assert_int_eq(ga_stream_synchronize(fx.streams, fx.owner, a), 0);
     /* The callback overwrote the bytes after the release completed; the GPU
      * copy holds every block of the first pattern and none of the second. */
     ck_assert_int_eq(ga_checksum_compute(dev, d, LEASE_BYTES, SUM_BLOCK, got), (int)SUM_BLOCKS);
@@ -741,10 +745,11 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
     tu_capture_clear();
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease),
                      -EALREADY);
-    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client + 1, fx.lease2),
+    ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc,
+                                                 (struct lease_client_id){fx.owner + 1}, fx.lease2),
                      -EPERM);
     ck_assert_msg(tu_logged("record_allocation"), "%s", tu_captured);
-    ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease2, &info), 0);
+    ck_assert_int_eq(lease_query(fx.svc, fx.client, fx.lease2, &info, NULL), 0);
     ck_assert_uint_eq(info.pending_work, 0);
     /* On the default stream with nothing queued it completes at once. */
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, lt_stream_id_default(), fx.svc,
@@ -752,9 +757,9 @@ START_TEST(record_allocation_completes_the_release_only_after_the_copy)
                      0);
     fx.overwrite = 0;
     fx.copy_done = lt_event_id_make(0, 0);
-    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rc), 1);
+    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rr, NULL), 1);
     ck_assert_int_eq(wait_completed(&fx, 2, 10000), 2);
-    ck_assert_uint_eq(fx.completed_lease, fx.lease2);
+    ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease2));
 
     lease_fx_teardown(&fx);
     CU_OK(cuMemFree(d));
@@ -773,35 +778,35 @@ START_TEST(drop_owner_retires_ids_at_once_and_work_still_completes)
     struct host_word gate;
     host_word_alloc(&gate, 0);
     struct lt_stream_id a, other;
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.client, &a), 0);
-    ck_assert_int_eq(ga_stream_create(fx.streams, fx.client + 1, &other), 0);
+    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner, &a), 0);
+    ck_assert_int_eq(ga_stream_create(fx.streams, fx.owner + 1, &other), 0);
     struct copy_args c = {.dst = d, .src = fx.host, .len = 1 << 20};
-    gate_queue(fx.streams, fx.client, a, gate.dev, 42, copy_work, &c);
+    gate_queue(fx.streams, fx.owner, a, gate.dev, 42, copy_work, &c);
     struct lt_event_id ev;
-    ck_assert_int_eq(ga_event_record(fx.streams, fx.client, a, lt_event_id_make(0, 0), 0, &ev),
+    ck_assert_int_eq(ga_event_record(fx.streams, fx.owner, a, lt_event_id_make(0, 0), 0, &ev),
                      0);
     ck_assert_int_eq(ga_stream_record_allocation(fx.streams, a, fx.svc, fx.client, fx.lease2), 0);
 
     /* The client died: its ids go now, its queued work does not. */
-    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.client), 2);
+    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.owner), 2);
     tu_capture_clear();
-    ck_assert_int_eq(ga_stream_query(fx.streams, fx.client, a), -ESTALE);
-    ck_assert_int_eq(ga_event_query(fx.streams, fx.client, ev), -ESTALE);
-    ck_assert_int_eq(ga_stream_validate(fx.streams, fx.client + 1, other), 0);
+    ck_assert_int_eq(ga_stream_query(fx.streams, fx.owner, a), -ESTALE);
+    ck_assert_int_eq(ga_event_query(fx.streams, fx.owner, ev), -ESTALE);
+    ck_assert_int_eq(ga_stream_validate(fx.streams, fx.owner + 1, other), 0);
     struct ga_streams_stats ss;
     ck_assert_int_eq(ga_streams_stats_get(fx.streams, &ss), 0);
     ck_assert_uint_eq(ss.streams, 1);
     ck_assert_uint_eq(ss.events, 0);
     ck_assert_uint_eq(ss.completions_pending, 1);
 
-    int rc = 1;
-    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rc), 1);
+    struct lease_release_result rr = {.rc = 1};
+    ck_assert_int_eq(lease_release(fx.svc, fx.client, 1, &fx.lease2, &rr, NULL), 1);
     tu_sleep_ms(50);
     ck_assert_int_eq(wait_completed(&fx, 1, 0), 0);
     ga_doorbell_ring(gate.host, 42);
     ck_assert_int_eq(wait_completed(&fx, 1, 10000), 1);
-    ck_assert_uint_eq(fx.completed_lease, fx.lease2);
-    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.client), 0);
+    ck_assert_uint_eq(fx.completed_lease, lt_lease_id_to_u64(fx.lease2));
+    ck_assert_int_eq(ga_streams_drop_owner(fx.streams, fx.owner), 0);
     ck_assert_int_eq(ga_device_synchronize(dev), 0);
     /* The copy ran from the leased bytes. */
     uint64_t back[16];

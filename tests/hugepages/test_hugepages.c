@@ -65,13 +65,14 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
 {
     struct sd_pool *pool = paged_pool(SD_POOL_PAGES_THP);
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, NULL), 0);
     struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
                                        .budget_mapped = MAPPED_BYTES};
     struct lease_service *svc = NULL;
-    ck_assert_msg(lease_service_create(&cfg, &be, &svc) == 0, "%s", lease_error_last());
-    uint64_t client = 0;
-    ck_assert_int_eq(lease_client_add(svc, NULL, &client), 0);
+    struct lt_failure why = {0};
+    ck_assert_msg(lease_service_create(&cfg, &be, &svc, &why) == 0, "%s", why.message);
+    struct lease_client_id client = {0};
+    ck_assert_int_eq(lease_client_add(svc, NULL, &client, NULL), 0);
     for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
         struct sd_pool_segment s;
         ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
@@ -80,19 +81,18 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
                       (unsigned long long)s.thp_bytes, (unsigned long long)s.size);
         int fd = fcntl(s.fd, F_DUPFD_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
-        enum lease_class cls =
-            s.mem_class == LT_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
-        uint64_t id = 0;
-        ck_assert_msg(lease_segment_add(svc, client, fd, s.size, cls, &id) == 0, "%s",
-                      lease_error_last());
+        enum lt_class cls = s.mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
+        struct lt_segment_id id = {0, 0};
+        ck_assert_msg(lease_segment_add(svc, client, fd, s.size, cls, &id, &why) == 0, "%s",
+                      why.message);
         struct lease_segment_info info;
-        ck_assert_int_eq(lease_segment_query(svc, client, id, 0, &info), 0);
+        ck_assert_int_eq(lease_segment_query(svc, client, id, 0, &info, NULL), 0);
         /* The agent's fresh mapping, aligned and populated, maps the same
          * folios with one entry per 2 MiB: nothing 4 KiB left to build. */
         ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
         ck_assert_int_eq(test_smaps_kb(info.host_base, "ShmemPmdMapped:"), (long)(s.size / 1024));
     }
-    ck_assert_int_eq(lease_client_drop(svc, client), 0);
+    ck_assert_int_eq(lease_client_drop(svc, client, NULL), 0);
     lease_service_destroy(svc);
     lease_backend_fini(&be);
     sd_pool_destroy(pool);
@@ -137,31 +137,32 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
 {
     struct sd_pool *pool = huge_pool();
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, NULL), 0);
     struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
                                        .budget_mapped = MAPPED_BYTES};
     struct lease_service *svc = NULL;
-    ck_assert_msg(lease_service_create(&cfg, &be, &svc) == 0, "%s", lease_error_last());
-    uint64_t client = 0;
-    ck_assert_int_eq(lease_client_add(svc, NULL, &client), 0);
+    struct lt_failure why = {0};
+    ck_assert_msg(lease_service_create(&cfg, &be, &svc, &why) == 0, "%s", why.message);
+    struct lease_client_id client = {0};
+    ck_assert_int_eq(lease_client_add(svc, NULL, &client, NULL), 0);
 
-    uint64_t ids[SEGMENTS];
+    struct lt_segment_id ids[SEGMENTS];
     struct sd_pool_segment segs[SEGMENTS];
     for (unsigned i = 0; i < SEGMENTS; i++) {
         ck_assert_int_eq(sd_pool_segment_at(pool, i, &segs[i]), 0);
         /* The agent takes over a copy of the fd, as SCM_RIGHTS would give it. */
         int fd = fcntl(segs[i].fd, F_DUPFD_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
-        enum lease_class cls =
-            segs[i].mem_class == LT_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED;
-        int rc = lease_segment_add(svc, client, fd, segs[i].size, cls, &ids[i]);
-        ck_assert_msg(rc == 0, "segment %u: %s", segs[i].id, lease_error_last());
+        enum lt_class cls =
+            segs[i].mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
+        int rc = lease_segment_add(svc, client, fd, segs[i].size, cls, &ids[i], &why);
+        ck_assert_msg(rc == 0, "segment %u: %s", segs[i].id, why.message);
     }
     struct lease_stats st;
     ck_assert_int_eq(lease_service_stats(svc, &st), 0);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, 1);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_MAPPED].huge_segments, 1);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].bytes_registered, PINNED_BYTES);
+    ck_assert_uint_eq(st.cls[LT_CLASS_PINNED].huge_segments, 1);
+    ck_assert_uint_eq(st.cls[LT_CLASS_MAPPED].huge_segments, 1);
+    ck_assert_uint_eq(st.cls[LT_CLASS_PINNED].bytes_registered, PINNED_BYTES);
     ck_assert_uint_eq(lease_host_backend_locked(&be), PINNED_BYTES + MAPPED_BYTES);
     char text[2048];
     ck_assert_int_gt(lease_stats_format(svc, text, sizeof(text)), 0);
@@ -169,7 +170,7 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
 
     for (unsigned i = 0; i < SEGMENTS; i++) {
         struct lease_segment_info info;
-        ck_assert_int_eq(lease_segment_query(svc, client, ids[i], 0, &info), 0);
+        ck_assert_int_eq(lease_segment_query(svc, client, ids[i], 0, &info, NULL), 0);
         ck_assert_uint_eq(info.registered, 1);
         /* One page-table entry per huge page needs a 2 MiB-aligned mapping. */
         ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
@@ -179,24 +180,24 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
         uint64_t mid = segs[i].size > SD_POOL_HUGE_PAGE ? SD_POOL_HUGE_PAGE : segs[i].size / 2;
         struct lease_grant_req q = {
             ids[i], mid - 4096, 2 * 4096,
-            segs[i].mem_class == LT_CLASS_MAPPED ? LEASE_CLASS_MAPPED : LEASE_CLASS_PINNED, 0};
+            segs[i].mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED, 0};
         struct lease_grant_result r;
-        ck_assert_int_eq(lease_grant(svc, client, 1, &q, &r), 1);
-        ck_assert_msg(r.rc == 0, "grant: %s", lease_error_last());
+        ck_assert_int_eq(lease_grant(svc, client, 1, &q, &r, NULL), 1);
+        ck_assert_msg(r.rc == 0, "grant: %s", r.why.message);
         unsigned char *daemon_view = (unsigned char *)segs[i].base + q.offset;
         for (unsigned b = 0; b < q.length; b++)
             daemon_view[b] = (unsigned char)(b * 7 + i);
         ck_assert_int_eq(memcmp(r.host_addr, daemon_view, q.length), 0);
         memset(r.host_addr, 0xa5, 64);
         ck_assert_uint_eq(daemon_view[63], 0xa5);
-        int rc = 0;
-        ck_assert_int_eq(lease_release(svc, client, 1, &r.lease_id, &rc), 1);
-        ck_assert_int_eq(rc, 0);
+        struct lease_release_result rr = {.rc = 1};
+        ck_assert_int_eq(lease_release(svc, client, 1, &r.lease, &rr, NULL), 1);
+        ck_assert_int_eq(rr.rc, 0);
     }
-    ck_assert_int_eq(lease_client_drop(svc, client), 0);
+    ck_assert_int_eq(lease_client_drop(svc, client, NULL), 0);
     ck_assert_int_eq(lease_service_stats(svc, &st), 0);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_PINNED].huge_segments, 0);
-    ck_assert_uint_eq(st.cls[LEASE_CLASS_MAPPED].huge_segments, 0);
+    ck_assert_uint_eq(st.cls[LT_CLASS_PINNED].huge_segments, 0);
+    ck_assert_uint_eq(st.cls[LT_CLASS_MAPPED].huge_segments, 0);
     ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
     lease_service_destroy(svc);
     lease_backend_fini(&be);

@@ -23,9 +23,24 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 #define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-#define PINNED LEASE_CLASS_PINNED
-#define MAPPED LEASE_CLASS_MAPPED
-#define STAGED LEASE_CLASS_STAGED
+#define PINNED LT_CLASS_PINNED
+#define MAPPED LT_CLASS_MAPPED
+#define STAGED LT_CLASS_STAGED
+
+/* The last refusal a call below explained: every call passes &why, and the
+ * helpers copy a refused batch entry's own failure here. */
+static struct lt_failure why;
+
+/* Ids as the numbers the service logs and the callbacks record. */
+static uint64_t L(struct lt_lease_id id)
+{
+    return lt_lease_id_to_u64(id);
+}
+
+static uint64_t S(struct lt_segment_id id)
+{
+    return lt_segment_id_to_u64(id);
+}
 
 /* ---- seeded data ------------------------------------------------------- */
 
@@ -132,7 +147,8 @@ struct fake_be {
     uint64_t live; /* registrations not yet undone */
     uint64_t capacity;
     int fail_rc;        /* a register returns this once... */
-    int fail_countdown; /* ...after this many more succeed */
+    int fail_countdown; /* ...after this many more succeed... */
+    bool fail_silent;   /* ...without explaining it */
     struct fake_op ops[256];
     int nops;
 };
@@ -143,15 +159,19 @@ static void fake_log(struct fake_be *f, char op, void *base, uint64_t len)
         f->ops[f->nops++] = (struct fake_op){op, base, len};
 }
 
-static int fake_register(void *ctx, void *base, uint64_t len, enum lease_class cls, uint64_t *dev_p)
+static int fake_register(void *ctx, void *base, uint64_t len, enum lt_class cls, uint64_t *dev_p,
+                         struct lt_failure *why_p)
 {
     struct fake_be *f = ctx;
     pthread_mutex_lock(&f->mu);
     if (f->fail_rc && f->fail_countdown-- == 0) {
         int rc = f->fail_rc;
         f->fail_rc = 0;
+        bool silent = f->fail_silent;
         pthread_mutex_unlock(&f->mu);
-        return lease_error_set(rc, "fake backend: injected failure");
+        if (silent)
+            return rc;
+        return lt_failure_set(why_p, LT_E_GPU_FAULT, rc, "fake backend: injected failure");
     }
     f->regs++;
     f->live++;
@@ -163,10 +183,12 @@ static int fake_register(void *ctx, void *base, uint64_t len, enum lease_class c
     return 0;
 }
 
-static int fake_unregister(void *ctx, void *base, uint64_t len, enum lease_class cls)
+static int fake_unregister(void *ctx, void *base, uint64_t len, enum lt_class cls,
+                           struct lt_failure *why_p)
 {
     struct fake_be *f = ctx;
     (void)cls;
+    (void)why_p;
     pthread_mutex_lock(&f->mu);
     f->unregs++;
     f->live--;
@@ -175,8 +197,9 @@ static int fake_unregister(void *ctx, void *base, uint64_t len, enum lease_class
     return 0;
 }
 
-static int fake_capacity(void *ctx, uint64_t *bytes_p)
+static int fake_capacity(void *ctx, uint64_t *bytes_p, struct lt_failure *why_p)
 {
+    (void)why_p;
     *bytes_p = ((struct fake_be *)ctx)->capacity;
     return 0;
 }
@@ -215,24 +238,24 @@ struct recorder {
 
 static struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void on_complete(void *arg, uint64_t client, uint64_t lease_id)
+static void on_complete(void *arg, struct lease_client_id client, struct lt_lease_id lease)
 {
     struct recorder *r = arg;
     pthread_mutex_lock(&r->mu);
     if (r->completions < r->cap)
-        r->ids[r->completions] = lease_id;
+        r->ids[r->completions] = L(lease);
     r->completions++;
-    r->last_client = client;
-    r->last_lease = lease_id;
+    r->last_client = client.value;
+    r->last_lease = L(lease);
     pthread_mutex_unlock(&r->mu);
 }
 
-static void on_drained(void *arg, uint64_t client)
+static void on_drained(void *arg, struct lease_client_id client)
 {
     struct recorder *r = arg;
     pthread_mutex_lock(&r->mu);
     r->drained++;
-    r->last_drained = client;
+    r->last_drained = client.value;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -271,59 +294,71 @@ static struct lease_service *new_svc(const struct lease_backend *be, uint64_t pi
 {
     struct lease_service_config cfg = config(pinned, mapped);
     struct lease_service *svc = NULL;
-    int rc = lease_service_create(&cfg, be, &svc);
-    ck_assert_msg(rc == 0, "lease_service_create: %d: %s", rc, lease_error_last());
+    int rc = lease_service_create(&cfg, be, &svc, &why);
+    ck_assert_msg(rc == 0, "lease_service_create: %d: %s", rc, why.message);
     return svc;
 }
 
-static uint64_t new_client(struct lease_service *svc)
+static struct lease_client_id new_client(struct lease_service *svc)
 {
-    uint64_t c = 0;
-    ck_assert_int_eq(lease_client_add(svc, NULL, &c), 0);
+    struct lease_client_id c = {0};
+    ck_assert_int_eq(lease_client_add(svc, NULL, &c, &why), 0);
     return c;
 }
 
+/* A client id with its generation or slot moved by @delta: never issued. */
+static struct lease_client_id client_plus(struct lease_client_id c, uint64_t delta)
+{
+    return (struct lease_client_id){c.value + delta};
+}
+
 /* Adds a sealed memfd of @size with seeded data; returns the segment id. */
-static uint64_t add_seg(struct lease_service *svc, uint64_t client, uint64_t size,
-                        enum lease_class cls, uint64_t seed, int *fd_p)
+static struct lt_segment_id add_seg(struct lease_service *svc, struct lease_client_id client,
+                                    uint64_t size, enum lt_class cls, uint64_t seed, int *fd_p)
 {
     int fd = make_memfd(size, GOOD_SEALS, seed);
-    uint64_t id = 0;
-    int rc = lease_segment_add(svc, client, fd, size, cls, &id);
-    ck_assert_msg(rc == 0, "lease_segment_add: %d: %s", rc, lease_error_last());
+    struct lt_segment_id id = {0, 0};
+    int rc = lease_segment_add(svc, client, fd, size, cls, &id, &why);
+    ck_assert_msg(rc == 0, "lease_segment_add: %d: %s", rc, why.message);
     if (fd_p)
         *fd_p = fd;
     return id;
 }
 
-static int grant1(struct lease_service *svc, uint64_t client, uint64_t seg, uint64_t off,
-                  uint64_t len, uint32_t cls, uint32_t flags, struct lease_grant_result *r)
+static int grant1(struct lease_service *svc, struct lease_client_id client,
+                  struct lt_segment_id seg, uint64_t off, uint64_t len, uint32_t cls,
+                  uint32_t flags, struct lease_grant_result *r)
 {
     struct lease_grant_req q = {seg, off, len, cls, flags};
-    int n = lease_grant(svc, client, 1, &q, r);
+    int n = lease_grant(svc, client, 1, &q, r, &why);
     if (n < 0)
         return n;
     ck_assert_int_eq(n, r->rc == 0);
+    if (r->rc < 0)
+        why = r->why;
     return r->rc;
 }
 
-static uint64_t must_grant(struct lease_service *svc, uint64_t client, uint64_t seg, uint64_t off,
-                           uint64_t len, uint32_t cls)
+static struct lt_lease_id must_grant(struct lease_service *svc, struct lease_client_id client,
+                                     struct lt_segment_id seg, uint64_t off, uint64_t len,
+                                     uint32_t cls)
 {
     struct lease_grant_result r;
     int rc = grant1(svc, client, seg, off, len, cls, 0, &r);
-    ck_assert_msg(rc == 0, "grant: %d: %s", rc, lease_error_last());
-    return r.lease_id;
+    ck_assert_msg(rc == 0, "grant: %d: %s", rc, why.message);
+    return r.lease;
 }
 
-static int release1(struct lease_service *svc, uint64_t client, uint64_t id)
+static int release1(struct lease_service *svc, struct lease_client_id client, struct lt_lease_id id)
 {
-    int rc = 1;
-    int n = lease_release(svc, client, 1, &id, &rc);
+    struct lease_release_result rr = {.rc = 1};
+    int n = lease_release(svc, client, 1, &id, &rr, &why);
     if (n < 0)
         return n;
-    ck_assert_int_eq(n, rc == 0);
-    return rc;
+    ck_assert_int_eq(n, rr.rc == 0);
+    if (rr.rc < 0)
+        why = rr.why;
+    return rr.rc;
 }
 
 static struct lease_stats stats(struct lease_service *svc)
@@ -333,13 +368,25 @@ static struct lease_stats stats(struct lease_service *svc)
     return st;
 }
 
+/* @rc_expr refuses with @want, and its failure says @needle with the same
+ * errno (the code is checked where a test names it: assert_refused). */
 #define assert_error(rc_expr, want, needle)                                                        \
     do {                                                                                           \
+        memset(&why, 0, sizeof why);                                                               \
         int rc_ = (rc_expr);                                                                       \
         ck_assert_msg(rc_ == (want), "%s: expected %d, got %d (%s)", #rc_expr, (want), rc_,        \
-                      lease_error_last());                                                         \
-        ck_assert_msg(strstr(lease_error_last(), (needle)) != NULL, "%s: message lacks '%s': %s",  \
-                      #rc_expr, (needle), lease_error_last());                                     \
+                      why.message);                                                                \
+        ck_assert_msg(strstr(why.message, (needle)) != NULL, "%s: message lacks '%s': %s",         \
+                      #rc_expr, (needle), why.message);                                            \
+        ck_assert_int_eq(why.err, rc_);                                                            \
+    } while (0)
+
+/* assert_error, and the protocol code the failure carries is @code. */
+#define assert_refused(rc_expr, want, want_code, needle)                                           \
+    do {                                                                                           \
+        assert_error(rc_expr, want, needle);                                                       \
+        ck_assert_msg(why.code == (want_code), "%s: expected %s, got %s", #rc_expr,                \
+                      lt_error_name(want_code), lt_error_name(why.code));                          \
     } while (0)
 
 /* ---- leases: grant, release, release-complete ---------------------------- */
@@ -347,11 +394,11 @@ static struct lease_stats stats(struct lease_service *svc)
 START_TEST(grant_exposes_daemon_bytes_and_release_completes_once)
 {
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     uint64_t seed = 0xa11ce;
-    uint64_t seg = add_seg(svc, c, 1 * MiB, MAPPED, seed, NULL);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, MAPPED, seed, NULL);
     uint8_t *ref = ref_data(1 * MiB, seed);
 
     struct lease_grant_req q[3] = {
@@ -360,7 +407,7 @@ START_TEST(grant_exposes_daemon_bytes_and_release_completes_once)
         {seg, 1 * MiB - 777, 777, STAGED, 0},
     };
     struct lease_grant_result r[3];
-    ck_assert_int_eq(lease_grant(svc, c, 3, q, r), 3);
+    ck_assert_int_eq(lease_grant(svc, c, 3, q, r, &why), 3);
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(r[i].rc, 0);
         ck_assert_uint_eq(r[i].cls, q[i].cls);
@@ -370,7 +417,7 @@ START_TEST(grant_exposes_daemon_bytes_and_release_completes_once)
     /* Host backend: what "kernels" dereference is the host address. */
     ck_assert_uint_eq(r[0].dev_ptr, (uint64_t)(uintptr_t)r[0].host_addr);
     ck_assert_uint_eq(r[1].dev_ptr, 0);
-    ck_assert_uint_ne(r[0].lease_id, r[1].lease_id);
+    ck_assert(!lt_lease_id_eq(r[0].lease, r[1].lease));
 
     struct lease_stats st = stats(svc);
     ck_assert_uint_eq(st.cls[MAPPED].live_leases, 1);
@@ -378,13 +425,13 @@ START_TEST(grant_exposes_daemon_bytes_and_release_completes_once)
     ck_assert_uint_eq(st.cls[MAPPED].bytes_registered, 1 * MiB);
     ck_assert_uint_eq(lease_host_backend_locked(&be), 1 * MiB);
 
-    uint64_t ids[3] = {r[0].lease_id, r[1].lease_id, r[2].lease_id};
-    int rcs[3] = {1, 1, 1};
-    ck_assert_int_eq(lease_release(svc, c, 3, ids, rcs), 3);
-    ck_assert_int_eq(rcs[0] | rcs[1] | rcs[2], 0);
+    struct lt_lease_id ids[3] = {r[0].lease, r[1].lease, r[2].lease};
+    struct lease_release_result rr[3] = {{.rc = 1}, {.rc = 1}, {.rc = 1}};
+    ck_assert_int_eq(lease_release(svc, c, 3, ids, rr, &why), 3);
+    ck_assert_int_eq(rr[0].rc | rr[1].rc | rr[2].rc, 0);
     ck_assert_uint_eq(completions(), 3);
-    ck_assert_uint_eq(rec.last_client, c);
-    ck_assert_uint_eq(rec.last_lease, ids[2]);
+    ck_assert_uint_eq(rec.last_client, c.value);
+    ck_assert_uint_eq(rec.last_lease, L(ids[2]));
     st = stats(svc);
     for (int k = STAGED; k <= MAPPED; k++) {
         ck_assert_uint_eq(st.cls[k].live_leases, 0);
@@ -402,43 +449,44 @@ START_TEST(release_with_pending_work_completes_after_last_work_done)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 7, NULL);
-    uint64_t id = must_grant(svc, c, seg, 64 * KiB, 64 * KiB, PINNED);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 7, NULL);
+    struct lt_lease_id id = must_grant(svc, c, seg, 64 * KiB, 64 * KiB, PINNED);
 
-    uint64_t t1 = 0, t2 = 0;
-    ck_assert_int_eq(lease_work_pin(svc, c, id, &t1), 0);
-    ck_assert_int_eq(lease_work_pin(svc, c, id, &t2), 0);
-    ck_assert_uint_ne(t1, t2);
+    struct lease_ticket t1 = {0}, t2 = {0};
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t1, &why), 0);
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t2, &why), 0);
+    ck_assert_uint_ne(t1.value, t2.value);
     ck_assert_int_eq(release1(svc, c, id), 0);
     ck_assert_uint_eq(completions(), 0);
 
     struct lease_info info;
-    ck_assert_int_eq(lease_query(svc, c, id, &info), 0);
+    ck_assert_int_eq(lease_query(svc, c, id, &info, &why), 0);
     ck_assert_uint_eq(info.released, 1);
     ck_assert_uint_eq(info.pending_work, 2);
     ck_assert_uint_eq(stats(svc).draining_leases, 1);
     ck_assert_uint_eq(stats(svc).pending_work, 2);
     /* New work on a released lease is a bug in the caller. */
-    uint64_t t3;
-    assert_error(lease_work_pin(svc, c, id, &t3), -EALREADY, "already released");
+    struct lease_ticket t3;
+    assert_error(lease_work_pin(svc, c, id, &t3, &why), -EALREADY, "already released");
     /* The segment is busy until the release completes. */
-    assert_error(lease_segment_remove(svc, c, seg), -EBUSY, "not release-complete");
+    assert_error(lease_segment_remove(svc, c, seg, &why), -EBUSY, "not release-complete");
 
-    ck_assert_int_eq(lease_work_done(svc, t2), 0);
+    ck_assert_int_eq(lease_work_done(svc, t2, &why), 0);
     ck_assert_uint_eq(completions(), 0);
-    ck_assert_int_eq(lease_work_done(svc, t1), 0);
+    ck_assert_int_eq(lease_work_done(svc, t1, &why), 0);
     ck_assert_uint_eq(completions(), 1);
-    ck_assert_uint_eq(rec.last_lease, id);
-    ck_assert_uint_eq(rec.last_client, c);
+    ck_assert_uint_eq(rec.last_lease, L(id));
+    ck_assert_uint_eq(rec.last_client, c.value);
 
-    assert_error(lease_work_done(svc, t1), -EALREADY, "already done");
-    assert_error(lease_work_done(svc, 0), -ENOENT, "never issued");
-    assert_error(lease_work_done(svc, t1 + (1ull << 40)), -ENOENT, "never issued");
+    assert_error(lease_work_done(svc, t1, &why), -EALREADY, "already done");
+    assert_error(lease_work_done(svc, (struct lease_ticket){0}, &why), -ENOENT, "never issued");
+    assert_error(lease_work_done(svc, (struct lease_ticket){t1.value + (1ull << 40)}, &why),
+                 -ENOENT, "never issued");
     ck_assert_uint_eq(completions(), 1);
     ck_assert_uint_eq(stats(svc).draining_leases, 0);
     ck_assert_uint_eq(stats(svc).pending_work, 0);
-    ck_assert_int_eq(lease_segment_remove(svc, c, seg), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, seg, &why), 0);
     lease_service_destroy(svc);
 }
 END_TEST
@@ -447,19 +495,19 @@ START_TEST(stale_lease_id_is_refused_after_its_slot_is_reused)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 8, NULL);
-    uint64_t old = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 8, NULL);
+    struct lt_lease_id old = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
     ck_assert_int_eq(release1(svc, c, old), 0);
-    uint64_t now = must_grant(svc, c, seg, 8 * KiB, 4 * KiB, PINNED);
+    struct lt_lease_id now = must_grant(svc, c, seg, 8 * KiB, 4 * KiB, PINNED);
     /* Same slot, newer generation: the old id must not alias the new lease. */
-    ck_assert_uint_eq((uint32_t)old, (uint32_t)now);
-    ck_assert_uint_ne(old, now);
-    assert_error(release1(svc, c, old), -ESTALE, "stale");
-    uint64_t t;
-    assert_error(lease_work_pin(svc, c, old, &t), -ESTALE, "stale");
+    ck_assert_uint_eq(old.slot, now.slot);
+    ck_assert(!lt_lease_id_eq(old, now));
+    assert_refused(release1(svc, c, old), -ESTALE, LT_E_STALE_ID, "stale");
+    struct lease_ticket t;
+    assert_error(lease_work_pin(svc, c, old, &t, &why), -ESTALE, "stale");
     struct lease_info info;
-    ck_assert_int_eq(lease_query(svc, c, now, &info), 0);
+    ck_assert_int_eq(lease_query(svc, c, now, &info, &why), 0);
     ck_assert_uint_eq(info.offset, 8 * KiB);
     ck_assert_uint_eq(info.released, 0);
     ck_assert_uint_eq(completions(), 1);
@@ -471,21 +519,21 @@ START_TEST(foreign_lease_and_segment_ids_are_refused)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t a = new_client(svc);
-    uint64_t b = new_client(svc);
-    uint64_t seg_a = add_seg(svc, a, 1 * MiB, PINNED, 9, NULL);
-    uint64_t id = must_grant(svc, a, seg_a, 0, 4 * KiB, PINNED);
+    struct lease_client_id a = new_client(svc);
+    struct lease_client_id b = new_client(svc);
+    struct lt_segment_id seg_a = add_seg(svc, a, 1 * MiB, PINNED, 9, NULL);
+    struct lt_lease_id id = must_grant(svc, a, seg_a, 0, 4 * KiB, PINNED);
 
     assert_error(release1(svc, b, id), -EPERM, "another client");
-    uint64_t t;
-    assert_error(lease_work_pin(svc, b, id, &t), -EPERM, "another client");
+    struct lease_ticket t;
+    assert_error(lease_work_pin(svc, b, id, &t, &why), -EPERM, "another client");
     struct lease_info info;
-    assert_error(lease_query(svc, b, id, &info), -EPERM, "another client");
+    assert_error(lease_query(svc, b, id, &info, &why), -EPERM, "another client");
     struct lease_grant_result r;
     assert_error(grant1(svc, b, seg_a, 0, 4 * KiB, PINNED, 0, &r), -EPERM, "another client");
-    assert_error(lease_segment_remove(svc, b, seg_a), -EPERM, "another client");
+    assert_error(lease_segment_remove(svc, b, seg_a, &why), -EPERM, "another client");
     /* A's lease is untouched. */
-    ck_assert_int_eq(lease_query(svc, a, id, &info), 0);
+    ck_assert_int_eq(lease_query(svc, a, id, &info, &why), 0);
     ck_assert_uint_eq(info.released, 0);
     /* Once released and complete, B still gets "foreign", not "already released". */
     ck_assert_int_eq(release1(svc, a, id), 0);
@@ -498,24 +546,28 @@ START_TEST(double_release_is_refused_before_and_after_completion)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 10, NULL);
-    uint64_t id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
-    uint64_t t;
-    ck_assert_int_eq(lease_work_pin(svc, c, id, &t), 0);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 10, NULL);
+    struct lt_lease_id id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    struct lease_ticket t;
+    ck_assert_int_eq(lease_work_pin(svc, c, id, &t, &why), 0);
     ck_assert_int_eq(release1(svc, c, id), 0);
     assert_error(release1(svc, c, id), -EALREADY, "1 GPU work items still pending");
-    ck_assert_int_eq(lease_work_done(svc, t), 0);
+    ck_assert_int_eq(lease_work_done(svc, t, &why), 0);
     assert_error(release1(svc, c, id), -EALREADY, "release complete");
     ck_assert_uint_eq(completions(), 1);
     /* A batch naming one id twice releases it once. */
-    uint64_t id2 = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
-    uint64_t ids[3] = {id2, id2, 0x123456789abcull};
-    int rcs[3];
-    ck_assert_int_eq(lease_release(svc, c, 3, ids, rcs), 1);
-    ck_assert_int_eq(rcs[0], 0);
-    ck_assert_int_eq(rcs[1], -EALREADY);
-    ck_assert_int_eq(rcs[2], -ENOENT);
+    struct lt_lease_id id2 = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    struct lt_lease_id ids[3] = {id2, id2, lt_lease_id_from_u64(0x123456789abcull)};
+    struct lease_release_result rr[3];
+    ck_assert_int_eq(lease_release(svc, c, 3, ids, rr, &why), 1);
+    ck_assert_int_eq(rr[0].rc, 0);
+    ck_assert_int_eq(rr[1].rc, -EALREADY);
+    ck_assert_int_eq(rr[2].rc, -ENOENT);
+    /* Each refused entry carries its own code, as RELEASE_COMPLETE sends it. */
+    ck_assert_uint_eq(rr[1].why.code, LT_E_STALE_ID);
+    ck_assert_uint_eq(rr[2].why.code, LT_E_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(rr[2].why.message, "never issued"));
     ck_assert_uint_eq(completions(), 2);
     lease_service_destroy(svc);
 }
@@ -525,17 +577,19 @@ START_TEST(ids_never_issued_are_refused)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 11, NULL);
-    uint64_t id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
-    uint64_t forged[] = {0, (uint32_t)id, id + (1ull << 32), id + 1, UINT64_MAX};
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 11, NULL);
+    struct lt_lease_id id = must_grant(svc, c, seg, 0, 4 * KiB, PINNED);
+    uint64_t forged[] = {0, id.slot, L(id) + (1ull << 32), L(id) + 1, UINT64_MAX};
     for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++)
-        assert_error(release1(svc, c, forged[i]), -ENOENT, "never issued");
+        assert_refused(release1(svc, c, lt_lease_id_from_u64(forged[i])), -ENOENT, LT_E_NOT_FOUND,
+                       "never issued");
     struct lease_grant_result r;
-    assert_error(grant1(svc, c, seg + (1ull << 32), 0, 4 * KiB, PINNED, 0, &r), -ENOENT,
-                 "never issued");
-    assert_error(lease_grant(svc, c + (5ull << 32), 1,
-                             &(struct lease_grant_req){seg, 0, 4096, PINNED, 0}, &r),
+    assert_error(
+        grant1(svc, c, lt_segment_id_from_u64(S(seg) + (1ull << 32)), 0, 4 * KiB, PINNED, 0, &r),
+        -ENOENT, "never issued");
+    assert_error(lease_grant(svc, client_plus(c, 5ull << 32), 1,
+                             &(struct lease_grant_req){seg, 0, 4096, PINNED, 0}, &r, &why),
                  -ENOENT, "never issued");
     ck_assert_uint_eq(stats(svc).cls[PINNED].live_leases, 1);
     lease_service_destroy(svc);
@@ -546,8 +600,8 @@ START_TEST(out_of_range_and_overflowing_ranges_are_refused)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 12, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 12, NULL);
     const struct {
         uint64_t off, len;
     } bad[] = {
@@ -560,8 +614,8 @@ START_TEST(out_of_range_and_overflowing_ranges_are_refused)
     };
     struct lease_grant_result r;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_error(grant1(svc, c, seg, bad[i].off, bad[i].len, PINNED, 0, &r), -ERANGE,
-                     "offset + length <= 1048576");
+        assert_refused(grant1(svc, c, seg, bad[i].off, bad[i].len, PINNED, 0, &r), -ERANGE,
+                       LT_E_OUT_OF_RANGE, "offset + length <= 1048576");
     ck_assert_int_eq(grant1(svc, c, seg, 1 * MiB - 4096, 4096, PINNED, 0, &r), 0);
     ck_assert_int_eq(grant1(svc, c, seg, 0, 1 * MiB, PINNED, 0, &r), 0);
     ck_assert_uint_eq(stats(svc).cls[PINNED].live_leases, 2);
@@ -573,13 +627,13 @@ START_TEST(class_must_not_exceed_the_segments)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t pinned = add_seg(svc, c, 1 * MiB, PINNED, 13, NULL);
-    uint64_t staged = add_seg(svc, c, 1 * MiB, STAGED, 14, NULL);
-    uint64_t mapped = add_seg(svc, c, 1 * MiB, MAPPED, 15, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id pinned = add_seg(svc, c, 1 * MiB, PINNED, 13, NULL);
+    struct lt_segment_id staged = add_seg(svc, c, 1 * MiB, STAGED, 14, NULL);
+    struct lt_segment_id mapped = add_seg(svc, c, 1 * MiB, MAPPED, 15, NULL);
     struct lease_grant_result r;
-    assert_error(grant1(svc, c, pinned, 0, 4096, MAPPED, 0, &r), -EINVAL,
-                 "a MAPPED lease needs a segment of class MAPPED or above, found PINNED");
+    assert_refused(grant1(svc, c, pinned, 0, 4096, MAPPED, 0, &r), -EINVAL, LT_E_BAD_CLASS,
+                   "a MAPPED lease needs a segment of class MAPPED or above, found PINNED");
     assert_error(grant1(svc, c, staged, 0, 4096, PINNED, 0, &r), -EINVAL, "found STAGED");
     assert_error(grant1(svc, c, pinned, 0, 4096, 0, 0, &r), -EINVAL, "found 0");
     assert_error(grant1(svc, c, pinned, 0, 4096, 4, 0, &r), -EINVAL, "found 4");
@@ -592,9 +646,10 @@ START_TEST(class_must_not_exceed_the_segments)
     ck_assert_uint_ne(r.dev_ptr, 0);
     /* The STAGED segment was never registered: 2 registrations in all. */
     ck_assert_uint_eq(fake.regs, 2);
-    uint64_t id;
+    struct lt_segment_id id;
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 16);
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, 9, &id), -EINVAL, "found 9");
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, 9, &id, &why), -EINVAL, LT_E_BAD_CLASS,
+                   "found 9");
     ck_assert(fd_open(fd));
     close(fd);
     lease_service_destroy(svc);
@@ -605,14 +660,14 @@ START_TEST(per_client_limits_are_enforced)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 8 * MiB, 0);
-    uint64_t c;
+    struct lease_client_id c;
     struct lease_client_limits lim = {.max_leases = 3, .max_bytes = 64 * KiB, .max_segments = 1};
-    ck_assert_int_eq(lease_client_add(svc, &lim, &c), 0);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 17, NULL);
+    ck_assert_int_eq(lease_client_add(svc, &lim, &c, &why), 0);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 17, NULL);
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 18);
-    uint64_t id;
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -EDQUOT,
-                 "segment limit reached (1 of 1)");
+    struct lt_segment_id id;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -EDQUOT, LT_E_LIMIT,
+                   "segment limit reached (1 of 1)");
     ck_assert(fd_open(fd));
     close(fd);
 
@@ -622,10 +677,10 @@ START_TEST(per_client_limits_are_enforced)
                  "byte limit 65536 exceeded: 32768 leased, 32769 requested");
     ck_assert_int_eq(grant1(svc, c, seg, 0, 16 * KiB, PINNED, 0, &r), 0);
     ck_assert_int_eq(grant1(svc, c, seg, 0, 16 * KiB, PINNED, 0, &r), 0);
-    uint64_t last = r.lease_id;
+    struct lt_lease_id last = r.lease;
     assert_error(grant1(svc, c, seg, 0, 1, PINNED, 0, &r), -EDQUOT, "lease limit reached (3 of 3)");
     struct lease_client_stats cs;
-    ck_assert_int_eq(lease_client_stats(svc, c, &cs), 0);
+    ck_assert_int_eq(lease_client_stats(svc, c, &cs, &why), 0);
     ck_assert_uint_eq(cs.leases, 3);
     ck_assert_uint_eq(cs.bytes, 64 * KiB);
     ck_assert_uint_eq(cs.segments, 1);
@@ -640,8 +695,8 @@ START_TEST(mapped_leases_get_per_chunk_device_pointers_and_never_span_chunks)
 {
     struct lease_backend be = fake_backend(256 * KiB);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, MAPPED, 19, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, MAPPED, 19, NULL);
     /* Each chunk is its own registration. */
     ck_assert_uint_eq(fake.regs, 4);
     ck_assert_int_eq(fake.nops, 4);
@@ -671,12 +726,12 @@ START_TEST(registration_is_cached_across_leases)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 20, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 20, NULL);
     uint64_t s = 42;
     for (int i = 0; i < 200; i++) {
         uint64_t off = (xorshift(&s) % 255) * 4 * KiB;
-        uint64_t id = must_grant(svc, c, seg, off, 4 * KiB, PINNED);
+        struct lt_lease_id id = must_grant(svc, c, seg, off, 4 * KiB, PINNED);
         ck_assert_int_eq(release1(svc, c, id), 0);
     }
     ck_assert_uint_eq(fake.regs, 1);
@@ -696,6 +751,7 @@ struct bad_fd {
     int fd;
     uint64_t claim;
     int rc;
+    uint32_t code; /* what the agent's ERROR says */
     const char *needle;
 };
 
@@ -703,7 +759,7 @@ START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 8 * MiB, 8 * MiB);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     int before = count_fds();
 
     int pipefd[2], sv[2];
@@ -728,28 +784,29 @@ START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
     int rdonly = open(path, O_RDONLY | O_CLOEXEC);
     ck_assert_int_ge(rdonly, 0);
 
+    const uint32_t U = LT_E_SEGMENT_UNSEALED, Z = LT_E_SEGMENT_SIZE;
     struct bad_fd cases[] = {
-        {"pipe", pipefd[0], 1 * MiB, -EINVAL, "found a pipe or FIFO"},
-        {"socket", sv[0], 1 * MiB, -EINVAL, "found a socket"},
-        {"regular file", reg, 1 * MiB, -EINVAL, "found a regular file"},
-        {"shm file", shm, 1 * MiB, -EINVAL, "found a regular file '/dev/shm/lease-test-"},
-        {"O_PATH", opath, 1 * MiB, -EINVAL, "found an O_PATH descriptor"},
-        {"read-only", rdonly, 1 * MiB, -EACCES, "found read-only"},
-        {"unsealed", make_memfd(1 * MiB, 0, 22), 1 * MiB, -EPERM,
+        {"pipe", pipefd[0], 1 * MiB, -EINVAL, U, "found a pipe or FIFO"},
+        {"socket", sv[0], 1 * MiB, -EINVAL, U, "found a socket"},
+        {"regular file", reg, 1 * MiB, -EINVAL, U, "found a regular file"},
+        {"shm file", shm, 1 * MiB, -EINVAL, U, "found a regular file '/dev/shm/lease-test-"},
+        {"O_PATH", opath, 1 * MiB, -EINVAL, U, "found an O_PATH descriptor"},
+        {"read-only", rdonly, 1 * MiB, -EACCES, U, "found read-only"},
+        {"unsealed", make_memfd(1 * MiB, 0, 22), 1 * MiB, -EPERM, U,
          "missing seals F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL (expected "
          "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found none)"},
-        {"no GROW seal", make_memfd(1 * MiB, F_SEAL_SHRINK | F_SEAL_SEAL, 23), 1 * MiB, -EPERM,
+        {"no GROW seal", make_memfd(1 * MiB, F_SEAL_SHRINK | F_SEAL_SEAL, 23), 1 * MiB, -EPERM, U,
          "missing seals F_SEAL_GROW (expected"},
-        {"write seal", make_memfd(1 * MiB, GOOD_SEALS | F_SEAL_WRITE, 24), 1 * MiB, -EPERM,
+        {"write seal", make_memfd(1 * MiB, GOOD_SEALS | F_SEAL_WRITE, 24), 1 * MiB, -EPERM, U,
          "found a write seal"},
-        {"short", make_memfd(1 * MiB, GOOD_SEALS, 25), 2 * MiB, -EINVAL,
+        {"short", make_memfd(1 * MiB, GOOD_SEALS, 25), 2 * MiB, -EINVAL, Z,
          "claimed size 2097152 bytes, found 1048576"},
-        {"long", make_memfd(2 * MiB, GOOD_SEALS, 26), 1 * MiB, -EINVAL,
+        {"long", make_memfd(2 * MiB, GOOD_SEALS, 26), 1 * MiB, -EINVAL, Z,
          "claimed size 1048576 bytes, found 2097152"},
         {"not page multiple", make_memfd(1 * MiB + 100, GOOD_SEALS, 27), 1 * MiB + 100, -EINVAL,
-         "multiple of its 4096-byte base page, found 1048676"},
-        {"empty", make_memfd(0, GOOD_SEALS, 28), 0, -EINVAL, "above 0, claimed 0"},
-        {"negative", -1, 1 * MiB, -EBADF, "found -1"},
+         LT_E_MISALIGNED, "multiple of its 4096-byte base page, found 1048676"},
+        {"empty", make_memfd(0, GOOD_SEALS, 28), 0, -EINVAL, Z, "above 0, claimed 0"},
+        {"negative", -1, 1 * MiB, -EBADF, U, "found -1"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct stat st0, st1;
@@ -757,14 +814,21 @@ START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
         bool real = fd >= 0;
         if (real)
             ck_assert_int_eq(fstat(fd, &st0), 0);
-        uint64_t id = 0xdead;
-        int rc = lease_segment_add(svc, c, fd, cases[i].claim, PINNED, &id);
+        struct lt_segment_id id = {0xdead, 0xbeef};
+        memset(&why, 0, sizeof why);
+        int rc = lease_segment_add(svc, c, fd, cases[i].claim, PINNED, &id, &why);
         ck_assert_msg(rc == cases[i].rc, "%s: expected %d, got %d (%s)", cases[i].what, cases[i].rc,
-                      rc, lease_error_last());
-        ck_assert_msg(strstr(lease_error_last(), cases[i].needle) != NULL,
-                      "%s: message lacks '%s': %s", cases[i].what, cases[i].needle,
-                      lease_error_last());
-        ck_assert_uint_eq(id, 0xdead);
+                      rc, why.message);
+        ck_assert_msg(strstr(why.message, cases[i].needle) != NULL, "%s: message lacks '%s': %s",
+                      cases[i].what, cases[i].needle, why.message);
+        ck_assert_msg(why.code == cases[i].code, "%s: expected %s, got %s", cases[i].what,
+                      lt_error_name(cases[i].code), lt_error_name(why.code));
+        ck_assert_int_eq(why.err, rc);
+        /* The words name no fd number: the peer's fd is not the agent's. */
+        ck_assert_msg(strncmp(why.message, "segment fd: ", 12) == 0, "%s: %s", cases[i].what,
+                      why.message);
+        ck_assert_uint_eq(id.slot, 0xdead);
+        ck_assert_uint_eq(id.gen, 0xbeef);
         if (real) {
             /* Not taken: still open, still the same file. */
             ck_assert_msg(fd_open(fd), "%s: fd was closed", cases[i].what);
@@ -779,15 +843,16 @@ START_TEST(wrong_kinds_of_fd_are_refused_and_left_open)
     /* A closed fd. */
     int closed = make_memfd(1 * MiB, GOOD_SEALS, 29);
     close(closed);
-    uint64_t id;
-    assert_error(lease_segment_add(svc, c, closed, 1 * MiB, PINNED, &id), -EBADF, "found none");
+    struct lt_segment_id id;
+    assert_refused(lease_segment_add(svc, c, closed, 1 * MiB, PINNED, &id, &why), -EBADF,
+                   LT_E_SEGMENT_UNSEALED, "found none");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (cases[i].fd >= 0)
             close(cases[i].fd);
     close(pipefd[1]);
     close(sv[1]);
     /* The valid memfd the O_PATH and read-only fds came from is accepted. */
-    ck_assert_int_eq(lease_segment_add(svc, c, good, 1 * MiB, PINNED, &id), 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, good, 1 * MiB, PINNED, &id, &why), 0);
     ck_assert_int_eq(count_fds(), before + 1);
     lease_service_destroy(svc);
     ck_assert_int_eq(count_fds(), before);
@@ -798,24 +863,24 @@ START_TEST(segment_ids_are_generation_checked_and_remove_closes_the_fd)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     int before = count_fds();
     int fd;
-    uint64_t seg = add_seg(svc, c, 1 * MiB, PINNED, 30, &fd);
+    struct lt_segment_id seg = add_seg(svc, c, 1 * MiB, PINNED, 30, &fd);
     ck_assert_int_eq(count_fds(), before + 1);
-    uint64_t id = must_grant(svc, c, seg, 0, 4096, PINNED);
-    assert_error(lease_segment_remove(svc, c, seg), -EBUSY, "1 leases not release-complete");
+    struct lt_lease_id id = must_grant(svc, c, seg, 0, 4096, PINNED);
+    assert_error(lease_segment_remove(svc, c, seg, &why), -EBUSY, "1 leases not release-complete");
     ck_assert(fd_open(fd));
     ck_assert_int_eq(release1(svc, c, id), 0);
-    ck_assert_int_eq(lease_segment_remove(svc, c, seg), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, seg, &why), 0);
     ck_assert(!fd_open(fd));
     ck_assert_int_eq(count_fds(), before);
     ck_assert_uint_eq(fake.unregs, 1);
     struct lease_grant_result r;
     assert_error(grant1(svc, c, seg, 0, 4096, PINNED, 0, &r), -ESTALE, "it was removed");
-    assert_error(lease_segment_remove(svc, c, seg), -ESTALE, "it was removed");
-    uint64_t seg2 = add_seg(svc, c, 1 * MiB, PINNED, 31, NULL);
-    ck_assert_uint_eq((uint32_t)seg2, (uint32_t)seg);
+    assert_error(lease_segment_remove(svc, c, seg, &why), -ESTALE, "it was removed");
+    struct lt_segment_id seg2 = add_seg(svc, c, 1 * MiB, PINNED, 31, NULL);
+    ck_assert_uint_eq(seg2.slot, seg.slot);
     assert_error(grant1(svc, c, seg, 0, 4096, PINNED, 0, &r), -ESTALE, "newer segment");
     ck_assert_int_eq(grant1(svc, c, seg2, 0, 4096, PINNED, 0, &r), 0);
     lease_service_destroy(svc);
@@ -830,11 +895,12 @@ struct rss_probe {
     long rss_kb;
 };
 
-static int rss_register(void *ctx, void *base, uint64_t length, enum lease_class cls,
-                        uint64_t *dev_ptr_p)
+static int rss_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                        uint64_t *dev_ptr_p, struct lt_failure *why_p)
 {
     (void)length;
     (void)cls;
+    (void)why_p;
     struct rss_probe *p = ctx;
     p->base = base;
     p->rss_kb = test_smaps_kb(base, "Rss:");
@@ -842,9 +908,11 @@ static int rss_register(void *ctx, void *base, uint64_t length, enum lease_class
     return 0;
 }
 
-static int rss_unregister(void *ctx, void *base, uint64_t length, enum lease_class cls)
+static int rss_unregister(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                          struct lt_failure *why_p)
 {
     (void)ctx;
+    (void)why_p;
     (void)base;
     (void)length;
     (void)cls;
@@ -865,12 +933,12 @@ START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
                                    .unregister_range = rss_unregister};
         struct lease_service_config cfg = {.budget_pinned = size, .budget_mapped = size};
         struct lease_service *svc = NULL;
-        ck_assert_int_eq(lease_service_create(&cfg, &be, &svc), 0);
-        uint64_t c = 0;
-        ck_assert_int_eq(lease_client_add(svc, NULL, &c), 0);
+        ck_assert_int_eq(lease_service_create(&cfg, &be, &svc, &why), 0);
+        struct lease_client_id c = {0};
+        ck_assert_int_eq(lease_client_add(svc, NULL, &c, &why), 0);
         int fd = make_memfd(size, GOOD_SEALS, 4242 + k); /* written, then unmapped */
-        uint64_t seg = 0;
-        ck_assert_int_eq(lease_segment_add(svc, c, fd, size, PINNED, &seg), 0);
+        struct lt_segment_id seg = {0, 0};
+        ck_assert_int_eq(lease_segment_add(svc, c, fd, size, PINNED, &seg, &why), 0);
         /* Mapped on a 2 MiB boundary. A small segment is populated before
          * the backend is called; a large one alongside it, by threads that
          * have finished when the add returns. Either way every page ends in
@@ -893,7 +961,7 @@ START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
         ck_assert_int_eq(pread(fd, &last, 1, (off_t)(size - 1)), 1);
         ck_assert_uint_eq(last, (unsigned char)(want[size - 1] ^ 0xff));
         free(want);
-        ck_assert_int_eq(lease_client_drop(svc, c), 0);
+        ck_assert_int_eq(lease_client_drop(svc, c, &why), 0);
         lease_service_destroy(svc);
     }
 }
@@ -903,15 +971,16 @@ START_TEST(backend_failure_leaves_the_fd_with_the_caller)
 {
     struct lease_backend be = fake_backend(256 * KiB);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 32);
     int before = count_fds();
-    uint64_t id;
+    struct lt_segment_id id;
     /* Fails on the first chunk, then on the third (two to unwind). */
     for (int countdown = 0; countdown <= 2; countdown += 2) {
         fake.fail_rc = -EIO;
         fake.fail_countdown = countdown;
-        assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -EIO, "injected failure");
+        assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -EIO,
+                       LT_E_GPU_FAULT, "injected failure");
         ck_assert(fd_open(fd));
         ck_assert_int_eq(count_fds(), before);
         ck_assert_uint_eq(fake.live, 0);
@@ -921,12 +990,35 @@ START_TEST(backend_failure_leaves_the_fd_with_the_caller)
     ck_assert_uint_eq(st.cls[PINNED].segments, 0);
     ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 0);
     /* The budget reservation was returned: the whole budget is still there. */
-    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), 0);
-    uint64_t s2 = add_seg(svc, c, 3 * MiB, PINNED, 33, NULL);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), 0);
+    struct lt_segment_id s2 = add_seg(svc, c, 3 * MiB, PINNED, 33, NULL);
     (void)s2;
     ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_registered, 4 * MiB);
     lease_service_destroy(svc);
     ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
+/* A backend that fails without words still gets a code the agent can send:
+ * -ENOMEM is the contract's "no lockable memory". */
+START_TEST(a_silent_backend_failure_still_carries_a_code_and_words)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 4 * MiB, 0);
+    struct lease_client_id c = new_client(svc);
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 90);
+    struct lt_segment_id id;
+    fake.fail_silent = true;
+    fake.fail_rc = -EIO;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -EIO, LT_E_GPU_FAULT,
+                   "backend failed with errno 5 and no message");
+    fake.fail_rc = -ENOMEM;
+    fake.fail_countdown = 0;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -ENOMEM, LT_E_MEMLOCK,
+                   "backend failed with errno 12 and no message");
+    ck_assert(fd_open(fd));
+    close(fd);
+    lease_service_destroy(svc);
 }
 END_TEST
 
@@ -936,25 +1028,25 @@ START_TEST(budget_exhaustion_is_refused_with_the_numbers)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 34, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 35, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 34, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 35, NULL);
     must_grant(svc, c, a, 0, 4096, PINNED);
     must_grant(svc, c, b, 0, 4096, PINNED);
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 36);
-    uint64_t id;
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOSPC,
-                 "PINNED pin budget exhausted: request 1048576 bytes, budget 2097152 bytes, "
-                 "in use 2097152 bytes (0 of them idle and evictable)");
-    ck_assert_str_eq(rec.last_log, lease_error_last());
+    struct lt_segment_id id;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -ENOSPC, LT_E_BUDGET,
+                   "PINNED pin budget exhausted: request 1048576 bytes, budget 2097152 bytes, "
+                   "in use 2097152 bytes (0 of them idle and evictable)");
+    ck_assert_str_eq(rec.last_log, why.message);
     ck_assert(fd_open(fd));
     /* Larger than the whole budget: refused even with nothing registered. */
     int big = make_memfd(2 * MiB, GOOD_SEALS, 37);
-    assert_error(lease_segment_add(svc, c, big, 2 * MiB, MAPPED, &id), -ENOSPC,
+    assert_error(lease_segment_add(svc, c, big, 2 * MiB, MAPPED, &id, &why), -ENOSPC,
                  "MAPPED pin budget exhausted: request 2097152 bytes, budget 1048576 bytes, "
                  "in use 0 bytes");
     /* STAGED needs no budget. */
-    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id), 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id, &why), 0);
     struct lease_stats st = stats(svc);
     ck_assert_uint_eq(st.cls[PINNED].budget_refusals, 1);
     ck_assert_uint_eq(st.cls[MAPPED].budget_refusals, 1);
@@ -970,9 +1062,9 @@ START_TEST(lru_unregisters_the_least_recently_used_idle_segment)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 38, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 39, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 38, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 39, NULL);
     void *base_a = fake.ops[0].base, *base_b = fake.ops[1].base;
     ck_assert_ptr_ne(base_a, base_b);
     /* Both idle; A is least recently used. C needs room: A goes, not B. */
@@ -1009,12 +1101,12 @@ START_TEST(lru_order_follows_use_not_age)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 41, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 41, NULL);
     add_seg(svc, c, 1 * MiB, PINNED, 42, NULL);
     void *base_b = fake.ops[1].base;
     /* Touch A after B was added: B is now least recently used. */
-    uint64_t id = must_grant(svc, c, a, 0, 4096, PINNED);
+    struct lt_lease_id id = must_grant(svc, c, a, 0, 4096, PINNED);
     ck_assert_int_eq(release1(svc, c, id), 0);
     add_seg(svc, c, 1 * MiB, PINNED, 43, NULL);
     ck_assert_int_eq(fake.ops[2].op, 'U');
@@ -1027,29 +1119,29 @@ START_TEST(segments_with_leases_or_pending_work_are_never_evicted)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
-    uint64_t c = new_client(svc);
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, 44, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 45, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 44, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 45, NULL);
     void *base_b = fake.ops[1].base;
     /* A (older) has a released lease whose GPU work is still pending. */
-    uint64_t la = must_grant(svc, c, a, 0, 4096, PINNED);
-    uint64_t t;
-    ck_assert_int_eq(lease_work_pin(svc, c, la, &t), 0);
+    struct lt_lease_id la = must_grant(svc, c, a, 0, 4096, PINNED);
+    struct lease_ticket t;
+    ck_assert_int_eq(lease_work_pin(svc, c, la, &t, &why), 0);
     ck_assert_int_eq(release1(svc, c, la), 0);
     /* A STAGED lease does not hold B's registration. */
     must_grant(svc, c, b, 0, 4096, STAGED);
-    uint64_t cseg = add_seg(svc, c, 1 * MiB, PINNED, 46, NULL);
+    struct lt_segment_id cseg = add_seg(svc, c, 1 * MiB, PINNED, 46, NULL);
     ck_assert_int_eq(fake.ops[2].op, 'U');
     ck_assert_ptr_eq(fake.ops[2].base, base_b);
     /* Now A (pending) and C (leased) are both pinned down: D is refused. */
     must_grant(svc, c, cseg, 0, 4096, PINNED);
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 47);
-    uint64_t id;
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOSPC,
+    struct lt_segment_id id;
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -ENOSPC,
                  "in use 2097152 bytes (0 of them idle and evictable)");
     /* When the work is done A becomes evictable. */
-    ck_assert_int_eq(lease_work_done(svc, t), 0);
-    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), 0);
+    ck_assert_int_eq(lease_work_done(svc, t, &why), 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), 0);
     ck_assert_uint_eq(stats(svc).cls[PINNED].evictions, 2);
     lease_service_destroy(svc);
 }
@@ -1059,15 +1151,15 @@ START_TEST(fallback_to_staged_when_the_client_allows_it)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 1 * MiB, 0);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     uint64_t seed = 48;
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 49, NULL); /* evicts A */
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 49, NULL); /* evicts A */
     must_grant(svc, c, b, 0, 4096, PINNED);
     struct lease_grant_result r;
-    assert_error(grant1(svc, c, a, 8192, 4096, PINNED, 0, &r), -ENOSPC,
-                 "PINNED pin budget exhausted: request 1048576 bytes, budget 1048576 bytes, "
-                 "in use 1048576 bytes");
+    assert_refused(grant1(svc, c, a, 8192, 4096, PINNED, 0, &r), -ENOSPC, LT_E_BUDGET,
+                   "PINNED pin budget exhausted: request 1048576 bytes, budget 1048576 bytes, "
+                   "in use 1048576 bytes");
     ck_assert_int_eq(grant1(svc, c, a, 8192, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
     ck_assert_uint_eq(r.cls, STAGED);
     ck_assert_uint_eq(r.fell_back, 1);
@@ -1077,7 +1169,7 @@ START_TEST(fallback_to_staged_when_the_client_allows_it)
     ck_assert_mem_eq(r.host_addr, ref + 8192, 4096);
     free(ref);
     struct lease_info info;
-    ck_assert_int_eq(lease_query(svc, c, r.lease_id, &info), 0);
+    ck_assert_int_eq(lease_query(svc, c, r.lease, &info, &why), 0);
     ck_assert_uint_eq(info.cls, STAGED);
     struct lease_stats st = stats(svc);
     ck_assert_uint_eq(st.cls[PINNED].fallbacks, 1);
@@ -1089,6 +1181,43 @@ START_TEST(fallback_to_staged_when_the_client_allows_it)
     ck_assert_int_eq(grant1(svc, c, b, 0, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
     ck_assert_uint_eq(r.cls, PINNED);
     ck_assert_uint_eq(r.fell_back, 0);
+    lease_service_destroy(svc);
+}
+END_TEST
+
+/* The failure record is written only when the call fails, even when a
+ * refusal inside it was recovered from (a fallback to STAGED), and the
+ * function that decides a refusal logs its words once. */
+START_TEST(a_refusal_is_written_only_on_failure_and_logged_once)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 1 * MiB, 0);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 91, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 92, NULL); /* evicts A */
+    struct lt_lease_id lb = must_grant(svc, c, b, 0, 4096, PINNED);
+    struct lt_failure untouched, w;
+    memset(&untouched, 0x5a, sizeof untouched);
+    w = untouched;
+    struct lease_grant_req q = {a, 0, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED};
+    struct lease_grant_result r;
+    memset(&r.why, 0x5a, sizeof r.why);
+    ck_assert_int_eq(lease_grant(svc, c, 1, &q, &r, &w), 1);
+    ck_assert_uint_eq(r.fell_back, 1);
+    ck_assert_mem_eq(&w, &untouched, sizeof w);
+    ck_assert_mem_eq(&r.why, &untouched, sizeof r.why);
+    struct lease_info info;
+    ck_assert_int_eq(lease_query(svc, c, lb, &info, &w), 0);
+    ck_assert_mem_eq(&w, &untouched, sizeof w);
+
+    uint64_t logs = rec.logs;
+    assert_refused(lease_segment_remove(svc, c, b, &why), -EBUSY, LT_E_BUSY,
+                   "1 leases not release-complete");
+    ck_assert_uint_eq(rec.logs, logs + 1);
+    ck_assert_str_eq(rec.last_log, why.message);
+    /* Without a record to fill, the refusal is still logged. */
+    ck_assert_int_eq(lease_segment_remove(svc, c, b, NULL), -EBUSY);
+    ck_assert_uint_eq(rec.logs, logs + 2);
     lease_service_destroy(svc);
 }
 END_TEST
@@ -1107,10 +1236,10 @@ START_TEST(impossible_budgets_are_refused_at_creation)
 {
     lower_memlock(1 * MiB);
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     struct lease_service_config cfg = config(4 * MiB, 2 * MiB);
     struct lease_service *svc = (struct lease_service *)0x1;
-    assert_error(lease_service_create(&cfg, &be, &svc), -EINVAL,
+    assert_error(lease_service_create(&cfg, &be, &svc, &why), -EINVAL,
                  "budgets PINNED 4194304 + MAPPED 2097152 = 6291456 bytes exceed what backend "
                  "'host (mlock)' can lock, 1048576 bytes");
     ck_assert_ptr_eq(svc, (struct lease_service *)0x1);
@@ -1118,15 +1247,15 @@ START_TEST(impossible_budgets_are_refused_at_creation)
     /* Over physical memory, whatever the backend. */
     struct lease_backend fb = fake_backend(0);
     cfg = config(UINT64_MAX / 2, UINT64_MAX / 4);
-    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "exceed physical memory");
+    assert_error(lease_service_create(&cfg, &fb, &svc, &why), -EINVAL, "exceed physical memory");
     cfg = config(UINT64_MAX, 1);
-    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "overflow");
+    assert_error(lease_service_create(&cfg, &fb, &svc, &why), -EINVAL, "overflow");
     fb.chunk_bytes = 1000;
     cfg = config(1 * MiB, 0);
-    assert_error(lease_service_create(&cfg, &fb, &svc), -EINVAL, "chunk size 1000");
+    assert_error(lease_service_create(&cfg, &fb, &svc, &why), -EINVAL, "chunk size 1000");
     /* Within the limit it starts. */
     cfg = config(512 * KiB, 512 * KiB);
-    ck_assert_int_eq(lease_service_create(&cfg, &be, &svc), 0);
+    ck_assert_int_eq(lease_service_create(&cfg, &be, &svc, &why), 0);
     lease_service_destroy(svc);
     lease_backend_fini(&be);
 }
@@ -1135,11 +1264,11 @@ END_TEST
 START_TEST(registration_over_rlimit_memlock_is_refused_with_the_numbers)
 {
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     uint64_t vm0 = vm_locked_kib();
-    uint64_t a = add_seg(svc, c, 512 * KiB, PINNED, 50, NULL);
+    struct lt_segment_id a = add_seg(svc, c, 512 * KiB, PINNED, 50, NULL);
     /* The pages really are locked (where mlock is not intercepted). */
     if (mlock_shows_in_vmlck())
         ck_assert_uint_eq(vm_locked_kib(), vm0 + 512);
@@ -1147,16 +1276,16 @@ START_TEST(registration_over_rlimit_memlock_is_refused_with_the_numbers)
     /* The limit drops under the service's feet (another component locked memory). */
     lower_memlock(1 * MiB);
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 51);
-    uint64_t id;
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ENOMEM,
-                 "locking 1048576 bytes of PINNED memory would exceed RLIMIT_MEMLOCK: soft limit "
-                 "1048576 bytes, 524288 already locked");
+    struct lt_segment_id id;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -ENOMEM, LT_E_MEMLOCK,
+                   "locking 1048576 bytes of PINNED memory would exceed RLIMIT_MEMLOCK: soft limit "
+                   "1048576 bytes, 524288 already locked");
     ck_assert(fd_open(fd));
     ck_assert_uint_eq(stats(svc).cls[PINNED].budget_refusals, 1);
     ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_registered, 512 * KiB);
     /* A STAGED segment of the same fd is fine, and removing A unlocks. */
-    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id), 0);
-    ck_assert_int_eq(lease_segment_remove(svc, c, a), 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, STAGED, &id, &why), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, a, &why), 0);
     ck_assert_uint_eq(vm_locked_kib(), vm0);
     ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
     lease_service_destroy(svc);
@@ -1167,21 +1296,21 @@ END_TEST
 START_TEST(rlimit_refusal_at_grant_falls_back_to_staged_when_allowed)
 {
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     uint64_t seed = 52;
-    uint64_t a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, PINNED, 53, NULL);
-    uint64_t x = add_seg(svc, c, 1 * MiB, PINNED, 54, NULL); /* evicts A */
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, seed, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, PINNED, 53, NULL);
+    struct lt_segment_id x = add_seg(svc, c, 1 * MiB, PINNED, 54, NULL); /* evicts A */
     must_grant(svc, c, b, 0, 4096, PINNED);
-    ck_assert_int_eq(lease_segment_remove(svc, c, x), 0);
+    ck_assert_int_eq(lease_segment_remove(svc, c, x, &why), 0);
     ck_assert_uint_eq(lease_host_backend_locked(&be), 1 * MiB);
     /* The budget has room for A again, RLIMIT_MEMLOCK does not. */
     lower_memlock(1 * MiB + 512 * KiB);
     struct lease_grant_result r;
-    assert_error(grant1(svc, c, a, 0, 4096, PINNED, 0, &r), -ENOMEM,
-                 "would exceed RLIMIT_MEMLOCK: soft limit 1572864 bytes, 1048576 already locked");
+    assert_refused(grant1(svc, c, a, 0, 4096, PINNED, 0, &r), -ENOMEM, LT_E_MEMLOCK,
+                   "would exceed RLIMIT_MEMLOCK: soft limit 1572864 bytes, 1048576 already locked");
     ck_assert_int_eq(grant1(svc, c, a, 4096, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
     ck_assert_uint_eq(r.cls, STAGED);
     ck_assert_uint_eq(r.fell_back, 1);
@@ -1204,39 +1333,39 @@ END_TEST
 START_TEST(client_drop_reclaims_everything_after_work_drains)
 {
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
     int fds0 = count_fds();
     uint64_t vm0 = vm_locked_kib();
     struct lease_stats base = stats(svc);
 
-    uint64_t a = new_client(svc);
-    uint64_t b = new_client(svc);
+    struct lease_client_id a = new_client(svc);
+    struct lease_client_id b = new_client(svc);
     int fd_p, fd_m, fd_s, fd_b;
-    uint64_t ap = add_seg(svc, a, 1 * MiB, PINNED, 55, &fd_p);
-    uint64_t am = add_seg(svc, a, 512 * KiB, MAPPED, 56, &fd_m);
-    uint64_t as = add_seg(svc, a, 256 * KiB, STAGED, 57, &fd_s);
-    uint64_t bp = add_seg(svc, b, 512 * KiB, PINNED, 58, &fd_b);
-    uint64_t l1 = must_grant(svc, a, ap, 0, 64 * KiB, PINNED);
+    struct lt_segment_id ap = add_seg(svc, a, 1 * MiB, PINNED, 55, &fd_p);
+    struct lt_segment_id am = add_seg(svc, a, 512 * KiB, MAPPED, 56, &fd_m);
+    struct lt_segment_id as = add_seg(svc, a, 256 * KiB, STAGED, 57, &fd_s);
+    struct lt_segment_id bp = add_seg(svc, b, 512 * KiB, PINNED, 58, &fd_b);
+    struct lt_lease_id l1 = must_grant(svc, a, ap, 0, 64 * KiB, PINNED);
     must_grant(svc, a, ap, 64 * KiB, 64 * KiB, STAGED);
-    uint64_t l3 = must_grant(svc, a, am, 0, 4096, MAPPED);
+    struct lt_lease_id l3 = must_grant(svc, a, am, 0, 4096, MAPPED);
     must_grant(svc, a, as, 0, 4096, STAGED);
-    uint64_t lb = must_grant(svc, b, bp, 0, 4096, PINNED);
-    uint64_t t1, t3, tb;
-    ck_assert_int_eq(lease_work_pin(svc, a, l1, &t1), 0);
-    ck_assert_int_eq(lease_work_pin(svc, a, l3, &t3), 0);
-    ck_assert_int_eq(lease_work_pin(svc, b, lb, &tb), 0);
+    struct lt_lease_id lb = must_grant(svc, b, bp, 0, 4096, PINNED);
+    struct lease_ticket t1, t3, tb;
+    ck_assert_int_eq(lease_work_pin(svc, a, l1, &t1, &why), 0);
+    ck_assert_int_eq(lease_work_pin(svc, a, l3, &t3, &why), 0);
+    ck_assert_int_eq(lease_work_pin(svc, b, lb, &tb, &why), 0);
     ck_assert_int_eq(count_fds(), fds0 + 4);
 
     /* Two leases still have GPU work in flight. */
-    ck_assert_int_eq(lease_client_drop(svc, a), 2);
+    ck_assert_int_eq(lease_client_drop(svc, a, &why), 2);
     ck_assert_uint_eq(rec.drained, 0);
     ck_assert_uint_eq(completions(), 0);
     struct lease_grant_result r;
     assert_error(grant1(svc, a, ap, 0, 4096, PINNED, 0, &r), -ESHUTDOWN, "being dropped");
-    assert_error(lease_client_drop(svc, a), -EALREADY, "already being dropped");
+    assert_error(lease_client_drop(svc, a, &why), -EALREADY, "already being dropped");
     struct lease_client_stats cs;
-    ck_assert_int_eq(lease_client_stats(svc, a, &cs), 0);
+    ck_assert_int_eq(lease_client_stats(svc, a, &cs, &why), 0);
     ck_assert_uint_eq(cs.dropping, 1);
     ck_assert_uint_eq(cs.leases, 2);
     /* Memory still pinned and mapped while the GPU may read it. */
@@ -1245,21 +1374,21 @@ START_TEST(client_drop_reclaims_everything_after_work_drains)
 
     /* B is unaffected. */
     struct lease_info info;
-    ck_assert_int_eq(lease_query(svc, b, lb, &info), 0);
+    ck_assert_int_eq(lease_query(svc, b, lb, &info, &why), 0);
     ck_assert_int_eq(grant1(svc, b, bp, 8192, 4096, PINNED, 0, &r), 0);
 
-    ck_assert_int_eq(lease_work_done(svc, t1), 0);
+    ck_assert_int_eq(lease_work_done(svc, t1, &why), 0);
     ck_assert_uint_eq(rec.drained, 0);
-    ck_assert_int_eq(lease_work_done(svc, t3), 0);
+    ck_assert_int_eq(lease_work_done(svc, t3, &why), 0);
     ck_assert_uint_eq(rec.drained, 1);
-    ck_assert_uint_eq(rec.last_drained, a);
+    ck_assert_uint_eq(rec.last_drained, a.value);
     /* A's releases are not reported: the peer is gone. */
     ck_assert_uint_eq(completions(), 0);
     ck_assert(!fd_open(fd_p) && !fd_open(fd_m) && !fd_open(fd_s));
     ck_assert_int_eq(count_fds(), fds0 + 1);
     ck_assert_uint_eq(lease_host_backend_locked(&be), 512 * KiB);
-    assert_error(lease_client_stats(svc, a, &cs), -ESTALE, "dropped");
-    assert_error(lease_client_drop(svc, a), -ESTALE, "already dropped");
+    assert_error(lease_client_stats(svc, a, &cs, &why), -ESTALE, "dropped");
+    assert_error(lease_client_drop(svc, a, &why), -ESTALE, "already dropped");
     struct lease_stats st = stats(svc);
     ck_assert_uint_eq(st.clients, 1);
     ck_assert_uint_eq(st.cls[PINNED].segments, 1);
@@ -1269,8 +1398,8 @@ START_TEST(client_drop_reclaims_everything_after_work_drains)
     ck_assert_uint_eq(st.cls[MAPPED].bytes_registered, 0);
 
     /* B dies with work pending on one lease, then everything is back to zero. */
-    ck_assert_int_eq(lease_client_drop(svc, b), 1);
-    ck_assert_int_eq(lease_work_done(svc, tb), 0);
+    ck_assert_int_eq(lease_client_drop(svc, b, &why), 1);
+    ck_assert_int_eq(lease_work_done(svc, tb, &why), 0);
     ck_assert_uint_eq(rec.drained, 2);
     ck_assert_int_eq(count_fds(), fds0);
     ck_assert_uint_eq(vm_locked_kib(), vm0);
@@ -1296,20 +1425,20 @@ START_TEST(client_drop_with_nothing_pending_drains_at_once)
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
     int fds0 = count_fds();
-    uint64_t c = new_client(svc);
-    uint64_t s = add_seg(svc, c, 1 * MiB, PINNED, 59, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id s = add_seg(svc, c, 1 * MiB, PINNED, 59, NULL);
     must_grant(svc, c, s, 0, 4096, PINNED);
-    ck_assert_int_eq(lease_client_drop(svc, c), 0);
+    ck_assert_int_eq(lease_client_drop(svc, c, &why), 0);
     ck_assert_uint_eq(rec.drained, 1);
     ck_assert_int_eq(count_fds(), fds0);
     ck_assert_uint_eq(fake.live, 0);
-    assert_error(lease_client_drop(svc, c + (1ull << 32)), -ENOENT, "never issued");
+    assert_error(lease_client_drop(svc, client_plus(c, 1ull << 32), &why), -ENOENT, "never issued");
     /* The slot is reused with a new generation; the old id stays dead. */
-    uint64_t c2 = new_client(svc);
-    ck_assert_uint_eq((uint32_t)c2, (uint32_t)c);
-    uint64_t id;
+    struct lease_client_id c2 = new_client(svc);
+    ck_assert_uint_eq((uint32_t)c2.value, (uint32_t)c.value);
+    struct lt_segment_id id;
     int fd = make_memfd(1 * MiB, GOOD_SEALS, 60);
-    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id), -ESTALE, "dropped");
+    assert_error(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &id, &why), -ESTALE, "dropped");
     ck_assert(fd_open(fd));
     close(fd);
     lease_service_destroy(svc);
@@ -1319,18 +1448,18 @@ END_TEST
 START_TEST(destroy_unregisters_unmaps_and_closes_everything)
 {
     struct lease_backend be;
-    ck_assert_int_eq(lease_host_backend_init(&be), 0);
+    ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
     int fds0 = count_fds();
     uint64_t vm0 = vm_locked_kib();
     struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t p = add_seg(svc, c, 1 * MiB, PINNED, 61, NULL);
-    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 62, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id p = add_seg(svc, c, 1 * MiB, PINNED, 61, NULL);
+    struct lt_segment_id m = add_seg(svc, c, 1 * MiB, MAPPED, 62, NULL);
     add_seg(svc, c, 1 * MiB, STAGED, 63, NULL);
-    uint64_t l = must_grant(svc, c, p, 0, 4096, PINNED);
+    struct lt_lease_id l = must_grant(svc, c, p, 0, 4096, PINNED);
     must_grant(svc, c, m, 0, 4096, MAPPED);
-    uint64_t t;
-    ck_assert_int_eq(lease_work_pin(svc, c, l, &t), 0);
+    struct lease_ticket t;
+    ck_assert_int_eq(lease_work_pin(svc, c, l, &t, &why), 0);
     ck_assert_int_eq(count_fds(), fds0 + 3);
     lease_service_destroy(svc);
     ck_assert_int_eq(count_fds(), fds0);
@@ -1348,8 +1477,8 @@ START_TEST(stats_text_names_every_class_and_client)
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 2 * MiB, 1 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t s = add_seg(svc, c, 1 * MiB, PINNED, 64, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id s = add_seg(svc, c, 1 * MiB, PINNED, 64, NULL);
     must_grant(svc, c, s, 0, 12288, PINNED);
     char buf[2048];
     int n = lease_stats_format(svc, buf, sizeof(buf));
@@ -1362,7 +1491,7 @@ START_TEST(stats_text_names_every_class_and_client)
                                  "leased=12288B registrations=1"));
     ck_assert_ptr_nonnull(strstr(buf, "MAPPED: segments=0 (huge 0) registered=0/1048576B"));
     char want[64];
-    snprintf(want, sizeof(want), "client %#" PRIx64 ": leases=1 bytes=12288 segments=1", c);
+    snprintf(want, sizeof(want), "client %#" PRIx64 ": leases=1 bytes=12288 segments=1", c.value);
     ck_assert_ptr_nonnull(strstr(buf, want));
     /* Truncation: terminated, and the full length is still reported. */
     char small[16];
@@ -1383,9 +1512,9 @@ END_TEST
 
 struct shared {
     struct lease_service *svc;
-    uint64_t client;
-    uint64_t seg[NSEGS];
-    enum lease_class cls[NSEGS];
+    struct lease_client_id client;
+    struct lt_segment_id seg[NSEGS];
+    enum lt_class cls[NSEGS];
     uint8_t *ref[NSEGS];
     pthread_mutex_t mu;
     uint64_t grants;
@@ -1421,12 +1550,24 @@ struct worker {
     uint64_t seed;
 };
 
+/* The words of the first refused entry of @r[0..n), or of the batch. */
+static const char *first_refusal(const struct lease_grant_result *r, size_t n,
+                                 const struct lt_failure *batch)
+{
+    for (size_t i = 0; i < n; i++)
+        if (r[i].rc < 0)
+            return r[i].why.message;
+    return batch->message;
+}
+
+/* The threads keep their own failures: the shared `why` is the main thread's. */
 static void *grant_release_worker(void *arg)
 {
     struct worker *w = arg;
     struct shared *sh = w->sh;
     uint64_t s = w->seed;
     uint64_t grants = 0, fallbacks = 0;
+    struct lt_failure tw = {0};
     for (int it = 0; it < ITERS; it++) {
         struct lease_grant_req q[8];
         struct lease_grant_result r[8];
@@ -1439,35 +1580,36 @@ static void *grant_release_worker(void *arg)
                                             (uint32_t)(1 + xorshift(&s) % sh->cls[k]),
                                             LEASE_GRANT_ALLOW_STAGED};
         }
-        int got = lease_grant(sh->svc, sh->client, n, q, r);
+        int got = lease_grant(sh->svc, sh->client, n, q, r, &tw);
         if (got != (int)n) {
-            fail_once(sh, "grant: %d of %zu (%s)", got, n, lease_error_last());
+            fail_once(sh, "grant: %d of %zu (%s)", got, n, first_refusal(r, got < 0 ? 0 : n, &tw));
             continue;
         }
-        uint64_t ids[8], tickets[8];
+        struct lt_lease_id ids[8];
+        struct lease_ticket tickets[8];
         size_t nt = 0;
         for (size_t i = 0; i < n; i++) {
             int k = 0;
-            while (sh->seg[k] != q[i].seg_id)
+            while (!lt_segment_id_eq(sh->seg[k], q[i].segment))
                 k++;
             size_t cmp = q[i].length < 256 ? q[i].length : 256;
             if (memcmp(r[i].host_addr, sh->ref[k] + q[i].offset, cmp) != 0)
-                fail_once(sh, "lease %#" PRIx64 ": bytes differ from the daemon's", r[i].lease_id);
+                fail_once(sh, "lease %#" PRIx64 ": bytes differ from the daemon's", L(r[i].lease));
             if (r[i].cls == MAPPED && r[i].dev_ptr == 0)
                 fail_once(sh, "MAPPED lease without a device pointer");
             fallbacks += r[i].fell_back;
-            ids[i] = r[i].lease_id;
+            ids[i] = r[i].lease;
             if (xorshift(&s) % 3 == 0 &&
-                lease_work_pin(sh->svc, sh->client, ids[i], &tickets[nt]) == 0)
+                lease_work_pin(sh->svc, sh->client, ids[i], &tickets[nt], &tw) == 0)
                 nt++;
         }
         grants += n;
-        int rcs[8];
-        if (lease_release(sh->svc, sh->client, n, ids, rcs) != (int)n)
-            fail_once(sh, "release refused: %s", lease_error_last());
+        struct lease_release_result rr[8];
+        if (lease_release(sh->svc, sh->client, n, ids, rr, &tw) != (int)n)
+            fail_once(sh, "release refused: %s", tw.message);
         while (nt > 0)
-            if (lease_work_done(sh->svc, tickets[--nt]) != 0)
-                fail_once(sh, "work_done refused: %s", lease_error_last());
+            if (lease_work_done(sh->svc, tickets[--nt], &tw) != 0)
+                fail_once(sh, "work_done refused: %s", tw.message);
     }
     pthread_mutex_lock(&sh->mu);
     sh->grants += grants;
@@ -1481,33 +1623,34 @@ static void *churn_worker(void *arg)
 {
     struct worker *w = arg;
     struct shared *sh = w->sh;
+    struct lt_failure tw = {0};
     for (int it = 0; it < 60; it++) {
-        uint64_t c;
-        if (lease_client_add(sh->svc, NULL, &c) != 0) {
-            fail_once(sh, "client_add: %s", lease_error_last());
+        struct lease_client_id c;
+        if (lease_client_add(sh->svc, NULL, &c, &tw) != 0) {
+            fail_once(sh, "client_add: %s", tw.message);
             continue;
         }
         int fd = make_memfd(256 * KiB, GOOD_SEALS, 1000 + (uint64_t)it);
-        uint64_t seg;
-        enum lease_class cls = it % 2 ? PINNED : STAGED;
-        int rc = lease_segment_add(sh->svc, c, fd, 256 * KiB, cls, &seg);
-        uint64_t ticket = 0;
+        struct lt_segment_id seg;
+        enum lt_class cls = it % 2 ? PINNED : STAGED;
+        int rc = lease_segment_add(sh->svc, c, fd, 256 * KiB, cls, &seg, &tw);
+        struct lease_ticket ticket = {0};
         if (rc == 0) {
             struct lease_grant_req q = {seg, 4096, 8192, cls, LEASE_GRANT_ALLOW_STAGED};
             struct lease_grant_result r;
-            if (lease_grant(sh->svc, c, 1, &q, &r) != 1 ||
-                lease_work_pin(sh->svc, c, r.lease_id, &ticket) != 0)
-                fail_once(sh, "churn grant: %s", lease_error_last());
+            if (lease_grant(sh->svc, c, 1, &q, &r, &tw) != 1 ||
+                lease_work_pin(sh->svc, c, r.lease, &ticket, &tw) != 0)
+                fail_once(sh, "churn grant: %s", first_refusal(&r, 1, &tw));
         } else {
             close(fd);
             if (rc != -ENOSPC)
-                fail_once(sh, "churn segment_add: %d %s", rc, lease_error_last());
+                fail_once(sh, "churn segment_add: %d %s", rc, tw.message);
         }
-        int waiting = lease_client_drop(sh->svc, c);
-        if (waiting != (ticket ? 1 : 0))
+        int waiting = lease_client_drop(sh->svc, c, &tw);
+        if (waiting != (ticket.value ? 1 : 0))
             fail_once(sh, "churn drop: %d waiting", waiting);
-        if (ticket && lease_work_done(sh->svc, ticket) != 0)
-            fail_once(sh, "churn work_done: %s", lease_error_last());
+        if (ticket.value && lease_work_done(sh->svc, ticket, &tw) != 0)
+            fail_once(sh, "churn work_done: %s", tw.message);
         sh->churn_drops++;
     }
     return NULL;
@@ -1524,7 +1667,7 @@ START_TEST(concurrent_grants_and_releases_keep_the_invariants)
     ck_assert_ptr_nonnull(rec.ids);
     struct shared sh = {.svc = svc, .mu = PTHREAD_MUTEX_INITIALIZER};
     sh.client = new_client(svc);
-    enum lease_class cls[NSEGS] = {PINNED, PINNED, PINNED, MAPPED, STAGED};
+    enum lt_class cls[NSEGS] = {PINNED, PINNED, PINNED, MAPPED, STAGED};
     for (int k = 0; k < NSEGS; k++) {
         sh.cls[k] = cls[k];
         sh.seg[k] = add_seg(svc, sh.client, 1 * MiB, cls[k], 100 + (uint64_t)k, NULL);
@@ -1567,7 +1710,7 @@ START_TEST(concurrent_grants_and_releases_keep_the_invariants)
     /* What the fake holds is exactly what the stats say is registered. */
     ck_assert_uint_eq(fake.live * 1 * MiB, registered);
     struct lease_client_stats cs;
-    ck_assert_int_eq(lease_client_stats(svc, sh.client, &cs), 0);
+    ck_assert_int_eq(lease_client_stats(svc, sh.client, &cs, &why), 0);
     ck_assert_uint_eq(cs.leases, 0);
     ck_assert_uint_eq(cs.bytes, 0);
     ck_assert_uint_eq(cs.segments, NSEGS);
@@ -1589,13 +1732,13 @@ START_TEST(segment_query_reports_class_registration_and_the_chunks_device_pointe
 {
     struct lease_backend be = fake_backend(256 * KiB);
     struct lease_service *svc = new_svc(&be, 4 * MiB, 4 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t other = new_client(svc);
-    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 71, NULL);
-    uint64_t p = add_seg(svc, c, 512 * KiB, PINNED, 72, NULL);
-    uint64_t st = add_seg(svc, c, 64 * KiB, STAGED, 73, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lease_client_id other = new_client(svc);
+    struct lt_segment_id m = add_seg(svc, c, 1 * MiB, MAPPED, 71, NULL);
+    struct lt_segment_id p = add_seg(svc, c, 512 * KiB, PINNED, 72, NULL);
+    struct lt_segment_id st = add_seg(svc, c, 64 * KiB, STAGED, 73, NULL);
     struct lease_segment_info in;
-    ck_assert_int_eq(lease_segment_query(svc, c, m, 300 * KiB + 8, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, m, 300 * KiB + 8, &in, &why), 0);
     ck_assert_uint_eq(in.size, 1 * MiB);
     ck_assert_uint_eq(in.cls, MAPPED);
     ck_assert_uint_eq(in.registered, 1);
@@ -1606,27 +1749,29 @@ START_TEST(segment_query_reports_class_registration_and_the_chunks_device_pointe
     ck_assert_uint_eq(in.leases, 0);
     ck_assert_uint_eq(in.holds, 0);
     /* The host address and the lease's agree. */
-    uint64_t l = must_grant(svc, c, m, 300 * KiB, 4096, MAPPED);
+    struct lt_lease_id l = must_grant(svc, c, m, 300 * KiB, 4096, MAPPED);
     struct lease_info li;
-    ck_assert_int_eq(lease_query(svc, c, l, &li), 0);
+    ck_assert_int_eq(lease_query(svc, c, l, &li, &why), 0);
     ck_assert_ptr_eq(li.host_addr, (char *)in.host_base + 300 * KiB);
     ck_assert_uint_eq(li.dev_ptr + 8, in.dev_ptr);
-    ck_assert_int_eq(lease_segment_query(svc, c, m, 0, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, m, 0, &in, &why), 0);
     ck_assert_uint_eq(in.leases, 1);
     /* PINNED: registered, no device pointer; STAGED: neither. */
-    ck_assert_int_eq(lease_segment_query(svc, c, p, 4096, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, p, 4096, &in, &why), 0);
     ck_assert_uint_eq(in.cls, PINNED);
     ck_assert_uint_eq(in.registered, 1);
     ck_assert_uint_eq(in.dev_ptr, 0);
-    ck_assert_int_eq(lease_segment_query(svc, c, st, 0, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, st, 0, &in, &why), 0);
     ck_assert_uint_eq(in.cls, STAGED);
     ck_assert_uint_eq(in.registered, 0);
     ck_assert_uint_eq(in.dev_ptr, 0);
     /* Refusals. */
-    assert_error(lease_segment_query(svc, c, m, 1 * MiB, &in), -ERANGE, "1048576 (segment size)");
-    assert_error(lease_segment_query(svc, other, m, 0, &in), -EPERM, "another client");
-    assert_error(lease_segment_query(svc, c, m + (5ull << 32), 0, &in), -ENOENT, "never issued");
-    assert_error(lease_segment_query(svc, c, m, 0, NULL), -EINVAL, "output pointer");
+    assert_error(lease_segment_query(svc, c, m, 1 * MiB, &in, &why), -ERANGE,
+                 "1048576 (segment size)");
+    assert_error(lease_segment_query(svc, other, m, 0, &in, &why), -EPERM, "another client");
+    assert_error(lease_segment_query(svc, c, lt_segment_id_make(m.slot, m.gen + 5), 0, &in, &why),
+                 -ENOENT, "never issued");
+    assert_error(lease_segment_query(svc, c, m, 0, NULL, &why), -EINVAL, "output pointer");
     lease_service_destroy(svc);
 }
 END_TEST
@@ -1635,44 +1780,46 @@ START_TEST(held_segment_is_never_evicted_or_removed_and_is_reregistered_when_nee
 {
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 0, 2 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t a = add_seg(svc, c, 1 * MiB, MAPPED, 74, NULL);
-    uint64_t b = add_seg(svc, c, 1 * MiB, MAPPED, 75, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, MAPPED, 74, NULL);
+    struct lt_segment_id b = add_seg(svc, c, 1 * MiB, MAPPED, 75, NULL);
     void *base_b = fake.ops[1].base;
     struct lease_segment_info in;
-    ck_assert_int_eq(lease_segment_hold(svc, c, a, 64, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, a, 64, 8, &in, &why), 0);
     ck_assert_uint_eq(in.holds, 1);
     ck_assert_uint_ne(in.dev_ptr, 0);
     uint64_t dev_a = in.dev_ptr;
     /* A is least recently used by age, but held: B is evicted instead. */
-    uint64_t cseg = add_seg(svc, c, 1 * MiB, MAPPED, 76, NULL);
+    struct lt_segment_id cseg = add_seg(svc, c, 1 * MiB, MAPPED, 76, NULL);
     ck_assert_int_eq(fake.ops[2].op, 'U');
     ck_assert_ptr_eq(fake.ops[2].base, base_b);
-    ck_assert_int_eq(lease_segment_query(svc, c, b, 0, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, b, 0, &in, &why), 0);
     ck_assert_uint_eq(in.registered, 0);
     ck_assert_uint_eq(in.dev_ptr, 0);
-    assert_error(lease_segment_remove(svc, c, a), -EBUSY, "held by 1 GPU operations");
+    assert_error(lease_segment_remove(svc, c, a, &why), -EBUSY, "held by 1 GPU operations");
     /* With A and C both held nothing is evictable: holding B is refused. */
-    ck_assert_int_eq(lease_segment_hold(svc, c, cseg, 0, 8, &in), 0);
-    assert_error(lease_segment_hold(svc, c, b, 0, 8, &in), -ENOSPC, "0 of them idle");
+    ck_assert_int_eq(lease_segment_hold(svc, c, cseg, 0, 8, &in, &why), 0);
+    assert_error(lease_segment_hold(svc, c, b, 0, 8, &in, &why), -ENOSPC, "0 of them idle");
     ck_assert_uint_eq(stats(svc).cls[MAPPED].budget_refusals, 1);
     /* C unheld: holding B evicts C and registers B again, with a fresh pointer. */
-    ck_assert_int_eq(lease_segment_unhold(svc, cseg), 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, cseg, &why), 0);
     uint64_t regs = fake.regs;
-    ck_assert_int_eq(lease_segment_hold(svc, c, b, 4096, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, b, 4096, 8, &in, &why), 0);
     ck_assert_uint_eq(fake.regs, regs + 1);
     ck_assert_uint_eq(in.registered, 1);
     ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + fake.regs * (1ull << 30) + 4096);
-    ck_assert_int_eq(lease_segment_query(svc, c, a, 64, &in), 0);
+    ck_assert_int_eq(lease_segment_query(svc, c, a, 64, &in, &why), 0);
     ck_assert_uint_eq(in.dev_ptr, dev_a);
     /* Range checks, and undoing more holds than taken. */
-    assert_error(lease_segment_hold(svc, c, a, 1 * MiB - 4, 8, &in), -ERANGE, "segment range");
-    ck_assert_int_eq(lease_segment_unhold(svc, a), 0);
-    assert_error(lease_segment_unhold(svc, a), -EALREADY, "no hold");
-    assert_error(lease_segment_unhold(svc, a + (5ull << 32)), -ENOENT, "never issued");
-    ck_assert_int_eq(lease_segment_remove(svc, c, a), 0);
-    assert_error(lease_segment_unhold(svc, a), -ESTALE, "stale");
-    ck_assert_int_eq(lease_segment_unhold(svc, b), 0);
+    assert_error(lease_segment_hold(svc, c, a, 1 * MiB - 4, 8, &in, &why), -ERANGE,
+                 "segment range");
+    ck_assert_int_eq(lease_segment_unhold(svc, a, &why), 0);
+    assert_error(lease_segment_unhold(svc, a, &why), -EALREADY, "no hold");
+    assert_error(lease_segment_unhold(svc, lt_segment_id_make(a.slot, a.gen + 5), &why), -ENOENT,
+                 "never issued");
+    ck_assert_int_eq(lease_segment_remove(svc, c, a, &why), 0);
+    assert_error(lease_segment_unhold(svc, a, &why), -ESTALE, "stale");
+    ck_assert_int_eq(lease_segment_unhold(svc, b, &why), 0);
     lease_service_destroy(svc);
     ck_assert_uint_eq(fake.live, 0);
 }
@@ -1682,18 +1829,18 @@ START_TEST(holds_never_span_a_registration_chunk)
 {
     struct lease_backend be = fake_backend(256 * KiB);
     struct lease_service *svc = new_svc(&be, 0, 2 * MiB);
-    uint64_t c = new_client(svc);
-    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 77, NULL);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id m = add_seg(svc, c, 1 * MiB, MAPPED, 77, NULL);
     struct lease_segment_info in;
-    assert_error(lease_segment_hold(svc, c, m, 256 * KiB - 8, 16, &in), -EINVAL,
+    assert_error(lease_segment_hold(svc, c, m, 256 * KiB - 8, 16, &in, &why), -EINVAL,
                  "chunk boundary (chunk size 262144)");
-    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB - 8, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB - 8, 8, &in, &why), 0);
     ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + 1 * (1ull << 30) + 256 * KiB - 8);
-    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 256 * KiB, 8, &in, &why), 0);
     ck_assert_uint_eq(in.dev_ptr, 0x100000000000ull + 2 * (1ull << 30));
     ck_assert_uint_eq(in.holds, 2);
-    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
-    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, m, &why), 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, m, &why), 0);
     lease_service_destroy(svc);
 }
 END_TEST
@@ -1703,25 +1850,25 @@ START_TEST(dropped_client_drains_only_after_its_last_hold)
     struct lease_backend be = fake_backend(0);
     struct lease_service *svc = new_svc(&be, 1 * MiB, 1 * MiB);
     int fds0 = count_fds();
-    uint64_t c = new_client(svc);
+    struct lease_client_id c = new_client(svc);
     int fd_m = -1, fd_p = -1;
-    uint64_t m = add_seg(svc, c, 1 * MiB, MAPPED, 78, &fd_m);
-    uint64_t p = add_seg(svc, c, 1 * MiB, PINNED, 79, &fd_p);
+    struct lt_segment_id m = add_seg(svc, c, 1 * MiB, MAPPED, 78, &fd_m);
+    struct lt_segment_id p = add_seg(svc, c, 1 * MiB, PINNED, 79, &fd_p);
     must_grant(svc, c, p, 0, 4096, PINNED);
     struct lease_segment_info in;
-    ck_assert_int_eq(lease_segment_hold(svc, c, m, 8, 8, &in), 0);
-    ck_assert_int_eq(lease_segment_hold(svc, c, m, 16, 8, &in), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 8, 8, &in, &why), 0);
+    ck_assert_int_eq(lease_segment_hold(svc, c, m, 16, 8, &in, &why), 0);
     /* No lease waits for work, but the GPU may still touch the words. */
-    ck_assert_int_eq(lease_client_drop(svc, c), 0);
+    ck_assert_int_eq(lease_client_drop(svc, c, &why), 0);
     ck_assert_uint_eq(rec.drained, 0);
     ck_assert(fd_open(fd_m) && fd_open(fd_p));
     ck_assert_uint_eq(fake.live, 2);
-    assert_error(lease_segment_hold(svc, c, m, 8, 8, &in), -ESHUTDOWN, "being dropped");
-    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    assert_error(lease_segment_hold(svc, c, m, 8, 8, &in, &why), -ESHUTDOWN, "being dropped");
+    ck_assert_int_eq(lease_segment_unhold(svc, m, &why), 0);
     ck_assert_uint_eq(rec.drained, 0);
-    ck_assert_int_eq(lease_segment_unhold(svc, m), 0);
+    ck_assert_int_eq(lease_segment_unhold(svc, m, &why), 0);
     ck_assert_uint_eq(rec.drained, 1);
-    ck_assert_uint_eq(rec.last_drained, c);
+    ck_assert_uint_eq(rec.last_drained, c.value);
     ck_assert(!fd_open(fd_m) && !fd_open(fd_p));
     ck_assert_uint_eq(fake.live, 0);
     ck_assert_int_eq(count_fds(), fds0);
@@ -1750,6 +1897,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, wrong_kinds_of_fd_are_refused_and_left_open);
     tcase_add_test(tc, segment_ids_are_generation_checked_and_remove_closes_the_fd);
     tcase_add_test(tc, backend_failure_leaves_the_fd_with_the_caller);
+    tcase_add_test(tc, a_silent_backend_failure_still_carries_a_code_and_words);
     tcase_add_test(tc, registration_finds_the_page_tables_populated_and_the_bytes_unchanged);
     suite_add_tcase(s, tc);
 
@@ -1759,6 +1907,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, lru_order_follows_use_not_age);
     tcase_add_test(tc, segments_with_leases_or_pending_work_are_never_evicted);
     tcase_add_test(tc, fallback_to_staged_when_the_client_allows_it);
+    tcase_add_test(tc, a_refusal_is_written_only_on_failure_and_logged_once);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("host_backend");

@@ -3,6 +3,7 @@
  * headers define nothing that clashes at link time and stay clean under
  * -pedantic -Wconversion -Wsign-conversion -Wcast-align=strict. */
 #include "lease_types/lease_types.h"
+#include "lease_types/socket.h"
 
 #include "second_tu.h"
 

@@ -146,7 +146,7 @@ static struct ga_exec_work verify_work(uint64_t owner, unsigned char *p, size_t 
 
 static void submit_ok(const struct ga_exec_work *w)
 {
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     int rc = ex->ops->submit(ex->ctx, w, &why);
     ck_assert_msg(rc == 0, "submit refused: %s", rc ? why.message : "");
 }
@@ -161,7 +161,7 @@ static struct ga_exec_ctl ctl_of(uint16_t type, uint64_t owner, uint64_t tag)
 static struct ga_exec_ctl_result ctl_now(struct ga_exec_ctl c)
 {
     int before = rec_wait(0, 0);
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     int rc = ex->ops->ctl(ex->ctx, &c, &why);
     ck_assert_msg(rc == 0, "%s refused: %s", lt_msg_type_name(c.type), rc ? why.message : "");
     ck_assert_int_eq(rec_wait(before + 1, 5000), before + 1);
@@ -173,7 +173,7 @@ static struct ga_exec_ctl_result ctl_now(struct ga_exec_ctl c)
 
 static uint32_t ctl_refused(struct ga_exec_ctl c)
 {
-    struct ga_exec_refusal why = {0};
+    struct lt_failure why = {0};
     int rc = ex->ops->ctl(ex->ctx, &c, &why);
     ck_assert_int_lt(rc, 0);
     ck_assert_int_eq(rc, lt_error_errno(why.code));
@@ -311,7 +311,7 @@ START_TEST(test_events_order_streams_and_time_the_work)
     ck_assert_uint_eq(ctl_refused(el), LT_E_BUSY);
     struct ga_exec_ctl sync = ctl_of(LT_MSG_EVENT_SYNCHRONIZE, OWNER_A, 77);
     sync.event = e1;
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     ck_assert_int_eq(ex->ops->ctl(ex->ctx, &sync, &why), 0);
     int base = rec_wait(0, 0);
     usleep(60000);
@@ -349,7 +349,7 @@ START_TEST(test_stream_and_device_sync_answer_after_the_work)
     a.bell = (struct ga_exec_word){.host = &bell, .seq = 1};
     submit_ok(&a);
     int base = rec_wait(0, 0);
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     struct ga_exec_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 31);
     ss.stream = s;
     ck_assert_int_eq(ex->ops->ctl(ex->ctx, &ss, &why), 0);
@@ -385,7 +385,7 @@ START_TEST(test_client_drop_cancels_queued_and_waiting_work)
     submit_ok(&b);
     struct ga_exec_ctl ss = ctl_of(LT_MSG_STREAM_SYNCHRONIZE, OWNER_A, 42);
     ss.stream = s;
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     ck_assert_int_eq(ex->ops->ctl(ex->ctx, &ss, &why), 0);
     struct ga_exec_client_stats st;
     ck_assert_int_eq(ex->ops->client_stats(ex->ctx, OWNER_A, &st), 0);
@@ -469,7 +469,7 @@ END_TEST
 START_TEST(test_unsupported_and_malformed_work_is_refused)
 {
     unsigned char buf[4096] = {0};
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     struct ga_exec_work w = {.owner = OWNER_A,
                              .op = LT_OP_VECTOR_SCAN,
                              .host = buf,
@@ -508,7 +508,7 @@ START_TEST(test_shutdown_answers_everything_and_refuses_more)
     ck_assert_int_eq(rec_wait(0, 0), 2); /* every callback ran before it returned */
     ck_assert_uint_eq(rec_get(1).tag, 50);
     ck_assert_uint_eq(rec_get(1).w.status, LT_E_SHUTTING_DOWN);
-    struct ga_exec_refusal why;
+    struct lt_failure why;
     ck_assert_int_eq(ex->ops->submit(ex->ctx, &b, &why), -ESHUTDOWN);
     ck_assert_int_eq(ex->ops->client_add(ex->ctx, 0x77), -ESHUTDOWN);
     ex->ops->shutdown(ex->ctx); /* idempotent */

@@ -821,34 +821,39 @@ START_TEST(test_bad_segment_fds_are_refused_with_their_reason)
         const char *what;
         int fd;
         uint32_t code;
+        const char *needle; /* the lease service's words, passed through unchanged */
     } cases[10];
     int n = 0;
     int good = th_memfd(sz, TH_GOOD_SEALS, 8, NULL);
     char path[256];
 
+    cases[n++] = (struct fd_case){"unsealed memfd", th_memfd(sz, 0, 9, NULL), LT_E_SEGMENT_UNSEALED,
+                                  "segment fd: missing seals"};
     cases[n++] =
-        (struct fd_case){"unsealed memfd", th_memfd(sz, 0, 9, NULL), LT_E_SEGMENT_UNSEALED};
-    cases[n++] = (struct fd_case){"short memfd", th_memfd(sz / 2, TH_GOOD_SEALS, 10, NULL),
-                                  LT_E_SEGMENT_SIZE};
+        (struct fd_case){"short memfd", th_memfd(sz / 2, TH_GOOD_SEALS, 10, NULL),
+                         LT_E_SEGMENT_SIZE, "segment fd: claimed size 65536 bytes, found 32768"};
     cases[n++] =
         (struct fd_case){"write-sealed memfd", th_memfd(sz, TH_GOOD_SEALS | F_SEAL_WRITE, 11, NULL),
-                         LT_E_SEGMENT_UNSEALED};
+                         LT_E_SEGMENT_UNSEALED, "found a write seal"};
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
-    cases[n++] = (struct fd_case){"pipe", p[0], LT_E_SEGMENT_UNSEALED};
+    cases[n++] = (struct fd_case){"pipe", p[0], LT_E_SEGMENT_UNSEALED, "found a pipe or FIFO"};
     int sp[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
-    cases[n++] = (struct fd_case){"socket", sp[0], LT_E_SEGMENT_UNSEALED};
+    cases[n++] = (struct fd_case){"socket", sp[0], LT_E_SEGMENT_UNSEALED, "found a socket"};
     snprintf(path, sizeof path, "%s/regular", ag.dir);
     int reg = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(reg, 0);
     ck_assert_int_eq(ftruncate(reg, (off_t)sz), 0);
-    cases[n++] = (struct fd_case){"regular file", reg, LT_E_SEGMENT_UNSEALED};
-    snprintf(path, sizeof path, "/proc/self/fd/%d", good);
-    cases[n++] = (struct fd_case){"O_PATH fd", open(path, O_PATH), LT_E_SEGMENT_UNSEALED};
-    cases[n++] = (struct fd_case){"read-only memfd", open(path, O_RDONLY), LT_E_SEGMENT_UNSEALED};
     cases[n++] =
-        (struct fd_case){"directory", open(ag.dir, O_RDONLY | O_DIRECTORY), LT_E_SEGMENT_UNSEALED};
+        (struct fd_case){"regular file", reg, LT_E_SEGMENT_UNSEALED, "found a regular file"};
+    snprintf(path, sizeof path, "/proc/self/fd/%d", good);
+    cases[n++] = (struct fd_case){"O_PATH fd", open(path, O_PATH), LT_E_SEGMENT_UNSEALED,
+                                  "found an O_PATH descriptor"};
+    cases[n++] = (struct fd_case){"read-only memfd", open(path, O_RDONLY), LT_E_SEGMENT_UNSEALED,
+                                  "found read-only"};
+    cases[n++] = (struct fd_case){"directory", open(ag.dir, O_RDONLY | O_DIRECTORY),
+                                  LT_E_SEGMENT_UNSEALED, "found a directory"};
     for (int i = 0; i < n; i++) {
         ck_assert_msg(cases[i].fd >= 0, "%s: could not make the fd", cases[i].what);
         uint64_t rid = th_offer_send(c, &cases[i].fd, 1, sz, LT_CLASS_PINNED);
@@ -856,6 +861,8 @@ START_TEST(test_bad_segment_fds_are_refused_with_their_reason)
         const struct lt_msg_error *e = (const void *)buf.bytes;
         ck_assert_msg(e->code == cases[i].code, "%s: expected %s, found %s: %s", cases[i].what,
                       lt_error_name(cases[i].code), lt_error_name(e->code), e->message);
+        ck_assert_msg(strstr(e->message, cases[i].needle) != NULL, "%s: expected '%s' in: %s",
+                      cases[i].what, cases[i].needle, e->message);
         ck_assert_uint_eq(buf.hdr.request_id, rid);
         close(cases[i].fd);
     }

@@ -23,7 +23,9 @@
 #include "lease_types/ids.h"
 
 struct CUstream_st; /* cuda.h: typedef struct CUstream_st *CUstream */
+/* lease/lease.h, which callers of ga_stream_record_allocation include. */
 struct lease_service;
+struct lease_client_id;
 
 /* ---- the worker pool ---- */
 
@@ -168,14 +170,16 @@ void ga_stream_put(struct ga_streams *s, struct lt_stream_id id);
 int ga_stream_when_done(struct ga_streams *s, uint64_t owner, struct lt_stream_id id,
                         void (*fn)(void *arg), void *arg);
 
-/* record_allocation(stream, lease): lease_work_pin(@svc, @client, @lease_id)
+/* record_allocation(stream, lease): lease_work_pin(@svc, @client, @lease)
  * now, lease_work_done on the completion thread once the work submitted on
  * @stream so far has completed, so a release of the lease completes only
- * after it. Not an execution dependency. @client owns the stream too. Returns
- * 0, an id error, the lease service's refusal (-ENOENT, -ESTALE, -EPERM,
- * -EALREADY, ...) or -ENOMEM; on error the lease holds no new pin. */
+ * after it. Not an execution dependency. @client owns the stream too (as
+ * owner client.value). Returns 0, an id error, the lease service's refusal
+ * (-ENOENT, -ESTALE, -EPERM, -EALREADY, ..., logged with its words) or
+ * -ENOMEM; on error the lease holds no new pin. */
 int ga_stream_record_allocation(struct ga_streams *s, struct lt_stream_id stream,
-                                struct lease_service *svc, uint64_t client, uint64_t lease_id);
+                                struct lease_service *svc, struct lease_client_id client,
+                                struct lt_lease_id lease);
 
 /* Events are recorded without timing (CU_EVENT_DISABLE_TIMING) unless this
  * flag asks for it. */

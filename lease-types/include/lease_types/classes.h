@@ -17,27 +17,33 @@ enum lt_class {
     LT_CLASS_MAPPED = 3, /* cuMemHostRegister(PORTABLE|DEVICEMAP): zero-copy, doorbells */
 };
 
+/* The highest class: loops run LT_CLASS_STAGED..LT_CLASS_MAX. */
+#define LT_CLASS_MAX 3
 /* Arrays indexed by class have this many slots; slot 0 is unused and zero. */
 #define LT_CLASS_SLOTS 4
+
+LT_STATIC_ASSERT(LT_CLASS_MAX == LT_CLASS_MAPPED && LT_CLASS_SLOTS == LT_CLASS_MAX + 1,
+                 "a new class moves LT_CLASS_MAX and LT_CLASS_SLOTS with it");
 
 /* 1 when @c is STAGED, PINNED or MAPPED, else 0. */
 static inline int lt_class_is_valid(uint32_t c)
 {
-    return c >= LT_CLASS_STAGED && c <= LT_CLASS_MAPPED;
+    return c >= LT_CLASS_STAGED && c <= LT_CLASS_MAX;
 }
 
-/* "staged", "pinned", "mapped", or "invalid". Static storage. */
+/* "STAGED", "PINNED", "MAPPED" (as DESIGN.md and the log lines write them),
+ * or "INVALID". Static storage. The one class-name function of the project. */
 static inline const char *lt_class_name(uint32_t c)
 {
     switch (c) {
     case LT_CLASS_STAGED:
-        return "staged";
+        return "STAGED";
     case LT_CLASS_PINNED:
-        return "pinned";
+        return "PINNED";
     case LT_CLASS_MAPPED:
-        return "mapped";
+        return "MAPPED";
     default:
-        return "invalid";
+        return "INVALID";
     }
 }
 

@@ -1,7 +1,9 @@
 /* lease-types: what every other lease-types header builds on. Byte helpers
- * written as loops (the headers may include <stdint.h>, <stddef.h> and
- * <errno.h> and nothing else, so no <string.h>), checked arithmetic, and the
- * float/bit-pattern conversion the wire uses for the one float it carries. */
+ * written as loops (the headers include <stdint.h>, <stddef.h> and <errno.h>,
+ * no <string.h>; only errors.h adds <stdarg.h> and <stdio.h> for
+ * lt_failure_set, and socket.h, outside the umbrella header, <stdlib.h> and
+ * <unistd.h>), checked arithmetic, and the float/bit-pattern conversion the
+ * wire uses for the one float it carries. */
 #ifndef LEASE_TYPES_COMMON_H
 #define LEASE_TYPES_COMMON_H
 

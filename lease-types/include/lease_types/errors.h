@@ -5,9 +5,18 @@
  * or failed a well-formed request: per lease, per submit, in an ERROR
  * message), and, through lt_error_errno(), the negative errno a C API at the
  * edge of lease/, gpu/ or stagingd returns. Values are wire values: never
- * renumber one; new codes go before LT_E__COUNT and bump the protocol version. */
+ * renumber one; new codes go before LT_E__COUNT and bump the protocol version.
+ *
+ * struct lt_failure carries a refusal across a C API: the function that
+ * decides it fills the code and the words once (lt_failure_set), callers
+ * pass it up unchanged, and the agent copies it into an ERROR message.
+ * lt_failure_set formats with vsnprintf, so this header (alone among the
+ * lease-types headers) also includes <stdarg.h> and <stdio.h>. */
 #ifndef LEASE_TYPES_ERRORS_H
 #define LEASE_TYPES_ERRORS_H
+
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "lease_types/common.h"
 
@@ -238,6 +247,100 @@ static inline int lt_error_errno(uint32_t code)
     default: return -EPROTO;
     }
     /* clang-format on */
+}
+
+/* The code for a negative errno returned by a C API of lease/, gpu/ or
+ * stagingd, for a refusal that did not come with its own struct lt_failure.
+ * The inverse of lt_error_errno() for the service codes whose errno says
+ * what happened; every other errno (0 excepted) is LT_E_SYSTEM, whose ERROR
+ * carries the errno itself. Deliberately not inverted:
+ *   -ENOMEM: an allocation failure is not RLIMIT_MEMLOCK; a refusal for lack
+ *            of lockable memory sets LT_E_MEMLOCK itself;
+ *   -ENOSPC: a driver's resource shortage is not the pin budget; the budget
+ *            check sets LT_E_BUDGET itself;
+ *   framing and field errnos (-EBADF, -EPROTO, -EBADMSG, ...): a local call
+ *            failing with them says nothing about the peer's bytes.
+ * Several errnos share a code: -EALREADY (released: gone, as a stale id)
+ * with -ESTALE, -EAGAIN (not done yet) with -EBUSY, -EDQUOT with -EMFILE. */
+static inline uint32_t lt_error_from_errno(int neg_errno)
+{
+    /* clang-format off */
+    switch (neg_errno) {
+    case 0: return LT_OK;
+    case -ENOENT: return LT_E_NOT_FOUND;
+    case -ESTALE: return LT_E_STALE_ID;
+    case -EALREADY: return LT_E_STALE_ID;
+    case -EPERM: return LT_E_NOT_OWNER;
+    case -EBUSY: return LT_E_BUSY;
+    case -EAGAIN: return LT_E_BUSY;
+    case -EDQUOT: return LT_E_LIMIT;
+    case -EMFILE: return LT_E_LIMIT;
+    case -ERANGE: return LT_E_OUT_OF_RANGE;
+    case -EINVAL: return LT_E_BAD_VALUE;
+    case -ESHUTDOWN: return LT_E_SHUTTING_DOWN;
+    case -EOPNOTSUPP: return LT_E_UNSUPPORTED; /* also -ENOTSUP on Linux */
+    case -EIO: return LT_E_GPU_FAULT;
+    default: return LT_E_SYSTEM;
+    }
+    /* clang-format on */
+}
+
+/* Room for a failure's words. Longer than an ERROR message's text
+ * (LT_ERROR_MSG_LEN in proto.h), so logs and C callers keep the whole
+ * sentence; the agent sends the first LT_ERROR_MSG_LEN - 1 bytes. */
+#define LT_FAILURE_MSG_LEN 256
+
+/* Why a call was refused. Not a wire struct, but fixed-width like one so it
+ * can be copied into an ERROR message field by field. */
+struct lt_failure {
+    uint32_t code;                    /* enum lt_error, never LT_OK once set */
+    int32_t err;                      /* the negative errno the call returned */
+    char message[LT_FAILURE_MSG_LEN]; /* NUL-terminated: what was expected, what was found */
+};
+
+LT_ASSERT_FIELD(lt_failure, code, 0);
+LT_ASSERT_FIELD(lt_failure, err, 4);
+LT_ASSERT_FIELD(lt_failure, message, 8);
+LT_ASSERT_SIZE(lt_failure, 8 + LT_FAILURE_MSG_LEN);
+
+#if defined(__GNUC__)
+#define LT__PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
+#else
+#define LT__PRINTF(fmt, first)
+#endif
+
+/* lt_failure_set with a va_list. */
+static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                  va_list ap) LT__PRINTF(4, 0);
+
+static inline int lt_failure_vset(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                  va_list ap)
+{
+    if (err == 0)
+        err = lt_error_errno(code);
+    if (why_p) {
+        why_p->code = code;
+        why_p->err = (int32_t)err;
+        if (vsnprintf(why_p->message, sizeof why_p->message, fmt, ap) < 0)
+            why_p->message[0] = '\0';
+    }
+    return err;
+}
+
+/* Fills *@why_p (NULL: nothing is written) with @code, @err (0: the errno
+ * lt_error_errno gives @code) and a printf-formatted message, and returns
+ * that errno, so a refusal reads `return lt_failure_set(why_p, ...);`. */
+static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                 ...) LT__PRINTF(4, 5);
+
+static inline int lt_failure_set(struct lt_failure *why_p, uint32_t code, int err, const char *fmt,
+                                 ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err = lt_failure_vset(why_p, code, err, fmt, ap);
+    va_end(ap);
+    return err;
 }
 
 LT_EXTERN_C_END

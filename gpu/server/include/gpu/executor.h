@@ -14,24 +14,21 @@
  * executor and should only hand the result over (the server posts it to its
  * event loop). Each accepted submit or ctl gets its callback exactly once.
  *
- * Errors: functions return 0 or -errno. A refusal also fills *why_p (the
- * protocol code and a one-line message saying what was expected and what
- * was found); *why_p is written only on failure and the callback never runs
- * for a refused request. */
+ * Errors: functions return 0 or -errno. A refusal also fills *why_p, a
+ * struct lt_failure (lease_types/errors.h: the protocol code, the errno and
+ * a one-line message saying what was expected and what was found), which
+ * the server copies into its ERROR message; *why_p is written only on
+ * failure and the callback never runs for a refused request. */
 #ifndef GPU_EXECUTOR_H
 #define GPU_EXECUTOR_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease_types/errors.h"
 #include "lease_types/proto.h"
 
-/* Why a request was refused: becomes an ERROR message on the wire. */
-struct ga_exec_refusal {
-    uint32_t code;                  /* enum lt_error, never LT_OK */
-    int err;                        /* negative errno */
-    char message[LT_ERROR_MSG_LEN]; /* NUL-terminated */
-};
+LT_EXTERN_C_BEGIN
 
 /* A 64-bit word in a MAPPED segment: a doorbell to wait on or a completion
  * word to store into. */
@@ -116,10 +113,10 @@ struct ga_executor_ops {
      * ids. Unknown owners are ignored. */
     void (*client_drop)(void *ctx, uint64_t owner);
     /* Queues @w on its stream. 0: done_cb runs exactly once later. */
-    int (*submit)(void *ctx, const struct ga_exec_work *w, struct ga_exec_refusal *why_p);
+    int (*submit)(void *ctx, const struct ga_exec_work *w, struct lt_failure *why_p);
     /* Runs or queues a command. 0: done_cb runs exactly once (possibly on the
      * calling thread before this returns). */
-    int (*ctl)(void *ctx, const struct ga_exec_ctl *c, struct ga_exec_refusal *why_p);
+    int (*ctl)(void *ctx, const struct ga_exec_ctl *c, struct lt_failure *why_p);
     /* Snapshot of @owner's streams, events and work. -ENOENT if unknown. */
     int (*client_stats)(void *ctx, uint64_t owner, struct ga_exec_client_stats *stats_p);
     /* Log lines about the executor, snprintf-style return. */
@@ -164,5 +161,7 @@ int ga_executor_host_create(const struct ga_executor_host_opts *opts, struct ga_
 
 /* Shuts the executor down and frees it; NULL is a no-op. */
 void ga_executor_destroy(struct ga_executor *ex);
+
+LT_EXTERN_C_END
 
 #endif /* GPU_EXECUTOR_H */

@@ -36,7 +36,7 @@ typedef void (*ga_server_log_fn)(void *arg, int level, const char *line);
 #define GA_SERVER_MAX_ALLOW_UIDS 64
 
 struct ga_server_config {
-    const char *socket_path; /* NULL: ga_server_socket_default() */
+    const char *socket_path; /* NULL: lt_socket_default() (lease_types/socket.h) */
     const char *group;       /* NULL: socket 0600 in a 0700 directory; a group name:
                                 socket 0660 and directory 0710, both of that group */
     const uid_t *allow_uids; /* peers allowed by uid; none: only the agent's euid */
@@ -63,11 +63,6 @@ struct ga_server_config {
 };
 
 struct ga_server;
-
-/* Writes the default socket path into @buf: $XDG_RUNTIME_DIR/lease-agent/
- * agent.sock when that variable is set, else /run/lease-agent/agent.sock for
- * root, else /tmp/lease-agent-<uid>/agent.sock. Returns 0 or -ENAMETOOLONG. */
-int ga_server_socket_default(char *buf, size_t len);
 
 /* Creates the lease service over cfg->backend with the budgets (refusing an
  * impossible configuration with the numbers), creates the runtime directory
