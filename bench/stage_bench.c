@@ -410,8 +410,9 @@ static uint64_t pool_bytes_needed(const struct bench *b, uint64_t slack)
     return (uint64_t)(nseg - 1) * GIB + last;
 }
 
-static void pool_log(void *ctx, const char *line)
+static void pool_log(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     fprintf(stderr, "stage-bench: pool: %s\n", line);
 }
@@ -426,7 +427,7 @@ static void pool_setup(struct bench *b)
         memset(c.class_bytes, 0, sizeof(c.class_bytes));
         c.class_bytes[LT_CLASS_PINNED] = pool_bytes_needed(b, 2 * MIB + attempt * GIB);
         c.segment_bytes = GIB;
-        c.log = pool_log;
+        c.log = (struct base_log_sink){pool_log, NULL, BASE_LOG_DEBUG};
         double t0 = now_s();
         rc = sd_pool_create(&c, &b->pool);
         if (rc < 0)
@@ -561,8 +562,9 @@ static void ours_done(void *arg, int result, uint64_t bytes)
     }
 }
 
-static void reader_log(void *ctx, const char *line)
+static void reader_log(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     fprintf(stderr, "stage-bench: reader: %s\n", line);
 }
@@ -577,7 +579,7 @@ static struct sd_reader *reader_make(const struct bench *b, unsigned threads,
         .fixed = fixed,
         .iowq_workers = b->iowq,
         .pool = b->pool,
-        .log = reader_log,
+        .log = {reader_log, NULL, BASE_LOG_DEBUG},
     };
     struct sd_reader *r;
     double t0 = now_s();

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -76,7 +77,7 @@ int sd_cli_config_parse(int argc, char **argv, struct sd_config *cfg, char *err,
         if (c == 'h' || c == SD_CLI__HELP) {
             help = 1;
         } else if (c == 'v' || c == SD_CLI__VERBOSE) {
-            cfg->log_level = SD_LOG_DEBUG;
+            cfg->log_level = BASE_LOG_DEBUG;
         } else if (c == SD_CLI__CONFIG) {
             continue;
         } else if (c >= SD_CLI__KEY) {
@@ -155,19 +156,34 @@ static int sd_cli__daemon(int argc, char **argv, enum sd_daemon_mode mode)
         sd_cli__daemon_usage(stderr, mode);
         return 2;
     }
-    sd_log_setup("stagingd", cfg.log_level);
-    sd_daemon_signals_block();
-    struct sd_daemon *d = NULL;
-    if (sd_daemon_create(&cfg, mode, &d) < 0)
-        return 1;
-    if (mode == SD_DAEMON_ONESHOT && sd_daemon_job_add(d, cfg.store, cfg.op, 0) < 0) {
-        sd_daemon_destroy(d);
+    /* One sink for the daemon and every module it makes: stderr, stamped,
+     * with the pid, coloured and with a progress line on a terminal. */
+    struct base_log_file *lf = NULL;
+    int rc = base_log_file_fd(STDERR_FILENO, "stagingd",
+                              BASE_LOG_FILE_TIME | BASE_LOG_FILE_PID | BASE_LOG_FILE_COLOUR, &lf);
+    if (rc < 0) {
+        fprintf(stderr, "stagingd %s: the log on stderr: %s\n", cmd, strerror(-rc));
         return 1;
     }
-    int status = sd_daemon_run(d);
+    cfg.log = base_log_file_sink(lf, cfg.log_level);
+    cfg.log_file = lf;
+    base_log_default_set(&cfg.log);
+    sd_daemon_signals_block();
+    struct sd_daemon *d = NULL;
+    int status = 1;
+    if (sd_daemon_create(&cfg, mode, &d) < 0)
+        goto out;
+    if (mode == SD_DAEMON_ONESHOT && sd_daemon_job_add(d, cfg.store, cfg.op, 0) < 0) {
+        sd_daemon_destroy(d);
+        goto out;
+    }
+    status = sd_daemon_run(d);
     sd_daemon_destroy(d);
     if (mode == SD_DAEMON_RUN)
-        sd_log(SD_LOG_INFO, "exiting with status %d", status);
+        base_log(&cfg.log, BASE_LOG_INFO, "", "exiting with status %d", status);
+out:
+    base_log_default_set(NULL);
+    base_log_file_destroy(lf);
     return status;
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "cli.h"
 #include "stagingd/shard.h"
 
@@ -27,16 +28,14 @@ static void gen_usage(FILE *to)
 }
 
 struct gen_bar {
-    struct timespec start;
-    double last; /* seconds since start of the last redraw */
+    double start; /* base_now_s() */
+    double last;  /* seconds since start of the last redraw */
     int drawn;
 };
 
-static double gen_since(const struct timespec *t0)
+static double gen_since(double t0)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+    return base_now_s() - t0;
 }
 
 static void gen_human(uint64_t bytes, char *out, size_t out_len)
@@ -54,7 +53,7 @@ static void gen_human(uint64_t bytes, char *out, size_t out_len)
 static void gen_bar_draw(void *arg, uint64_t done, uint64_t total)
 {
     struct gen_bar *bar = arg;
-    double t = gen_since(&bar->start);
+    double t = gen_since(bar->start);
     /* At most ~10 redraws a second, and always the last one. */
     if (done < total && bar->drawn && t - bar->last < 0.1)
         return;
@@ -197,8 +196,8 @@ int sd_gen_cli(int argc, char **argv)
         gen_usage(stderr);
         return 2;
     }
-    struct gen_bar bar = {{0, 0}, 0, 0};
-    clock_gettime(CLOCK_MONOTONIC, &bar.start);
+    struct gen_bar bar = {0, 0, 0};
+    bar.start = base_now_s();
     if (!quiet && (progress || isatty(STDERR_FILENO))) {
         o.progress = gen_bar_draw;
         o.progress_arg = &bar;
@@ -213,7 +212,7 @@ int sd_gen_cli(int argc, char **argv)
         return 1;
     }
     if (!quiet) {
-        double t = gen_since(&bar.start);
+        double t = gen_since(bar.start);
         char pay[32], rate[32];
         gen_human(res.payload_bytes, pay, sizeof(pay));
         gen_human(t > 0 ? (uint64_t)((double)res.payload_bytes / t) : 0, rate, sizeof(rate));

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/time.h"
 #include "cli.h"
 #include "stagingd/shard.h"
 
@@ -61,8 +62,7 @@ int sd_verify_cli(int argc, char **argv)
         store_cli_usage(stderr);
         return 2;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = base_now_s();
     char err[SD_ERR_LEN];
     struct stat st;
     if (stat(path, &st) < 0) {
@@ -93,8 +93,7 @@ int sd_verify_cli(int argc, char **argv)
         fprintf(stderr, "stagingd verify: %s\n", err);
         return 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double t = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double t = base_now_s() - t0;
     if (!quiet)
         fprintf(stderr,
                 "verify: %s: OK, %" PRIu64 " shard(s), %" PRIu64 " payload bytes in %.2f s "

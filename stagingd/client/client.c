@@ -14,26 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/rand.h"
+#include "base/time.h"
 #include "client_internal.h"
 
 #define SD_CLIENT_RX_BATCH 64 /* messages read from one agent per process call */
-
-/* ---- small helpers ---- */
-
-static uint64_t sd_client__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t sd_client__rand(struct sd_client *c)
-{
-    uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* ---- the timer: earliest reconnect, handshake deadline or deferred teardown ---- */
 
@@ -75,14 +60,14 @@ static uint32_t sd_client__backoff(struct sd_client *c, unsigned streak)
     if (d > c->backoff_max_ms)
         d = c->backoff_max_ms;
     uint64_t lo = d / 2 > c->backoff_min_ms ? d / 2 : c->backoff_min_ms;
-    return (uint32_t)(lo + sd_client__rand(c) % (d - lo + 1));
+    return (uint32_t)(lo + base_splitmix64(&c->rng) % (d - lo + 1));
 }
 
 static void sd_client__schedule(struct sd_client *c, struct sd_client__agent *a)
 {
     a->fail_streak++;
     a->next_delay_ms = sd_client__backoff(c, a->fail_streak);
-    a->next_attempt_ns = sd_client__now_ns() + (uint64_t)a->next_delay_ms * 1000000ull;
+    a->next_attempt_ns = base_now_ns() + (uint64_t)a->next_delay_ms * 1000000ull;
 }
 
 static void sd_client__attempt(struct sd_client *c, struct sd_client__agent *a)
@@ -111,7 +96,7 @@ static void sd_client__attempt(struct sd_client *c, struct sd_client__agent *a)
     a->epoll_out = 0;
     a->epoch++;
     a->state = SD_CLIENT_HANDSHAKE;
-    a->deadline_ns = sd_client__now_ns() + (uint64_t)c->handshake_timeout_ms * 1000000ull;
+    a->deadline_ns = base_now_ns() + (uint64_t)c->handshake_timeout_ms * 1000000ull;
     a->accepted = 0;
     a->offers_out = 0;
     memset(&a->hello, 0, sizeof(a->hello));
@@ -160,7 +145,7 @@ static void sd_client__teardown(struct sd_client *c, struct sd_client__agent *a)
     sd_client__schedule(c, a);
     sd_client__log(c,
                    "%s; %u request(s) in flight fail, %u lease(s) forgotten; reconnecting in %u ms",
-                   msg, a->in_flight, (unsigned)a->leases.len, a->next_delay_ms);
+                   msg, a->in_flight, (unsigned)base_u64map_len(&a->leases), a->next_delay_ms);
     if (c->ready_watch == a && !c->ready_fail) {
         c->ready_fail = err;
         snprintf(c->err, sizeof(c->err), "%s", msg);
@@ -206,7 +191,6 @@ int sd_client_create(const struct sd_client_config *config, struct sd_client **c
     c->cb = config->cb;
     c->cb_ctx = config->cb_ctx;
     c->log = config->log;
-    c->log_ctx = config->log_ctx;
     c->caps = config->caps;
     c->backoff_min_ms = config->backoff_min_ms;
     c->backoff_max_ms = config->backoff_max_ms;
@@ -234,7 +218,7 @@ int sd_client_create(const struct sd_client_config *config, struct sd_client **c
         rc = -EINVAL;
         goto fail_free;
     }
-    c->rng = config->seed ? config->seed : sd_client__now_ns() ^ ((uint64_t)getpid() << 32);
+    c->rng = config->seed ? config->seed : base_now_ns() ^ ((uint64_t)getpid() << 32);
 
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->epfd < 0) {
@@ -273,11 +257,8 @@ static void sd_client__agent_free(struct sd_client__agent *a)
         sd_client__pending_free(p);
         p = next;
     }
-    sd_client__map_free(&a->pending);
-    for (size_t i = 0; i < a->leases.cap; i++)
-        if (a->leases.keys[i])
-            free(a->leases.vals[i]);
-    sd_client__map_free(&a->leases);
+    base_u64map_fini(&a->pending);
+    sd_client__leases_free(&a->leases);
     sd_client__out_free(a);
     free(a->segs);
     free(a);
@@ -420,7 +401,7 @@ int sd_client_agent_info(const struct sd_client *c, unsigned agent,
     info_p->offers_sent = a->offers_sent;
     info_p->segments_accepted = a->accepted;
     info_p->in_flight = a->in_flight;
-    info_p->leases = (unsigned)a->leases.len;
+    info_p->leases = (unsigned)base_u64map_len(&a->leases);
     info_p->next_delay_ms = a->next_delay_ms;
     info_p->last_err = a->last_err;
     info_p->hello = a->hello;
@@ -465,7 +446,7 @@ int sd_client_process(struct sd_client *c)
         if (a->broken_err)
             sd_client__teardown(c, a);
     }
-    uint64_t now = sd_client__now_ns();
+    uint64_t now = base_now_ns();
     for (unsigned i = 0; i < c->nagents; i++) {
         struct sd_client__agent *a = c->agents[i];
         if (a->broken_err) {
@@ -492,7 +473,7 @@ static int sd_client__step(struct sd_client *c, uint64_t deadline_ns)
 {
     int wait_ms = -1;
     if (deadline_ns) {
-        uint64_t now = sd_client__now_ns();
+        uint64_t now = base_now_ns();
         if (now >= deadline_ns)
             return -ETIMEDOUT;
         wait_ms = (int)((deadline_ns - now + 999999) / 1000000);
@@ -506,7 +487,7 @@ static int sd_client__step(struct sd_client *c, uint64_t deadline_ns)
 
 static uint64_t sd_client__deadline(int timeout_ms)
 {
-    return timeout_ms < 0 ? 0 : sd_client__now_ns() + (uint64_t)timeout_ms * 1000000ull + 1;
+    return timeout_ms < 0 ? 0 : base_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1;
 }
 
 int sd_client_wait(struct sd_client *c, unsigned agent, uint64_t request_id, int timeout_ms)
@@ -517,7 +498,7 @@ int sd_client_wait(struct sd_client *c, unsigned agent, uint64_t request_id, int
     if (!a || request_id == 0 || request_id >= a->next_rid)
         return -ENOENT;
     uint64_t deadline = sd_client__deadline(timeout_ms);
-    while (sd_client__map_get(&a->pending, request_id)) {
+    while (base_u64map_get(&a->pending, request_id)) {
         int rc = sd_client__step(c, deadline);
         if (rc < 0)
             return rc == -ETIMEDOUT
@@ -570,13 +551,13 @@ int sd_client_call(struct sd_client *c, unsigned agent, const void *msg, size_t 
     if (rc < 0)
         return rc;
     struct sd_client__agent *a = sd_client__agent_get(c, agent);
-    struct sd_client__pending *p = sd_client__map_get(&a->pending, rid);
+    struct sd_client__pending *p = base_u64map_get(&a->pending, rid);
     p->sync = &sync;
     uint64_t deadline = sd_client__deadline(timeout_ms);
     while (!sync.done) {
         rc = sd_client__step(c, deadline);
         if (rc < 0) {
-            p = sd_client__map_get(&a->pending, rid);
+            p = base_u64map_get(&a->pending, rid);
             if (p)
                 p->sync = NULL; /* a late answer goes to the callbacks */
             if (rc == -ETIMEDOUT)

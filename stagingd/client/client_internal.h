@@ -4,36 +4,20 @@
  *   dispatch.c  answers from an agent, matched to their requests
  *   msg.c       requests: the pending table, encoding, validation
  *   conn.c      transport: send queue, receive, broken connections, log
- *   map.c       the id tables */
+ * The id tables are base_u64map (base/u64map.h). */
 #ifndef STAGINGD_CLIENT_INTERNAL_H
 #define STAGINGD_CLIENT_INTERNAL_H
 
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "base/log.h"
+#include "base/u64map.h"
 #include "lease_types/lease_types.h" /* the validators */
 #include "stagingd/client.h"
 
 #define SD_CLIENT_MSG_LEN 512 /* error text; a request's failure adds a clause to it */
 #define SD_CLIENT_ERR_LEN (SD_CLIENT_MSG_LEN + 128)
-
-/* ---- u64 -> pointer table (open addressing; key 0 is never stored) ---- */
-
-struct sd_client__map {
-    uint64_t *keys;
-    void **vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t len;
-};
-
-/* Inserts @key (nonzero). Returns 0, -EEXIST, -ENOMEM. */
-int sd_client__map_put(struct sd_client__map *m, uint64_t key, void *val);
-/* The value for @key, or NULL. */
-void *sd_client__map_get(const struct sd_client__map *m, uint64_t key);
-/* Removes @key and returns its value, or NULL when absent. */
-void *sd_client__map_del(struct sd_client__map *m, uint64_t key);
-/* Frees the table (not the values) and empties it. */
-void sd_client__map_free(struct sd_client__map *m);
 
 /* ---- Requests in flight ---- */
 
@@ -103,10 +87,10 @@ struct sd_client__agent {
     uint32_t epoch;
     uint64_t next_rid;
 
-    struct sd_client__map pending;
+    struct base_u64map pending; /* request id -> struct sd_client__pending */
     struct sd_client__pending *head, *tail;
     unsigned in_flight;
-    struct sd_client__map leases; /* lease id (u64) -> struct sd_client__lease_rec */
+    struct base_u64map leases; /* lease id (u64) -> struct sd_client__lease_rec */
 
     struct sd_client__out *out_head, *out_tail;
     int epoll_out; /* EPOLLOUT armed */
@@ -134,8 +118,7 @@ struct sd_client__agent {
 struct sd_client {
     struct sd_client_callbacks cb;
     void *cb_ctx;
-    sd_client_log_fn log;
-    void *log_ctx;
+    struct base_log_sink log;
     char name[LT_NAME_LEN];
     uint32_t caps;
     uint32_t backoff_min_ms, backoff_max_ms, handshake_timeout_ms;
@@ -174,8 +157,8 @@ static inline struct sd_client__agent *sd_client__agent_get(const struct sd_clie
 
 /* ---- conn.c ---- */
 
-void sd_client__log(struct sd_client *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Logs one line through the client's sink: every client line is info. */
+#define sd_client__log(c, ...) base_log(&(c)->log, BASE_LOG_INFO, "client", __VA_ARGS__)
 /* Stores the message for sd_client_last_error (and returns @err). */
 int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -204,6 +187,8 @@ int sd_client__pending_add(struct sd_client__agent *a, struct sd_client__pending
 /* Removes @p from @a's tables (does not free it). */
 void sd_client__pending_unlink(struct sd_client__agent *a, struct sd_client__pending *p);
 void sd_client__pending_free(struct sd_client__pending *p);
+/* Frees every lease record of @leases and the table. */
+void sd_client__leases_free(struct base_u64map *leases);
 /* Sends HELLO on a fresh connection. Returns 0 or -errno. */
 int sd_client__hello_send(struct sd_client *c, struct sd_client__agent *a);
 /* Offers segment @seg on @a. Returns 0 or -errno. */

@@ -13,24 +13,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "base/fdpass.h"
 #include "client_internal.h"
 
-#define SD_CLIENT_RX_FDS 8 /* fds a recvmsg can take in (all refused) */
-
-/* ---- log and error text ---- */
-
-void sd_client__log(struct sd_client *c, const char *fmt, ...)
-{
-    char line[2 * SD_CLIENT_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (c->log)
-        c->log(c->log_ctx, line);
-    else
-        fprintf(stderr, "stagingd: client: %s\n", line);
-}
+/* ---- error text ---- */
 
 int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
 {
@@ -53,32 +39,10 @@ void sd_client__out_free(struct sd_client__agent *a)
 
 /* ---- sending ---- */
 
+/* One whole packet, with @pass_fd attached when >= 0, without blocking. */
 static int sd_client__sendmsg(int fd, const void *msg, size_t len, int pass_fd)
 {
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof(ctl.buf);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    for (;;) {
-        /* MSG_NOSIGNAL: a dead agent is an EPIPE to handle, not a SIGPIPE to die of */
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0)
-            return (size_t)n == len ? 0 : -EMSGSIZE; /* SEQPACKET sends whole packets */
-        if (errno != EINTR)
-            return -errno;
-    }
+    return base_send_fds(fd, msg, len, &pass_fd, pass_fd >= 0 ? 1 : 0, MSG_DONTWAIT);
 }
 
 static void sd_client__epoll_out(struct sd_client *c, struct sd_client__agent *a, int on)
@@ -184,57 +148,35 @@ void sd_client__flush(struct sd_client *c, struct sd_client__agent *a)
 
 int sd_client__recv(struct sd_client *c, struct sd_client__agent *a)
 {
-    for (;;) {
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(SD_CLIENT_RX_FDS * sizeof(int))];
-        } ctl;
-        struct iovec iov = {.iov_base = c->rx.bytes, .iov_len = sizeof(c->rx.bytes)};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctl.buf,
-                            .msg_controllen = sizeof(ctl.buf)};
-        ssize_t n = recvmsg(a->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == ECONNRESET)
-                sd_client__break(c, a, -ECONNRESET,
-                                 "connection lost: reset by the agent (it "
-                                 "closed with messages of ours unread)");
-            else if (errno != EAGAIN)
-                sd_client__break(c, a, -errno, "receive failed: %s", strerror(errno));
-            return 0;
-        }
-        /* The agent never sends fds: close any that came, then refuse. */
-        unsigned nfds = 0;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-                close(fd);
-                nfds++;
-            }
-        }
-        if (nfds || (mh.msg_flags & MSG_CTRUNC)) {
-            sd_client__break(c, a, -EPROTO,
-                             "a %zd-byte message came with %u fd(s)%s; agents send none to "
-                             "clients (all closed)",
-                             n, nfds, (mh.msg_flags & MSG_CTRUNC) ? " and more cut off" : "");
-            return 0;
-        }
-        if (n == 0) {
-            sd_client__break(c, a, -ECONNRESET, "connection lost: the agent closed it (EOF)");
-            return 0;
-        }
-        if (mh.msg_flags & MSG_TRUNC) {
-            sd_client__break(c, a, -EPROTO, "packet larger than the largest message (%u bytes)",
-                             LT_MSG_MAX_BYTES);
-            return 0;
-        }
-        return (int)n;
+    struct base_recv_info info;
+    /* The agent never sends fds: base_recv_fds closes any that came. */
+    ssize_t n =
+        base_recv_fds(a->fd, c->rx.bytes, sizeof(c->rx.bytes), NULL, 0, MSG_DONTWAIT, &info);
+    if (n < 0) {
+        if (n == -ECONNRESET)
+            sd_client__break(c, a, -ECONNRESET,
+                             "connection lost: reset by the agent (it "
+                             "closed with messages of ours unread)");
+        else if (n != -EAGAIN)
+            sd_client__break(c, a, (int)n, "receive failed: %s", strerror((int)-n));
+        return 0;
     }
+    if (info.nfds_closed || (info.flags & BASE_RECV_CTRUNC)) {
+        sd_client__break(c, a, -EPROTO,
+                         "a %zd-byte message came with %u fd(s)%s; agents send none to "
+                         "clients (all closed)",
+                         n, info.nfds_closed,
+                         (info.flags & BASE_RECV_CTRUNC) ? " and more cut off" : "");
+        return 0;
+    }
+    if (n == 0) {
+        sd_client__break(c, a, -ECONNRESET, "connection lost: the agent closed it (EOF)");
+        return 0;
+    }
+    if (info.flags & BASE_RECV_TRUNC) {
+        sd_client__break(c, a, -EPROTO, "packet larger than the largest message (%u bytes)",
+                         LT_MSG_MAX_BYTES);
+        return 0;
+    }
+    return (int)n;
 }

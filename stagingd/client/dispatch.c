@@ -165,7 +165,7 @@ static int sd_client__grant(struct sd_client *c, struct sd_client__agent *a,
             .offset = r->offset,
             .length = r->length,
         };
-        int rc = sd_client__map_put(&a->leases, lt_lease_id_to_u64(g->lease), rec);
+        int rc = base_u64map_put(&a->leases, lt_lease_id_to_u64(g->lease), rec);
         if (rc < 0) {
             free(rec);
             sd_client__break(c, a, rc == -EEXIST ? -EPROTO : rc,
@@ -207,7 +207,7 @@ static struct sd_client__lease_rec *
 sd_client__released_rec(struct sd_client *c, struct sd_client__agent *a,
                         struct sd_client__pending *p, struct lt_lease_id lease, const char *what)
 {
-    struct sd_client__lease_rec *rec = sd_client__map_get(&a->leases, lt_lease_id_to_u64(lease));
+    struct sd_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
     if (!rec || !rec->releasing || rec->release_rid != p->rid) {
         sd_client__break(c, a, -EPROTO,
                          "%s #%llu for lease %u:%u, which that "
@@ -224,7 +224,7 @@ static void sd_client__release_done(struct sd_client *c, struct sd_client__agent
                                     struct sd_client__pending *p, struct sd_client__lease_rec *rec,
                                     struct lt_lease_id lease, uint32_t status)
 {
-    sd_client__map_del(&a->leases, lt_lease_id_to_u64(lease));
+    base_u64map_del(&a->leases, lt_lease_id_to_u64(lease));
     if (rec->quiet)
         sd_client__quiet_retire(a, lease);
     char msg[SD_CLIENT_MSG_LEN] = "";
@@ -288,8 +288,7 @@ static void sd_client__release_complete_batch(struct sd_client *c, struct sd_cli
     /* The validator refused duplicates, so @p lives until the last entry. */
     for (uint32_t k = 0; k < m->count; k++) {
         struct lt_lease_id lease = m->entries[k].lease;
-        struct sd_client__lease_rec *rec =
-            sd_client__map_get(&a->leases, lt_lease_id_to_u64(lease));
+        struct sd_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
         sd_client__release_done(c, a, p, rec, lease, m->entries[k].status);
     }
 }
@@ -300,7 +299,7 @@ static void sd_client__release_refused(struct sd_client__agent *a, struct sd_cli
     const struct lt_msg_lease_release *q = (const struct lt_msg_lease_release *)p->msg;
     for (uint32_t k = 0; k < q->count; k++) {
         struct sd_client__lease_rec *rec =
-            sd_client__map_get(&a->leases, lt_lease_id_to_u64(q->leases[k]));
+            base_u64map_get(&a->leases, lt_lease_id_to_u64(q->leases[k]));
         if (rec && rec->releasing && rec->release_rid == p->rid)
             rec->releasing = 0;
     }
@@ -358,7 +357,7 @@ void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t
                          lt_error_describe(m->code), m->message);
         return;
     }
-    struct sd_client__pending *p = sd_client__map_get(&a->pending, h->request_id);
+    struct sd_client__pending *p = base_u64map_get(&a->pending, h->request_id);
     if (!p) {
         sd_client__break(c, a, -EPROTO, "%s answers request #%llu, which is not in flight",
                          lt_msg_type_name(type), (unsigned long long)h->request_id);
@@ -399,7 +398,7 @@ void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t
     }
     if (p->type == LT_MSG_SUBMIT && p->quiet) {
         struct sd_client__lease_rec *rec =
-            sd_client__map_get(&a->leases, lt_lease_id_to_u64(p->lease.id));
+            base_u64map_get(&a->leases, lt_lease_id_to_u64(p->lease.id));
         if (rec && rec->quiet)
             rec->quiet--;
     }
@@ -451,9 +450,9 @@ void sd_client__fail_all(struct sd_client *c, struct sd_client__agent *a, int er
     /* Detach first: callbacks may issue requests, which the disconnected
      * agent refuses without touching these lists. */
     struct sd_client__pending *p = a->head;
-    struct sd_client__map leases = a->leases;
+    struct base_u64map leases = a->leases; /* moved: a->leases starts empty */
     a->head = a->tail = NULL;
-    sd_client__map_free(&a->pending);
+    base_u64map_fini(&a->pending);
     a->in_flight = 0;
     memset(&a->leases, 0, sizeof(a->leases));
 
@@ -466,7 +465,7 @@ void sd_client__fail_all(struct sd_client *c, struct sd_client__agent *a, int er
             const struct lt_msg_lease_release *q = (const struct lt_msg_lease_release *)p->msg;
             for (uint32_t k = 0; k < q->count; k++) {
                 struct sd_client__lease_rec *rec =
-                    sd_client__map_get(&leases, lt_lease_id_to_u64(q->leases[k]));
+                    base_u64map_get(&leases, lt_lease_id_to_u64(q->leases[k]));
                 if (!rec || !rec->releasing || rec->release_rid != p->rid)
                     continue;
                 struct sd_client_release r = {.agent = a->index,
@@ -485,8 +484,5 @@ void sd_client__fail_all(struct sd_client *c, struct sd_client__agent *a, int er
         sd_client__pending_free(p);
         p = next;
     }
-    for (size_t i = 0; i < leases.cap; i++)
-        if (leases.keys[i])
-            free(leases.vals[i]);
-    sd_client__map_free(&leases);
+    sd_client__leases_free(&leases);
 }

@@ -28,7 +28,7 @@ struct sd_client__pending *sd_client__pending_new(const void *msg, size_t len, u
 
 int sd_client__pending_add(struct sd_client__agent *a, struct sd_client__pending *p)
 {
-    int rc = sd_client__map_put(&a->pending, p->rid, p);
+    int rc = base_u64map_put(&a->pending, p->rid, p);
     if (rc < 0)
         return rc;
     p->prev = a->tail;
@@ -44,7 +44,7 @@ int sd_client__pending_add(struct sd_client__agent *a, struct sd_client__pending
 
 void sd_client__pending_unlink(struct sd_client__agent *a, struct sd_client__pending *p)
 {
-    sd_client__map_del(&a->pending, p->rid);
+    base_u64map_del(&a->pending, p->rid);
     if (p->prev)
         p->prev->next = p->next;
     else
@@ -60,6 +60,16 @@ void sd_client__pending_unlink(struct sd_client__agent *a, struct sd_client__pen
 void sd_client__pending_free(struct sd_client__pending *p)
 {
     free(p);
+}
+
+void sd_client__leases_free(struct base_u64map *leases)
+{
+    struct base_u64map_iter it;
+    struct base_u64map_entry *e;
+    base_u64map_iter_init(leases, &it);
+    while ((e = base_u64map_iter_next(leases, &it)) != NULL)
+        free(e->ptr);
+    base_u64map_fini(leases);
 }
 
 static int sd_client__seg_find(const struct sd_client *c, uint32_t key)
@@ -242,8 +252,7 @@ static int sd_client__lease_find(struct sd_client *c, struct sd_client__agent *a
                                "lease %u:%u is from connection %u to agent %s, "
                                "which is now on connection %u",
                                lease->id.slot, lease->id.gen, lease->epoch, a->path, a->epoch);
-    struct sd_client__lease_rec *rec =
-        sd_client__map_get(&a->leases, lt_lease_id_to_u64(lease->id));
+    struct sd_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease->id));
     if (!rec)
         return sd_client__fail(c, -ENOENT, "lease %u:%u is not held on agent %s", lease->id.slot,
                                lease->id.gen, a->path);
@@ -384,7 +393,7 @@ int sd_client_lease_release(struct sd_client *c, const struct sd_client_lease *l
     p->remaining = n;
     for (unsigned k = 0; k < n; k++) {
         struct sd_client__lease_rec *rec =
-            sd_client__map_get(&a->leases, lt_lease_id_to_u64(m->leases[k]));
+            base_u64map_get(&a->leases, lt_lease_id_to_u64(m->leases[k]));
         rec->releasing = 1;
         rec->release_rid = p->rid;
     }

@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+#include "lease_types/socket.h"
 #include "stagingd/daemon.h"
 #include "stagingd/shard.h" /* sd_size_parse */
 
@@ -25,7 +27,7 @@ enum sd_config__type {
     SD_CFG_BOOL,     /* int: yes/no/true/false/on/off/1/0; a bare flag is yes */
     SD_CFG_OP,       /* enum sd_job_op */
     SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
-    SD_CFG_LEVEL,    /* enum sd_log_level */
+    SD_CFG_LEVEL,    /* int: BASE_LOG_* */
     SD_CFG_PAGES,    /* enum sd_pool_pages */
 };
 
@@ -92,23 +94,10 @@ static void sd_config__err(char *err, size_t err_len, const char *fmt, ...)
     va_end(ap);
 }
 
-int sd_config_agent_default(char *buf, size_t len)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    int n;
-    if (xdg && xdg[0] == '/')
-        n = snprintf(buf, len, "%s/lease-agent/agent.sock", xdg);
-    else if (geteuid() == 0)
-        n = snprintf(buf, len, "/run/lease-agent/agent.sock");
-    else
-        n = snprintf(buf, len, "/tmp/lease-agent-%u/agent.sock", (unsigned)geteuid());
-    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
 void sd_config_default(struct sd_config *cfg_p)
 {
     memset(cfg_p, 0, sizeof *cfg_p);
-    if (sd_config_agent_default(cfg_p->agents[0], sizeof cfg_p->agents[0]) == 0)
+    if (lt_socket_default(cfg_p->agents[0], sizeof cfg_p->agents[0]) == 0)
         cfg_p->nagents = 1;
     cfg_p->mapped_pool = 2u << 20;
     cfg_p->op = SD_JOB_VERIFY;
@@ -119,38 +108,18 @@ void sd_config_default(struct sd_config *cfg_p)
     cfg_p->job.doorbell = SD_DOORBELL_AUTO;
     cfg_p->job.agent_timeout_s = 30;
     cfg_p->drain_timeout_s = 10;
-    cfg_p->log_level = SD_LOG_INFO;
+    cfg_p->log_level = BASE_LOG_INFO;
 }
 
-static int sd_config__u64(const char *s, uint64_t *v_p)
-{
-    if (!s[0] || !isdigit((unsigned char)s[0]))
-        return -EINVAL;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end)
-        return -EINVAL;
-    *v_p = v;
-    return 0;
-}
-
-static int sd_config__bool(const char *s, int *v_p)
-{
-    static const char *const yes[] = {"1", "yes", "true", "on"};
-    static const char *const no[] = {"0", "no", "false", "off"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) {
-            *v_p = 1;
-            return 0;
-        }
-        if (strcasecmp(s, no[i]) == 0) {
-            *v_p = 0;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
+/* The log levels a config names: a subset of base_log_levels, so the
+ * refusal lists exactly these four. */
+static const struct base_enum sd_config__levels[] = {
+    {"error", BASE_LOG_ERROR},
+    {"warn", BASE_LOG_WARN},
+    {"info", BASE_LOG_INFO},
+    {"debug", BASE_LOG_DEBUG},
+    {NULL, 0},
+};
 
 static int sd_config__agents(struct sd_config *cfg, const char *s, char *err, size_t err_len)
 {
@@ -225,8 +194,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         return rc;
     }
     case SD_CFG_UINT:
-        rc = sd_config__u64(value, &v);
-        if (rc < 0 || v < k->min || v > k->max) {
+        if (base_parse_u64(value, k->min, k->max, &v, NULL, 0) < 0) {
             sd_config__err(err, err_len, "%s: expected an integer in %u..%u, found '%s'", key,
                            k->min, k->max, value);
             return -EINVAL;
@@ -234,7 +202,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         *(unsigned *)(void *)field = (unsigned)v;
         return 0;
     case SD_CFG_U64:
-        if (sd_config__u64(value, &v) < 0) {
+        if (base_parse_u64(value, 0, UINT64_MAX, &v, NULL, 0) < 0) {
             sd_config__err(err, err_len, "%s: expected an unsigned integer, found '%s'", key,
                            value);
             return -EINVAL;
@@ -251,60 +219,37 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         *(uint64_t *)(void *)field = v;
         return 0;
     case SD_CFG_BOOL: {
-        int b = 0;
-        if (sd_config__bool(value, &b) < 0) {
+        bool b = false;
+        if (base_parse_bool(value, &b, NULL, 0) < 0) {
             sd_config__err(err, err_len, "%s: expected yes or no, found '%s'", key, value);
             return -EINVAL;
         }
         *(int *)(void *)field = b;
         return 0;
     }
-    case SD_CFG_OP: {
-        enum sd_job_op op;
-        if (sd_job_op_parse(value, &op) < 0) {
-            sd_config__err(err, err_len, "%s: expected verify, scan or both, found '%s'", key,
-                           value);
-            return -EINVAL;
-        }
-        *(enum sd_job_op *)(void *)field = op;
-        return 0;
-    }
-    case SD_CFG_DOORBELL: {
-        enum sd_doorbell_mode m;
-        if (strcmp(value, "auto") == 0)
-            m = SD_DOORBELL_AUTO;
-        else if (strcmp(value, "on") == 0)
-            m = SD_DOORBELL_ON;
-        else if (strcmp(value, "off") == 0)
-            m = SD_DOORBELL_OFF;
-        else {
-            sd_config__err(err, err_len, "%s: expected auto, on or off, found '%s'", key, value);
-            return -EINVAL;
-        }
-        *(enum sd_doorbell_mode *)(void *)field = m;
-        return 0;
-    }
-    case SD_CFG_PAGES: {
-        enum sd_pool_pages pages;
-        if (sd_pool_pages_parse(value, &pages) < 0) {
-            sd_config__err(err, err_len, "%s: expected auto, small, huge or thp, found '%s'", key,
-                           value);
-            return -EINVAL;
-        }
-        *(enum sd_pool_pages *)(void *)field = pages;
-        return 0;
-    }
+    case SD_CFG_OP:
+    case SD_CFG_DOORBELL:
+    case SD_CFG_PAGES:
     case SD_CFG_LEVEL: {
-        static const char *const names[] = {"error", "warn", "info", "debug"};
-        for (int i = 0; i < 4; i++) {
-            if (strcmp(value, names[i]) == 0) {
-                *(enum sd_log_level *)(void *)field = (enum sd_log_level)i;
-                return 0;
-            }
+        const struct base_enum *names = k->type == SD_CFG_OP         ? sd_job_op_names
+                                        : k->type == SD_CFG_DOORBELL ? sd_job_doorbell_names
+                                        : k->type == SD_CFG_PAGES    ? sd_pool_pages_names
+                                                                     : sd_config__levels;
+        char why[SD_CONFIG_ERR_LEN - 64];
+        int e = 0;
+        if (base_parse_enum(value, names, &e, why, sizeof why) < 0) {
+            sd_config__err(err, err_len, "%s: %s", key, why);
+            return -EINVAL;
         }
-        sd_config__err(err, err_len, "%s: expected error, warn, info or debug, found '%s'", key,
-                       value);
-        return -EINVAL;
+        if (k->type == SD_CFG_OP)
+            *(enum sd_job_op *)(void *)field = (enum sd_job_op)e;
+        else if (k->type == SD_CFG_DOORBELL)
+            *(enum sd_doorbell_mode *)(void *)field = (enum sd_doorbell_mode)e;
+        else if (k->type == SD_CFG_PAGES)
+            *(enum sd_pool_pages *)(void *)field = (enum sd_pool_pages)e;
+        else
+            *(int *)(void *)field = e;
+        return 0;
     }
     }
     return -EINVAL;

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "stagingd/log.h"
 
 #define SD_CTL_CONNS_MAX 32
+
+/* Logs one line through the daemon's sink the socket was made with. */
+#define sd_ctl__log(ctl, level, ...) base_log(&(ctl)->log, (level), "", __VA_ARGS__)
 
 struct sd_ctl__conn {
     uint64_t id; /* 0: the slot is free */
@@ -26,6 +28,7 @@ struct sd_ctl__conn {
 
 struct sd_ctl {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    struct base_log_sink log;
     int lfd;
     int epfd;
     uint64_t next_id;
@@ -56,18 +59,20 @@ static int sd_ctl__alive(const struct sockaddr_un *addr)
     return alive;
 }
 
-int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx, struct sd_ctl **ctl_p)
+int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx,
+                  const struct base_log_sink *log, struct sd_ctl **ctl_p)
 {
     struct sockaddr_un addr;
     int rc = sd_ctl__addr(path, &addr);
     if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "control socket '%s': expected a path of 1..%zu bytes", path,
-               sizeof addr.sun_path - 1);
+        base_log(log, BASE_LOG_ERROR, "", "control socket '%s': expected a path of 1..%zu bytes",
+                 path, sizeof addr.sun_path - 1);
         return rc;
     }
     struct sd_ctl *ctl = calloc(1, sizeof *ctl);
     if (!ctl)
         return -ENOMEM;
+    ctl->log = *log;
     ctl->lfd = -1;
     ctl->epfd = -1;
     ctl->fn = fn;
@@ -77,15 +82,15 @@ int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx, struct sd_c
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            sd_log(SD_LOG_ERROR,
-                   "control socket %s: expected a socket or nothing there, found "
-                   "another kind of file; left alone",
-                   path);
+            sd_ctl__log(ctl, BASE_LOG_ERROR,
+                        "control socket %s: expected a socket or nothing there, found "
+                        "another kind of file; left alone",
+                        path);
             rc = -EEXIST;
             goto fail;
         }
         if (sd_ctl__alive(&addr)) {
-            sd_log(SD_LOG_ERROR, "control socket %s: another process serves it", path);
+            sd_ctl__log(ctl, BASE_LOG_ERROR, "control socket %s: another process serves it", path);
             rc = -EADDRINUSE;
             goto fail;
         }
@@ -118,7 +123,7 @@ int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx, struct sd_c
     return 0;
 
 fail_log:
-    sd_log(SD_LOG_ERROR, "control socket %s: %s", path, strerror(-rc));
+    sd_ctl__log(ctl, BASE_LOG_ERROR, "control socket %s: %s", path, strerror(-rc));
 fail:
     if (ctl->epfd >= 0)
         close(ctl->epfd);
@@ -173,15 +178,16 @@ static void sd_ctl__accept(struct sd_ctl *ctl)
         int fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR)
-                sd_log(SD_LOG_WARN, "control: accept failed: %s", strerror(errno));
+                sd_ctl__log(ctl, BASE_LOG_WARN, "control: accept failed: %s", strerror(errno));
             return;
         }
         struct ucred cred;
         socklen_t clen = sizeof cred;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
             (cred.uid != geteuid() && cred.uid != 0)) {
-            sd_log(SD_LOG_WARN, "control: refused pid %ld uid %u: only uid %u may control stagingd",
-                   (long)cred.pid, (unsigned)cred.uid, (unsigned)geteuid());
+            sd_ctl__log(ctl, BASE_LOG_WARN,
+                        "control: refused pid %ld uid %u: only uid %u may control stagingd",
+                        (long)cred.pid, (unsigned)cred.uid, (unsigned)geteuid());
             close(fd);
             continue;
         }
@@ -206,8 +212,8 @@ static void sd_ctl__accept(struct sd_ctl *ctl)
         c->id = ev.data.u64;
         c->fd = fd;
         c->len = 0;
-        sd_log(SD_LOG_DEBUG, "control: connection %llu from pid %ld", (unsigned long long)c->id,
-               (long)cred.pid);
+        sd_ctl__log(ctl, BASE_LOG_DEBUG, "control: connection %llu from pid %ld",
+                    (unsigned long long)c->id, (long)cred.pid);
     }
 }
 
@@ -290,8 +296,8 @@ int sd_ctl_send(struct sd_ctl *ctl, uint64_t conn, const char *text)
             continue;
         if (n <= 0) {
             int rc = n < 0 ? -errno : -EPIPE;
-            sd_log(SD_LOG_WARN, "control: connection %llu: reply not delivered: %s",
-                   (unsigned long long)conn, strerror(-rc));
+            sd_ctl__log(ctl, BASE_LOG_WARN, "control: connection %llu: reply not delivered: %s",
+                        (unsigned long long)conn, strerror(-rc));
             sd_ctl__close(ctl, c);
             return rc;
         }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "stagingd/daemon.h" /* SD_CTL_LINE_MAX */
 
 struct sd_ctl;
@@ -18,10 +19,12 @@ struct sd_ctl;
  * @conn; the line may be modified. Runs inside sd_ctl_process. */
 typedef void (*sd_ctl_command_fn)(void *ctx, uint64_t conn, char *line);
 
-/* Binds and listens on @path: refuses a path where another process answers
+/* Binds and listens on @path, logging through @log (copied): refuses a path where another process
+ * answers
  * (-EADDRINUSE), replaces a stale socket, refuses any other file (-EEXIST).
  * Returns 0 and *@ctl_p, or -errno; the reason is logged. */
-int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx, struct sd_ctl **ctl_p);
+int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx,
+                  const struct base_log_sink *log, struct sd_ctl **ctl_p);
 
 /* Closes every connection and the listening socket and removes the socket
  * file. NULL is a no-op. */

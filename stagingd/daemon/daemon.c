@@ -18,7 +18,6 @@
 #include "daemon_internal.h"
 #include "stagingd/client.h"
 #include "stagingd/job.h"
-#include "stagingd/log.h"
 #include "stagingd/pool.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
@@ -90,12 +89,14 @@ static void sd_daemon__job_next(struct sd_daemon *d)
             .notify_fd = d->evfd,
             .stream = sd_daemon__stream,
             .stream_ctx = d,
+            .log = d->cfg.log,
+            .status = d->cfg.log_file,
         };
         char err[SD_ERR_LEN];
         int rc = sd_job_create(&d->cfg.job, r->store, r->op, &env, err, sizeof err, &d->job);
         if (rc < 0) {
-            sd_log(SD_LOG_ERROR, "job %u (%s of %s) not started: %s", env.id, sd_job_op_name(r->op),
-                   r->store, err);
+            sd_daemon__log(d, BASE_LOG_ERROR, "job %u (%s of %s) not started: %s", env.id,
+                           sd_job_op_name(r->op), r->store, err);
             char line[SD_ERR_LEN + 64];
             snprintf(line, sizeof line, "error: job not started: %s\n", err);
             sd_daemon__reply(d, r->conn, line);
@@ -106,7 +107,8 @@ static void sd_daemon__job_next(struct sd_daemon *d)
         d->job_req = r;
         d->job_id = env.id;
         d->abandoned = 0;
-        sd_log(SD_LOG_INFO, "job %u: %s of %s started", env.id, sd_job_op_name(r->op), r->store);
+        sd_daemon__log(d, BASE_LOG_INFO, "job %u: %s of %s started", env.id, sd_job_op_name(r->op),
+                       r->store);
     }
 }
 
@@ -139,7 +141,11 @@ static void sd_daemon__job_end(struct sd_daemon *d)
     free(text);
     char verdict[SD_ERR_LEN];
     sd_job_outcome(job, verdict, sizeof verdict);
-    sd_log(status == 0 ? SD_LOG_INFO : status == 3 ? SD_LOG_WARN : SD_LOG_ERROR, "%s", verdict);
+    sd_daemon__log(d,
+                   status == 0   ? BASE_LOG_INFO
+                   : status == 3 ? BASE_LOG_WARN
+                                 : BASE_LOG_ERROR,
+                   "%s", verdict);
     sd_job_destroy(job);
     free(r);
     d->job = NULL;
@@ -155,7 +161,7 @@ static void sd_daemon__stop(struct sd_daemon *d, const char *why);
 static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
 {
     fprintf(out, "stagingd %s, pid %ld, up %.1f s\n", STAGINGD_VERSION, (long)getpid(),
-            (double)(sd_daemon__now() - d->t_start_ns) / 1e9);
+            (double)(base_now_ns() - d->t_start_ns) / 1e9);
     fprintf(out, "jobs: %" PRIu64 " done, %d running, %u queued%s\n", d->jobs_done, d->job != NULL,
             d->queued, d->stopping ? "; stopping" : "");
     if (d->job) {
@@ -211,7 +217,7 @@ static void sd_daemon__command(void *ctx, uint64_t conn, char *line)
         words[n++] = w;
     if (n == 0)
         return;
-    sd_log(SD_LOG_DEBUG, "control: connection %" PRIu64 ": %s", conn, words[0]);
+    sd_daemon__log(d, BASE_LOG_DEBUG, "control: connection %" PRIu64 ": %s", conn, words[0]);
     if (strcmp(words[0], "help") == 0) {
         sd_daemon__reply(
             d, conn,
@@ -282,18 +288,19 @@ static void sd_daemon__stop(struct sd_daemon *d, const char *why)
 {
     if (d->stopping) {
         if (d->job && !d->abandoned) {
-            sd_log(SD_LOG_WARN, "%s again: not waiting for in-flight work any longer", why);
+            sd_daemon__log(d, BASE_LOG_WARN, "%s again: not waiting for in-flight work any longer",
+                           why);
             sd_job_abandon(d->job, "stopped twice");
             d->abandoned = 1;
         }
         return;
     }
     d->stopping = 1;
-    d->drain_deadline_ns = sd_daemon__now() + (uint64_t)d->cfg.drain_timeout_s * 1000000000ull;
-    sd_log(SD_LOG_INFO,
-           "%s: stopping: no new work; in-flight shards finish and release their leases "
-           "(up to %u s)",
-           why, d->cfg.drain_timeout_s);
+    d->drain_deadline_ns = base_now_ns() + (uint64_t)d->cfg.drain_timeout_s * 1000000000ull;
+    sd_daemon__log(d, BASE_LOG_INFO,
+                   "%s: stopping: no new work; in-flight shards finish and release their leases "
+                   "(up to %u s)",
+                   why, d->cfg.drain_timeout_s);
     if (d->ctl)
         sd_ctl_stop_accepting(d->ctl);
     if (d->job)
@@ -313,10 +320,10 @@ static void sd_daemon__signal(struct sd_daemon *d)
     struct signalfd_siginfo si;
     while (read(d->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGHUP) {
-            sd_log(SD_LOG_INFO,
-                   "SIGHUP from pid %u: ignored (settings are read at start; "
-                   "restart to change them)",
-                   si.ssi_pid);
+            sd_daemon__log(d, BASE_LOG_INFO,
+                           "SIGHUP from pid %u: ignored (settings are read at start; "
+                           "restart to change them)",
+                           si.ssi_pid);
             continue;
         }
         char why[64];
@@ -345,12 +352,13 @@ int sd_daemon_run(struct sd_daemon *d)
             }
         }
         if (d->stopping && d->job && !d->abandoned) {
-            uint64_t now = sd_daemon__now();
+            uint64_t now = base_now_ns();
             if (now >= d->drain_deadline_ns) {
-                sd_log(SD_LOG_WARN,
-                       "drain timeout (%u s): abandoning in-flight work; the agent reclaims "
-                       "its leases when the connection closes",
-                       d->cfg.drain_timeout_s);
+                sd_daemon__log(
+                    d, BASE_LOG_WARN,
+                    "drain timeout (%u s): abandoning in-flight work; the agent reclaims "
+                    "its leases when the connection closes",
+                    d->cfg.drain_timeout_s);
                 sd_job_abandon(d->job, "drain timeout at shutdown");
                 d->abandoned = 1;
                 continue;
@@ -362,7 +370,7 @@ int sd_daemon_run(struct sd_daemon *d)
         struct epoll_event evs[8];
         int n = epoll_wait(d->epfd, evs, 8, timeout);
         if (n < 0 && errno != EINTR) {
-            sd_log(SD_LOG_ERROR, "epoll_wait failed: %s", strerror(errno));
+            sd_daemon__log(d, BASE_LOG_ERROR, "epoll_wait failed: %s", strerror(errno));
             rc = 1;
             break;
         }
@@ -374,7 +382,7 @@ int sd_daemon_run(struct sd_daemon *d)
             case SD_DAEMON__EV_STAGED: {
                 uint64_t v;
                 if (read(d->evfd, &v, sizeof v) < 0 && errno != EAGAIN)
-                    sd_log(SD_LOG_ERROR, "eventfd read failed: %s", strerror(errno));
+                    sd_daemon__log(d, BASE_LOG_ERROR, "eventfd read failed: %s", strerror(errno));
                 break;
             }
             case SD_DAEMON__EV_CONTROL:
@@ -386,10 +394,11 @@ int sd_daemon_run(struct sd_daemon *d)
         }
         int prc = sd_client_process(d->client);
         if (prc < 0)
-            sd_log(SD_LOG_ERROR, "lease client: %s", strerror(-prc));
+            sd_daemon__log(d, BASE_LOG_ERROR, "lease client: %s", strerror(-prc));
     }
     if (d->stopping)
-        sd_log(SD_LOG_INFO, "stopped: every lease released%s", d->abandoned ? " or abandoned" : "");
+        sd_daemon__log(d, BASE_LOG_INFO, "stopped: every lease released%s",
+                       d->abandoned ? " or abandoned" : "");
     return d->mode == SD_DAEMON_ONESHOT ? d->last_status : rc;
 }
 
@@ -416,11 +425,12 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     d->mode = mode;
     d->epfd = d->sigfd = d->evfd = -1;
     d->words_slots = cfg->job.inflight;
-    d->t_start_ns = sd_daemon__now();
+    d->t_start_ns = base_now_ns();
     for (unsigned a = 0; a < cfg->nagents && a < SD_CONFIG_AGENTS_MAX; a++)
         d->agent_paths[a] = d->cfg.agents[a];
     if (cfg->nagents == 0) {
-        sd_log(SD_LOG_ERROR, "expected at least one agent socket (--agent), found none");
+        sd_daemon__log(d, BASE_LOG_ERROR,
+                       "expected at least one agent socket (--agent), found none");
         rc = -EINVAL;
         goto fail;
     }
@@ -440,7 +450,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
 
     uint64_t largest = 0;
     if (mode == SD_DAEMON_ONESHOT && cfg->store[0]) {
-        largest = sd_daemon__largest_buffer(cfg->store);
+        largest = sd_daemon__largest_buffer(cfg->store, &d->cfg.log);
         if (!largest) {
             rc = -EINVAL;
             goto fail;
@@ -453,7 +463,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
                        (size_t)sd_daemon__round_up(64ull * d->words_slots, SD_POOL_BUF_ALIGN),
                        &d->words);
     if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "doorbell words: %s", strerror(-rc));
+        sd_daemon__log(d, BASE_LOG_ERROR, "doorbell words: %s", strerror(-rc));
         goto fail;
     }
     d->have_words = 1;
@@ -462,12 +472,11 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     struct sd_reader_config rcfg = {
         .threads = cfg->threads,
         .pool = d->pool,
-        .log = sd_log_sink_warn,
-        .log_ctx = "reader",
+        .log = d->cfg.log,
     };
     rc = sd_reader_create(&rcfg, &d->reader);
     if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "staging reader: %s", strerror(-rc));
+        sd_daemon__log(d, BASE_LOG_ERROR, "staging reader: %s", strerror(-rc));
         goto fail;
     }
 
@@ -485,7 +494,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (d->epfd < 0 || d->evfd < 0 || d->sigfd < 0) {
         rc = -errno;
-        sd_log(SD_LOG_ERROR, "epoll/eventfd/signalfd: %s", strerror(-rc));
+        sd_daemon__log(d, BASE_LOG_ERROR, "epoll/eventfd/signalfd: %s", strerror(-rc));
         goto fail;
     }
     struct epoll_event ev = {.events = EPOLLIN};
@@ -497,17 +506,17 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     rc = rc ? rc : epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->evfd, &ev);
     if (rc < 0) {
         rc = -errno;
-        sd_log(SD_LOG_ERROR, "epoll_ctl: %s", strerror(-rc));
+        sd_daemon__log(d, BASE_LOG_ERROR, "epoll_ctl: %s", strerror(-rc));
         goto fail;
     }
     if (mode == SD_DAEMON_RUN && cfg->control[0]) {
-        rc = sd_ctl_create(cfg->control, sd_daemon__command, d, &d->ctl);
+        rc = sd_ctl_create(cfg->control, sd_daemon__command, d, &d->cfg.log, &d->ctl);
         if (rc < 0)
             goto fail;
         ev.data.u32 = SD_DAEMON__EV_CONTROL;
         if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, sd_ctl_fd(d->ctl), &ev) < 0) {
             rc = -errno;
-            sd_log(SD_LOG_ERROR, "epoll_ctl: %s", strerror(-rc));
+            sd_daemon__log(d, BASE_LOG_ERROR, "epoll_ctl: %s", strerror(-rc));
             goto fail;
         }
     }
@@ -518,12 +527,13 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     sd_reader_info_get(d->reader, &ri);
     char pinned[32];
     sd_daemon__bytes(ps.capacity, pinned, sizeof pinned);
-    sd_log(SD_LOG_INFO,
-           "stagingd %s ready: pool PINNED %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP) "
-           "+ MAPPED words for %u slot(s); %u staging thread(s) (%s%s); %u agent(s), first %s%s%s",
-           STAGINGD_VERSION, pinned, ps.segments, ps.huge_segments, ps.thp_segments, d->words_slots,
-           ri.threads, ri.uring ? "io_uring" : "pread fallback", ri.fixed ? ", fixed buffers" : "",
-           cfg->nagents, cfg->agents[0], d->ctl ? "; control " : "", d->ctl ? cfg->control : "");
+    sd_daemon__log(
+        d, BASE_LOG_INFO,
+        "stagingd %s ready: pool PINNED %s in %u segment(s) (2 MiB pages: %u hugetlb, %u THP) "
+        "+ MAPPED words for %u slot(s); %u staging thread(s) (%s%s); %u agent(s), first %s%s%s",
+        STAGINGD_VERSION, pinned, ps.segments, ps.huge_segments, ps.thp_segments, d->words_slots,
+        ri.threads, ri.uring ? "io_uring" : "pread fallback", ri.fixed ? ", fixed buffers" : "",
+        cfg->nagents, cfg->agents[0], d->ctl ? "; control " : "", d->ctl ? cfg->control : "");
     *d_p = d;
     return 0;
 

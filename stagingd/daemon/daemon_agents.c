@@ -11,7 +11,6 @@
 #include "daemon_internal.h"
 #include "stagingd/client.h"
 #include "stagingd/job.h"
-#include "stagingd/log.h"
 
 /* While a job waits for an agent, say so this often. */
 #define SD_DAEMON__WAIT_NOTE_NS (5ull * 1000000000ull)
@@ -56,8 +55,8 @@ static void sd_daemon__on_error(void *ctx, const struct sd_client_error *e)
     }
     if (sd_daemon__mine(e->tag)) {
         /* A stream the agent would not create: that slot uses the default one. */
-        sd_log(SD_LOG_DEBUG, "agent %u: %s refused: %s", e->agent,
-               lt_msg_type_name(e->request_type), e->message);
+        sd_daemon__log(d, BASE_LOG_DEBUG, "agent %u: %s refused: %s", e->agent,
+                       lt_msg_type_name(e->request_type), e->message);
         return;
     }
     if (d->job)
@@ -88,11 +87,11 @@ static void sd_daemon__on_ready(void *ctx, unsigned agent, uint32_t epoch)
     if (sd_client_agent_info(d->client, agent, &info) < 0)
         return;
     const unsigned offered = sd_pool_segment_count(d->pool);
-    sd_log(info.segments_accepted < offered ? SD_LOG_WARN : SD_LOG_INFO,
-           "agent %u %s ready: \"%s\"%s, connection %u, %u of %u segment(s) accepted", agent,
-           d->cfg.agents[agent], info.hello.agent_name,
-           (info.hello.caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "", epoch,
-           info.segments_accepted, offered);
+    sd_daemon__log(d, info.segments_accepted < offered ? BASE_LOG_WARN : BASE_LOG_INFO,
+                   "agent %u %s ready: \"%s\"%s, connection %u, %u of %u segment(s) accepted",
+                   agent, d->cfg.agents[agent], info.hello.agent_name,
+                   (info.hello.caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "", epoch,
+                   info.segments_accepted, offered);
     /* One stream per slot, so one shard's work never queues behind another's. */
     struct sd_daemon__streams *st = &d->streams[agent];
     st->epoch = epoch;
@@ -112,8 +111,8 @@ static void sd_daemon__on_ready(void *ctx, unsigned agent, uint32_t epoch)
 static void sd_daemon__on_disconnect(void *ctx, unsigned agent, int err, const char *message)
 {
     struct sd_daemon *d = ctx;
-    sd_log(SD_LOG_WARN, "agent %u lost (%s): %s; reconnecting with backoff", agent, strerror(-err),
-           message);
+    sd_daemon__log(d, BASE_LOG_WARN, "agent %u lost (%s): %s; reconnecting with backoff", agent,
+                   strerror(-err), message);
     if (agent < d->cfg.nagents) {
         memset(d->streams[agent].valid, 0, d->words_slots);
         d->budget_noted[agent] = 0; /* the next connection's offers are new */
@@ -132,8 +131,8 @@ static void sd_daemon__offer_refused(struct sd_daemon *d, const struct sd_client
     const char *path = e->agent < d->cfg.nagents ? d->cfg.agents[e->agent] : "?";
     if (e->agent >= d->cfg.nagents || sd_pool_segment_find(d->pool, (uint32_t)e->tag, &seg) < 0 ||
         sd_pool_stats(d->pool, seg.mem_class, &ps) < 0) {
-        sd_log(SD_LOG_WARN, "agent %u %s refused segment %" PRIu64 ": %s", e->agent, path, e->tag,
-               e->message);
+        sd_daemon__log(d, BASE_LOG_WARN, "agent %u %s refused segment %" PRIu64 ": %s", e->agent,
+                       path, e->tag, e->message);
         return;
     }
     const int budget = e->code == LT_E_BUDGET || e->code == LT_E_MEMLOCK;
@@ -147,24 +146,26 @@ static void sd_daemon__offer_refused(struct sd_daemon *d, const struct sd_client
     sd_daemon__bytes(ps.capacity, cap, sizeof cap);
     if (e->code == LT_E_BUDGET) {
         d->budget_noted[e->agent] |= bit;
-        sd_log(SD_LOG_ERROR,
-               "agent %u %s refused %s segment %u (%s) for its %s pin budget: start the agent "
-               "with --%s-budget %s (stagingd's whole %s pool, %u segment(s); at least %s, one "
-               "segment), or give stagingd a smaller pool or segments (--%s-pool, "
-               "--segment-size); leases on refused segments fail. %s",
-               e->agent, path, cls, seg.id, size, cls, opt, cap, cls, ps.segments, size, opt,
-               e->message);
+        sd_daemon__log(
+            d, BASE_LOG_ERROR,
+            "agent %u %s refused %s segment %u (%s) for its %s pin budget: start the agent "
+            "with --%s-budget %s (stagingd's whole %s pool, %u segment(s); at least %s, one "
+            "segment), or give stagingd a smaller pool or segments (--%s-pool, "
+            "--segment-size); leases on refused segments fail. %s",
+            e->agent, path, cls, seg.id, size, cls, opt, cap, cls, ps.segments, size, opt,
+            e->message);
     } else if (e->code == LT_E_MEMLOCK) {
         d->budget_noted[e->agent] |= bit;
-        sd_log(SD_LOG_ERROR,
-               "agent %u %s refused %s segment %u (%s): the agent may not lock that much memory "
-               "(RLIMIT_MEMLOCK) for stagingd's %s pool of %s: raise the agent's limit (ulimit "
-               "-l, or LimitMEMLOCK= under systemd) or give stagingd a smaller pool (--%s-pool); "
-               "leases on refused segments fail. %s",
-               e->agent, path, cls, seg.id, size, cls, cap, opt, e->message);
+        sd_daemon__log(
+            d, BASE_LOG_ERROR,
+            "agent %u %s refused %s segment %u (%s): the agent may not lock that much memory "
+            "(RLIMIT_MEMLOCK) for stagingd's %s pool of %s: raise the agent's limit (ulimit "
+            "-l, or LimitMEMLOCK= under systemd) or give stagingd a smaller pool (--%s-pool); "
+            "leases on refused segments fail. %s",
+            e->agent, path, cls, seg.id, size, cls, cap, opt, e->message);
     } else {
-        sd_log(SD_LOG_WARN, "agent %u %s refused %s segment %u (%s): %s", e->agent, path, cls,
-               seg.id, size, e->message);
+        sd_daemon__log(d, BASE_LOG_WARN, "agent %u %s refused %s segment %u (%s): %s", e->agent,
+                       path, cls, seg.id, size, e->message);
     }
 }
 
@@ -184,7 +185,7 @@ int sd_daemon__stream(void *ctx, unsigned agent, unsigned slot, struct lt_stream
  * agent, how long it has waited. */
 void sd_daemon__agents_watch(struct sd_daemon *d)
 {
-    uint64_t now = sd_daemon__now();
+    uint64_t now = base_now_ns();
     unsigned ready = 0;
     struct sd_client_agent_info first = {0};
     for (unsigned a = 0; a < d->cfg.nagents; a++) {
@@ -205,10 +206,11 @@ void sd_daemon__agents_watch(struct sd_daemon *d)
         if (d->mode == SD_DAEMON_ONESHOT)
             snprintf(wait, sizeof wait, " for up to %u s (--agent-timeout)",
                      d->cfg.job.agent_timeout_s);
-        sd_log(SD_LOG_ERROR,
-               "no GPU agent answers at %s (%s): start one there (lease-agent-host --socket %s, "
-               "or lease-agent --socket %s on a GPU machine) or pass --agent PATH; retrying%s",
-               path, strerror(-info.last_err), path, path, wait);
+        sd_daemon__log(
+            d, BASE_LOG_ERROR,
+            "no GPU agent answers at %s (%s): start one there (lease-agent-host --socket %s, "
+            "or lease-agent --socket %s on a GPU machine) or pass --agent PATH; retrying%s",
+            path, strerror(-info.last_err), path, path, wait);
     }
     if (ready || !d->job || d->stopping) {
         d->wait_since_ns = 0;
@@ -219,12 +221,12 @@ void sd_daemon__agents_watch(struct sd_daemon *d)
         d->wait_note_ns = now + SD_DAEMON__WAIT_NOTE_NS;
     } else if (now >= d->wait_note_ns) {
         d->wait_note_ns += SD_DAEMON__WAIT_NOTE_NS;
-        sd_log(SD_LOG_WARN,
-               "job %u: still no GPU agent after %.0f of %u s (--agent-timeout): %" PRIu64
-               " connect attempt(s) to %s, last error: %s",
-               d->job_id, (double)(now - d->wait_since_ns) / 1e9, d->cfg.job.agent_timeout_s,
-               first.attempts, d->cfg.agents[0],
-               first.last_err ? strerror(-first.last_err) : "none");
+        sd_daemon__log(d, BASE_LOG_WARN,
+                       "job %u: still no GPU agent after %.0f of %u s (--agent-timeout): %" PRIu64
+                       " connect attempt(s) to %s, last error: %s",
+                       d->job_id, (double)(now - d->wait_since_ns) / 1e9,
+                       d->cfg.job.agent_timeout_s, first.attempts, d->cfg.agents[0],
+                       first.last_err ? strerror(-first.last_err) : "none");
     }
 }
 
@@ -262,23 +264,23 @@ int sd_daemon__client_open(struct sd_daemon *d)
         .on_disconnect = sd_daemon__on_disconnect,
     };
     ccfg.cb_ctx = d;
-    ccfg.log = sd_log_sink_info;
-    ccfg.log_ctx = "client";
+    ccfg.log = d->cfg.log;
     rc = sd_client_create(&ccfg, &d->client);
     if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "lease client: %s", strerror(-rc));
+        sd_daemon__log(d, BASE_LOG_ERROR, "lease client: %s", strerror(-rc));
         return rc;
     }
     rc = sd_daemon__offer_pool(d);
     if (rc < 0) {
-        sd_log(SD_LOG_ERROR, "offering the pool's segments: %s", sd_client_last_error(d->client));
+        sd_daemon__log(d, BASE_LOG_ERROR, "offering the pool's segments: %s",
+                       sd_client_last_error(d->client));
         return rc;
     }
     for (unsigned a = 0; a < cfg->nagents; a++) {
         unsigned idx;
         rc = sd_client_agent_add(d->client, cfg->agents[a], &idx);
         if (rc < 0) {
-            sd_log(SD_LOG_ERROR, "agent %s: %s", cfg->agents[a], strerror(-rc));
+            sd_daemon__log(d, BASE_LOG_ERROR, "agent %s: %s", cfg->agents[a], strerror(-rc));
             return rc;
         }
     }

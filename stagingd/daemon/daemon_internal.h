@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <time.h>
 
+#include "base/time.h"
 #include "stagingd/daemon.h"
 #include "stagingd/pool.h"
 
@@ -57,12 +57,8 @@ struct sd_daemon {
     uint64_t wait_since_ns, wait_note_ns;          /* a job waits for any agent */
 };
 
-static inline uint64_t sd_daemon__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* Logs one line through the daemon's sink: no subsystem. */
+#define sd_daemon__log(d, level, ...) base_log(&(d)->cfg.log, (level), "", __VA_ARGS__)
 
 static inline uint64_t sd_daemon__round_up(uint64_t v, uint64_t a)
 {
@@ -97,7 +93,7 @@ void sd_daemon__agents_watch(struct sd_daemon *d);
 
 /* The largest staging buffer any shard of @store needs (the job's layout:
  * payload, checksum table, query), or 0 after logging why not. */
-uint64_t sd_daemon__largest_buffer(const char *store);
+uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log);
 
 /* Creates the pool for @cfg in @mode, with MAPPED room for @words_slots
  * doorbell slots. With @largest known, segments are sized so one segment

@@ -24,12 +24,12 @@ static uint64_t sd_daemon__size_class(uint64_t s)
 
 /* The largest staging buffer any shard of @store needs (the job's layout:
  * payload, checksum table, query), or 0 and a message. */
-uint64_t sd_daemon__largest_buffer(const char *store)
+uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log)
 {
     char err[SD_ERR_LEN];
     struct sd_store *st = NULL;
     if (sd_store_open(store, err, sizeof err, &st) < 0) {
-        sd_log(SD_LOG_ERROR, "%s", err);
+        base_log(log, BASE_LOG_ERROR, "", "%s", err);
         return 0;
     }
     uint64_t most = 0;
@@ -72,14 +72,14 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         pc.class_bytes[LT_CLASS_MAPPED] = mapped;
         pc.segment_bytes = seg < pinned ? seg : pinned;
         pc.pages = cfg->pages;
-        pc.log = sd_log_sink_warn;
-        pc.log_ctx = "pool";
+        pc.log = cfg->log;
         rc = sd_pool_create(&pc, &pool);
         if (rc < 0) {
             char p[32];
             sd_daemon__bytes(pinned, p, sizeof p);
-            sd_log(SD_LOG_ERROR, "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
-                   pc.segment_bytes, strerror(-rc));
+            base_log(&cfg->log, BASE_LOG_ERROR, "",
+                     "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
+                     pc.segment_bytes, strerror(-rc));
             return rc;
         }
         if (!largest || cfg->segment_size)
@@ -96,7 +96,8 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         rc = -ENOMEM;
     }
     if (!pool) {
-        sd_log(SD_LOG_ERROR, "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
+        base_log(&cfg->log, BASE_LOG_ERROR, "",
+                 "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
         return rc;
     }
     *pool_p = pool;

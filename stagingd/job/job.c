@@ -9,34 +9,36 @@
 #include <string.h>
 
 #include "job_internal.h"
-#include "stagingd/log.h"
 
-/* ---- op names ---- */
+/* ---- names ---- */
+
+const struct base_enum sd_job_op_names[] = {
+    {"verify", SD_JOB_VERIFY},
+    {"scan", SD_JOB_SCAN},
+    {"both", SD_JOB_BOTH},
+    {NULL, 0},
+};
+
+const struct base_enum sd_job_doorbell_names[] = {
+    {"auto", SD_DOORBELL_AUTO},
+    {"on", SD_DOORBELL_ON},
+    {"off", SD_DOORBELL_OFF},
+    {NULL, 0},
+};
 
 const char *sd_job_op_name(enum sd_job_op op)
 {
-    switch (op) {
-    case SD_JOB_VERIFY:
-        return "verify";
-    case SD_JOB_SCAN:
-        return "scan";
-    case SD_JOB_BOTH:
-        return "both";
-    }
-    return "?";
+    const char *name = base_enum_name(sd_job_op_names, (int)op);
+    return name ? name : "?";
 }
 
 int sd_job_op_parse(const char *s, enum sd_job_op *op_p)
 {
-    if (strcmp(s, "verify") == 0)
-        *op_p = SD_JOB_VERIFY;
-    else if (strcmp(s, "scan") == 0)
-        *op_p = SD_JOB_SCAN;
-    else if (strcmp(s, "both") == 0)
-        *op_p = SD_JOB_BOTH;
-    else
-        return -EINVAL;
-    return 0;
+    int v = 0;
+    int rc = base_parse_enum(s, sd_job_op_names, &v, NULL, 0);
+    if (rc == 0)
+        *op_p = (enum sd_job_op)v;
+    return rc;
 }
 
 /* ---- life cycle ---- */
@@ -94,7 +96,7 @@ int sd_job_create(const struct sd_job_config *cfg, const char *store, enum sd_jo
         s->done = &env->words[8 * (size_t)i + 1];
         s->word_off = env->words_offset + 64 * (uint64_t)i;
     }
-    job->t_start = sd_job__now();
+    job->t_start = base_now_ns();
     *job_p = job;
     return 0;
 
@@ -158,7 +160,7 @@ static void sd_job__no_agent(struct sd_job *job)
              where ? " at " : "", where ? where : "",
              job->env.nagents > 1 ? " or the other agents" : "", job->cfg.agent_timeout_s,
              last ? strerror(-last) : "none");
-    sd_log(SD_LOG_ERROR, "job %u: %s; failing the job", job->env.id, why);
+    sd_job__log(job, BASE_LOG_ERROR, "job %u: %s; failing the job", job->env.id, why);
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (s->active && (s->lease == SD_JOB__L_NONE || s->lease == SD_JOB__L_WANT)) {
@@ -178,8 +180,8 @@ void sd_job_cancel(struct sd_job *job, const char *why)
     for (size_t i = job->next_shard; i < job->nshards; i++)
         sd_job__result_fail(job, i, SD_JOB__RES_SKIPPED, "%s", why);
     if (job->next_shard < job->nshards)
-        sd_log(SD_LOG_WARN, "job %u: %zu shard(s) not started: %s", job->env.id,
-               job->nshards - job->next_shard, why);
+        sd_job__log(job, BASE_LOG_WARN, "job %u: %zu shard(s) not started: %s", job->env.id,
+                    job->nshards - job->next_shard, why);
     job->next_shard = job->nshards;
 }
 
@@ -206,11 +208,11 @@ static void sd_job__progress_log(struct sd_job *job, uint64_t now)
     size_t done = 0;
     for (size_t i = 0; i < job->nshards; i++)
         done += job->res[i].state != SD_JOB__RES_PENDING;
-    if (sd_log_is_tty()) {
+    if (base_log_file_is_tty(job->env.status)) {
         if (now - job->last_status_ns > 100000000ull || done == job->nshards) {
             char line[256];
             sd_job_progress(job, line, sizeof line);
-            sd_log_status(line);
+            base_log_file_status(job->env.status, line);
             job->last_status_ns = now;
         }
         return;
@@ -220,7 +222,7 @@ static void sd_job__progress_log(struct sd_job *job, uint64_t now)
         job->progress_quarter = quarter;
         char line[256];
         sd_job_progress(job, line, sizeof line);
-        sd_log(SD_LOG_INFO, "%s", line);
+        sd_job__log(job, BASE_LOG_INFO, "%s", line);
     }
 }
 
@@ -241,11 +243,11 @@ static void sd_job__decide_doorbell(struct sd_job *job)
     job->doorbell =
         job->cfg.doorbell == SD_DOORBELL_ON || (job->cfg.doorbell == SD_DOORBELL_AUTO && all);
     job->doorbell_decided = 1;
-    job->t_start = sd_job__now(); /* the pipeline starts now; rates count from here */
-    sd_log(SD_LOG_INFO, "job %u: %s of %s: %zu shard(s), doorbell %s", job->env.id,
-           sd_job_op_name(job->op), job->store_path, job->nshards,
-           job->doorbell ? "on: work is queued behind a bell rung when each read lands"
-                         : "off: plain submits after each read");
+    job->t_start = base_now_ns(); /* the pipeline starts now; rates count from here */
+    sd_job__log(job, BASE_LOG_INFO, "job %u: %s of %s: %zu shard(s), doorbell %s", job->env.id,
+                sd_job_op_name(job->op), job->store_path, job->nshards,
+                job->doorbell ? "on: work is queued behind a bell rung when each read lands"
+                              : "off: plain submits after each read");
 }
 
 int sd_job_step(struct sd_job *job, int *timeout_ms_p)
@@ -255,7 +257,7 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
         *timeout_ms_p = -1;
         return 1;
     }
-    uint64_t now = sd_job__now();
+    uint64_t now = base_now_ns();
     unsigned nready = 0;
     sd_job__agents_refresh(job, &nready);
     if (!job->doorbell_decided && (nready > 0 || job->cfg.doorbell != SD_DOORBELL_AUTO))
@@ -323,8 +325,8 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
     if (job->next_shard >= job->nshards && job->active == 0) {
         sd_job__fail_repeats_log(job);
         job->finished = 1;
-        job->t_end = sd_job__now();
-        sd_log_status(NULL);
+        job->t_end = base_now_ns();
+        base_log_file_status(job->env.status, NULL);
         *timeout_ms_p = -1;
         return 1;
     }

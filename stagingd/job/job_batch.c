@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "job_internal.h"
-#include "stagingd/log.h"
 
 /* ---- batching ---- */
 
@@ -131,13 +130,14 @@ void sd_job__flush_releases(struct sd_job *job)
             } else {
                 s->lease = SD_JOB__L_NONE;
                 s->quarantine = 1;
-                sd_log(SD_LOG_ERROR, "job %u: release not sent: %s", job->env.id,
-                       sd_client_last_error(job->env.client));
+                sd_job__log(job, BASE_LOG_ERROR, "job %u: release not sent: %s", job->env.id,
+                            sd_client_last_error(job->env.client));
             }
         }
         if (rc == 0) {
             job->release_batches++;
-            sd_log(SD_LOG_DEBUG, "job %u: released %u lease(s) in one batch", job->env.id, n);
+            sd_job__log(job, BASE_LOG_DEBUG, "job %u: released %u lease(s) in one batch",
+                        job->env.id, n);
         }
     }
 }
@@ -183,8 +183,8 @@ void sd_job_on_grant(struct sd_job *job, const struct sd_client_grant *g)
             if (!used && g->entries[k].err == 0 &&
                 sd_client_lease_release(job->env.client, &g->entries[k].lease, 1,
                                         sd_job__tag(job, SD_JOB__TAG_RELEASE, 0, 0), &rid) == 0)
-                sd_log(SD_LOG_WARN, "job %u: lease %u:%u granted to nobody; released", job->env.id,
-                       g->entries[k].lease.id.slot, g->entries[k].lease.id.gen);
+                sd_job__log(job, BASE_LOG_WARN, "job %u: lease %u:%u granted to nobody; released",
+                            job->env.id, g->entries[k].lease.id.slot, g->entries[k].lease.id.gen);
         }
     }
 }
@@ -197,9 +197,9 @@ void sd_job_on_release(struct sd_job *job, const struct sd_client_release *r)
             s->l.epoch != r->lease.epoch || !lt_lease_id_eq(s->l.id, r->lease.id))
             continue;
         s->lease = SD_JOB__L_NONE;
-        sd_log(SD_LOG_DEBUG, "job %u: %s: lease %u:%u release complete%s", job->env.id,
-               sd_job__shard_name(job, s->shard), r->lease.id.slot, r->lease.id.gen,
-               r->reusable ? "" : " (not reusable)");
+        sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: lease %u:%u release complete%s", job->env.id,
+                    sd_job__shard_name(job, s->shard), r->lease.id.slot, r->lease.id.gen,
+                    r->reusable ? "" : " (not reusable)");
         if (r->reusable) {
             job->leases_released++;
         } else if (r->err && r->status == LT_OK) {
@@ -208,7 +208,7 @@ void sd_job_on_release(struct sd_job *job, const struct sd_client_release *r)
             job->leases_lost++;
         } else {
             s->quarantine = 1;
-            sd_log(SD_LOG_WARN, "job %u: %s", job->env.id, r->message);
+            sd_job__log(job, BASE_LOG_WARN, "job %u: %s", job->env.id, r->message);
         }
         return;
     }
@@ -264,7 +264,8 @@ void sd_job_on_error(struct sd_job *job, const struct sd_client_error *e)
             }
         }
         if (!lost)
-            sd_log(SD_LOG_ERROR, "job %u: release refused: %s", job->env.id, e->message);
+            sd_job__log(job, BASE_LOG_ERROR, "job %u: release refused: %s", job->env.id,
+                        e->message);
     }
 }
 
@@ -297,8 +298,8 @@ void sd_job_on_disconnect(struct sd_job *job, unsigned agent)
         n++;
     }
     if (n)
-        sd_log(SD_LOG_WARN,
-               "job %u: agent %u lost: %u shard(s) keep their staged bytes and wait for a new "
-               "lease; %u op(s) will be submitted again",
-               job->env.id, agent, n, ops);
+        sd_job__log(job, BASE_LOG_WARN,
+                    "job %u: agent %u lost: %u shard(s) keep their staged bytes and wait for a new "
+                    "lease; %u op(s) will be submitted again",
+                    job->env.id, agent, n, ops);
 }

@@ -15,8 +15,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <time.h>
 
+#include "base/time.h"
 #include "stagingd/job.h"
 #include "stagingd/pool.h"
 #include "stagingd/shard.h"
@@ -172,14 +172,11 @@ struct sd_job {
     size_t ntopk;
 };
 
-/* ---- helpers ---- */
+/* Logs one line through the sink the daemon lent: no subsystem, as every
+ * job line starts with "job N". */
+#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "", __VA_ARGS__)
 
-static inline uint64_t sd_job__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* ---- helpers ---- */
 
 static inline uint64_t sd_job__round_up(uint64_t v, uint64_t a)
 {

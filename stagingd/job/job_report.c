@@ -9,7 +9,6 @@
 
 #include "job_internal.h"
 #include "kernels/scan_ref.h"
-#include "stagingd/log.h"
 
 void sd_job__bytes_fmt(uint64_t b, char *buf, size_t len)
 {
@@ -31,7 +30,7 @@ void sd_job_progress(const struct sd_job *job, char *buf, size_t len)
     size_t done = 0;
     for (size_t i = 0; i < job->nshards; i++)
         done += job->res[i].state != SD_JOB__RES_PENDING;
-    uint64_t now = job->t_end ? job->t_end : sd_job__now();
+    uint64_t now = job->t_end ? job->t_end : base_now_ns();
     double secs = (double)(now - job->t_start) / 1e9;
     char b[32];
     sd_job__bytes_fmt(job->bytes_done, b, sizeof b);
@@ -53,8 +52,8 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
         lt_msg_init(&m, sizeof m, LT_MSG_STATS_REQUEST, 1);
         union lt_msg_buffer reply;
         if (sd_client_call(job->env.client, a, &m, sizeof m, timeout_ms, &reply) < 0) {
-            sd_log(SD_LOG_WARN, "job %u: agent %u stats: %s", job->env.id, a,
-                   sd_client_last_error(job->env.client));
+            sd_job__log(job, BASE_LOG_WARN, "job %u: agent %u stats: %s", job->env.id, a,
+                        sd_client_last_error(job->env.client));
             continue;
         }
         const struct lt_msg_stats_reply *sr = (const struct lt_msg_stats_reply *)(void *)&reply;
@@ -322,7 +321,7 @@ void sd_job_report(struct sd_job *job, FILE *out)
                     sd_job__shard_name(job, job->topk[i].shard), job->topk[i].index,
                     (double)job->topk[i].score);
     }
-    uint64_t end = job->t_end ? job->t_end : sd_job__now();
+    uint64_t end = job->t_end ? job->t_end : base_now_ns();
     double e2e = (double)(end - job->t_start) / 1e9;
     double busy = (double)job->busy_ns / 1e9;
     char staged[32];
@@ -398,7 +397,7 @@ void sd_job_outcome(const struct sd_job *job, char *buf, size_t len)
     const int status = sd_job__status(job->res, job->nshards);
     char bytes[32];
     sd_job__bytes_fmt(job->bytes_done, bytes, sizeof bytes);
-    uint64_t end = job->t_end ? job->t_end : sd_job__now();
+    uint64_t end = job->t_end ? job->t_end : base_now_ns();
     double secs = (double)(end - job->t_start) / 1e9;
     double rate = secs > 0 ? (double)job->bytes_done / secs / 1e9 : 0.0;
     const char *op = sd_job_op_name(job->op);

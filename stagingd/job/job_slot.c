@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "job_internal.h"
-#include "stagingd/log.h"
 #include "stagingd/reader.h"
 
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
@@ -51,27 +50,30 @@ void sd_job__result_fail(struct sd_job *job, size_t idx, enum sd_job__res_state 
     va_end(ap);
     r->why = strdup(why);
     if (state == SD_JOB__RES_SKIPPED) {
-        sd_log(SD_LOG_DEBUG, "job %u: %s: not run: %s", job->env.id, sd_job__shard_name(job, idx),
-               why);
+        sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: not run: %s", job->env.id,
+                    sd_job__shard_name(job, idx), why);
         return;
     }
     /* A reason shared by shard after shard (a refused segment, a dead
      * agent) is logged once; the report groups those shards in one line. */
     if (strcmp(why, job->fail_last) == 0) {
         job->fail_repeats++;
-        sd_log(SD_LOG_DEBUG, "job %u: %s: %s", job->env.id, sd_job__shard_name(job, idx), why);
+        sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: %s", job->env.id,
+                    sd_job__shard_name(job, idx), why);
         return;
     }
     sd_job__fail_repeats_log(job);
     snprintf(job->fail_last, sizeof job->fail_last, "%s", why);
-    sd_log(SD_LOG_ERROR, "job %u: %s: %s", job->env.id, sd_job__shard_name(job, idx), why);
+    sd_job__log(job, BASE_LOG_ERROR, "job %u: %s: %s", job->env.id, sd_job__shard_name(job, idx),
+                why);
 }
 
 void sd_job__fail_repeats_log(struct sd_job *job)
 {
     if (job->fail_repeats)
-        sd_log(SD_LOG_ERROR, "job %u: %" PRIu64 " more shard(s) failed the same way: %s",
-               job->env.id, job->fail_repeats, job->fail_last);
+        sd_job__log(job, BASE_LOG_ERROR,
+                    "job %u: %" PRIu64 " more shard(s) failed the same way: %s", job->env.id,
+                    job->fail_repeats, job->fail_last);
     job->fail_repeats = 0;
 }
 
@@ -131,15 +133,16 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     /* Once the slot is posted the loop may finish the job and free it:
      * nothing of the job is touched after the unlock. */
     const int notify_fd = job->env.notify_fd;
+    const struct base_log_sink log = job->env.log; /* the sink (and its ctx) outlive the job */
     pthread_mutex_lock(&job->qmu);
     job->q[(job->qhead + job->qlen) % job->nslots] = s->idx;
     job->qlen++;
     if (--job->reads_active == 0)
-        job->busy_ns += sd_job__now() - job->busy_start_ns;
+        job->busy_ns += base_now_ns() - job->busy_start_ns;
     pthread_mutex_unlock(&job->qmu);
     uint64_t one = 1;
     if (write(notify_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        sd_log(SD_LOG_ERROR, "staging: eventfd write failed: %s", strerror(errno));
+        base_log(&log, BASE_LOG_ERROR, "", "staging: eventfd write failed: %s", strerror(errno));
 }
 
 static void sd_job__read_start(struct sd_job__slot *s, int bell)
@@ -162,13 +165,13 @@ static void sd_job__read_start(struct sd_job__slot *s, int bell)
     };
     pthread_mutex_lock(&job->qmu);
     if (job->reads_active++ == 0)
-        job->busy_start_ns = sd_job__now();
+        job->busy_start_ns = base_now_ns();
     pthread_mutex_unlock(&job->qmu);
     int rc = sd_reader_submit(job->env.reader, &req);
     if (rc < 0) {
         pthread_mutex_lock(&job->qmu);
         if (--job->reads_active == 0)
-            job->busy_ns += sd_job__now() - job->busy_start_ns;
+            job->busy_ns += base_now_ns() - job->busy_start_ns;
         pthread_mutex_unlock(&job->qmu);
         s->read = SD_JOB__READ_DONE;
         s->read_rc = rc;
@@ -200,9 +203,9 @@ void sd_job_staged(struct sd_job *job)
                               s->read_err[0] ? s->read_err : strerror(-s->read_rc));
         } else {
             job->bytes_staged += s->payload_len;
-            sd_log(SD_LOG_DEBUG, "job %u: %s: staged %" PRIu64 " bytes%s", job->env.id,
-                   sd_job__shard_name(job, s->shard), s->payload_len,
-                   s->using_bell ? ", bell rung" : "");
+            sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: staged %" PRIu64 " bytes%s", job->env.id,
+                        sd_job__shard_name(job, s->shard), s->payload_len,
+                        s->using_bell ? ", bell rung" : "");
             if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
                 res->cpu_checked = 1;
                 if (s->cpu_rc == -EBADMSG) {
@@ -323,11 +326,11 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     s->lease = SD_JOB__L_WANT;
     job->active++;
     job->bytes_started += h->payload_len;
-    sd_log(SD_LOG_DEBUG,
-           "job %u: %s: started in slot %u (seq %" PRIu64
-           ", buffer %zu bytes at segment %u + %" PRIu64 ")",
-           job->env.id, sd_job__shard_name(job, idx), s->idx, s->seq, buf.len, buf.segment_id,
-           buf.offset);
+    sd_job__log(job, BASE_LOG_DEBUG,
+                "job %u: %s: started in slot %u (seq %" PRIu64
+                ", buffer %zu bytes at segment %u + %" PRIu64 ")",
+                job->env.id, sd_job__shard_name(job, idx), s->idx, s->seq, buf.len, buf.segment_id,
+                buf.offset);
     /* Without the doorbell the read overlaps the lease round trip. */
     if (!job->doorbell)
         sd_job__read_start(s, 0);
@@ -352,10 +355,11 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
     if (s->have_buf && !s->quarantine)
         sd_pool_free(job->env.pool, &s->buf);
     if (s->quarantine)
-        sd_log(SD_LOG_WARN,
-               "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
-               "agent did not confirm the release",
-               job->env.id, sd_job__shard_name(job, s->shard), s->buf.segment_id, s->buf.offset);
+        sd_job__log(job, BASE_LOG_WARN,
+                    "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
+                    "agent did not confirm the release",
+                    job->env.id, sd_job__shard_name(job, s->shard), s->buf.segment_id,
+                    s->buf.offset);
     s->have_buf = 0;
     sd_shard_close(s->sh);
     s->sh = NULL;
@@ -431,10 +435,10 @@ static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
             res->v = r->checksum;
             if (status == LT_E_CHECKSUM_MISMATCH)
                 job->bad_blocks += r->checksum.bad_blocks;
-            sd_log(status == LT_OK ? SD_LOG_DEBUG : SD_LOG_WARN,
-                   "job %u: %s: verify %s (%" PRIu64 " blocks, %" PRIu64 " bad)", job->env.id, name,
-                   status == LT_OK ? "ok" : "found corrupt blocks", r->checksum.blocks_checked,
-                   r->checksum.bad_blocks);
+            sd_job__log(job, status == LT_OK ? BASE_LOG_DEBUG : BASE_LOG_WARN,
+                        "job %u: %s: verify %s (%" PRIu64 " blocks, %" PRIu64 " bad)", job->env.id,
+                        name, status == LT_OK ? "ok" : "found corrupt blocks",
+                        r->checksum.blocks_checked, r->checksum.bad_blocks);
         } else {
             sd_job__slot_fail(s, "checksum verify on the agent failed: %s (%s)",
                               lt_error_name(status), lt_error_describe(status));
@@ -450,8 +454,9 @@ static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
                 res->hit.index = r->scan.best_index;
                 res->hit.shard = 0;
             }
-            sd_log(SD_LOG_DEBUG, "job %u: %s: scan done (%" PRIu64 " records, best %" PRIu64 ")",
-                   job->env.id, name, r->scan.records_scanned, r->scan.best_index);
+            sd_job__log(job, BASE_LOG_DEBUG,
+                        "job %u: %s: scan done (%" PRIu64 " records, best %" PRIu64 ")",
+                        job->env.id, name, r->scan.records_scanned, r->scan.best_index);
         } else {
             sd_job__slot_fail(s, "vector scan on the agent failed: %s (%s)", lt_error_name(status),
                               lt_error_describe(status));
@@ -477,8 +482,9 @@ void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion 
     struct sd_job__slot *s = sd_job__slot_of(job, c->tag);
     if ((kind != SD_JOB__TAG_VERIFY && kind != SD_JOB__TAG_SCAN) || !s || !(s->ops_inflight & op)) {
         job->stale++;
-        sd_log(SD_LOG_DEBUG, "job %u: completion #%" PRIu64 " matches no work in flight; ignored",
-               job->env.id, c->request_id);
+        sd_job__log(job, BASE_LOG_DEBUG,
+                    "job %u: completion #%" PRIu64 " matches no work in flight; ignored",
+                    job->env.id, c->request_id);
         return;
     }
     if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) &&

@@ -161,7 +161,7 @@ static int sd__arena_ctl(struct sd__class *cls, const char *what, void *value, s
     snprintf(name, sizeof(name), "arena.%u.%s", cls->arena_ind, what);
     int err = mallctl(name, NULL, NULL, value, len);
     if (err) {
-        sd__ctx_log(cls->ctx, "%s arena %u: mallctl(\"%s\"): %s", sd__class_label(cls->mem_class).s,
+        sd__ctx_log(cls->ctx, "%s arena %u: mallctl(\"%s\"): %s", lt_class_name(cls->mem_class),
                     cls->arena_ind, name, strerror(err));
         return -err;
     }
@@ -217,7 +217,7 @@ static int sd__arena_prime(struct sd__class *cls)
     int rc = -ENOMEM;
     if (!order || !held) {
         sd__ctx_log(cls->ctx, "%s: priming the arena: out of memory",
-                    sd__class_label(cls->mem_class).s);
+                    lt_class_name(cls->mem_class));
         goto out;
     }
     for (unsigned i = 0; i < cls->nsegs; i++)
@@ -237,13 +237,13 @@ static int sd__arena_prime(struct sd__class *cls)
             sd__ctx_log(cls->ctx,
                         "%s: priming the arena: expected jemalloc to take %zu bytes of segment "
                         "%u (%llu bytes), it failed",
-                        sd__class_label(cls->mem_class).s, size, order[i]->id,
+                        lt_class_name(cls->mem_class), size, order[i]->id,
                         (unsigned long long)order[i]->size);
             goto out;
         }
         if (sd__ctx_fault(cls->ctx)) {
             sd__ctx_log(cls->ctx, "%s: priming segment %u: injected failure",
-                        sd__class_label(cls->mem_class).s, order[i]->id);
+                        lt_class_name(cls->mem_class), order[i]->id);
             rc = -EIO;
             goto out;
         }
@@ -262,7 +262,7 @@ out:
                     "%s: jemalloc took %llu of %llu bytes in %llu extents for %u segments "
                     "(segment sizes that are not a power of two times 1, 1.25, 1.5 or 1.75 "
                     "leave a tail); the tails are carved later, as separate extents",
-                    sd__class_label(cls->mem_class).s, (unsigned long long)cls->carved,
+                    lt_class_name(cls->mem_class), (unsigned long long)cls->carved,
                     (unsigned long long)cls->capacity, (unsigned long long)cls->extents,
                     cls->nsegs);
     return rc;
@@ -293,7 +293,7 @@ int sd__arena_create(struct sd__class *cls)
     sd__arena_hooks_init(cls);
     if (sd__ctx_fault(cls->ctx)) {
         sd__ctx_log(cls->ctx, "%s: creating arena: injected failure",
-                    sd__class_label(cls->mem_class).s);
+                    lt_class_name(cls->mem_class));
         return -EIO;
     }
 
@@ -311,7 +311,7 @@ int sd__arena_create(struct sd__class *cls)
         sd__ctx_log(cls->ctx,
                     "%s: creating arena: mallctl(\"experimental.arenas_create_ext\"): %s; "
                     "expected jemalloc 5.3 (arena_config_t of %zu bytes), found %s",
-                    sd__class_label(cls->mem_class).s, strerror(err), sizeof(config), version);
+                    lt_class_name(cls->mem_class), strerror(err), sizeof(config), version);
         return err == ENOENT || err == EINVAL ? -ENOTSUP : -err;
     }
     cls->arena_ind = ind;
@@ -320,7 +320,7 @@ int sd__arena_create(struct sd__class *cls)
     int rc = -EIO;
     if (sd__ctx_fault(cls->ctx)) {
         sd__ctx_log(cls->ctx, "%s arena %u: settings: injected failure",
-                    sd__class_label(cls->mem_class).s, ind);
+                    lt_class_name(cls->mem_class), ind);
         goto fail_arena;
     }
     /* Never purge on a timer: the pages must stay populated. */
@@ -361,6 +361,6 @@ void sd__arena_destroy(struct sd__class *cls)
     int err = mallctl(name, NULL, NULL, NULL, 0);
     if (err)
         sd__ctx_log(cls->ctx, "%s arena %u: %s: mallctl: %s (its metadata leaks)",
-                    sd__class_label(cls->mem_class).s, cls->arena_ind, name, strerror(err));
+                    lt_class_name(cls->mem_class), cls->arena_ind, name, strerror(err));
     cls->has_arena = 0;
 }

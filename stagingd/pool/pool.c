@@ -39,32 +39,27 @@ static int sd__pool_fault_hit(void)
 
 /* --- configuration --- */
 
+const struct base_enum sd_pool_pages_names[] = {
+    {"auto", SD_POOL_PAGES_AUTO},
+    {"small", SD_POOL_PAGES_SMALL},
+    {"huge", SD_POOL_PAGES_HUGE},
+    {"thp", SD_POOL_PAGES_THP},
+    {NULL, 0},
+};
+
 const char *sd_pool_pages_name(enum sd_pool_pages pages)
 {
-    switch (pages) {
-    case SD_POOL_PAGES_AUTO:
-        return "auto";
-    case SD_POOL_PAGES_SMALL:
-        return "small";
-    case SD_POOL_PAGES_HUGE:
-        return "huge";
-    case SD_POOL_PAGES_THP:
-        return "thp";
-    }
-    return "invalid";
+    const char *name = base_enum_name(sd_pool_pages_names, (int)pages);
+    return name ? name : "invalid";
 }
 
 int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p)
 {
-    static const enum sd_pool_pages all[] = {SD_POOL_PAGES_AUTO, SD_POOL_PAGES_SMALL,
-                                             SD_POOL_PAGES_HUGE, SD_POOL_PAGES_THP};
-    for (size_t i = 0; text && i < sizeof(all) / sizeof(all[0]); i++) {
-        if (strcmp(text, sd_pool_pages_name(all[i])) == 0) {
-            *pages_p = all[i];
-            return 0;
-        }
-    }
-    return -EINVAL;
+    int v = 0;
+    int rc = base_parse_enum(text, sd_pool_pages_names, &v, NULL, 0);
+    if (rc == 0)
+        *pages_p = (enum sd_pool_pages)v;
+    return rc;
 }
 
 static int sd__class_valid(enum lt_class mem_class)
@@ -113,7 +108,7 @@ int sd_pool_config_default(struct sd_pool_config *config_p)
 
 static int sd__config_check(const struct sd_pool_config *c)
 {
-    const struct sd__pool_ctx log_only = {.log = c->log, .log_ctx = c->log_ctx};
+    const struct sd__pool_ctx log_only = {.log = c->log};
     const struct sd__pool_ctx *ctx = &log_only;
     if (c->segment_bytes == 0 || c->segment_bytes % SD_POOL_SEGMENT_ALIGN) {
         sd__ctx_log(ctx, "config: expected segment_bytes a positive multiple of %llu, found %llu",
@@ -138,12 +133,12 @@ static int sd__config_check(const struct sd_pool_config *c)
         return -EINVAL;
     }
     uint64_t total = 0;
-    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
         uint64_t bytes = c->class_bytes[k];
         if (bytes % SD_POOL_SEGMENT_ALIGN) {
             sd__ctx_log(ctx, "config: expected %s bytes a multiple of %llu, found %llu",
-                        sd__class_label((enum lt_class)k).s,
-                        (unsigned long long)SD_POOL_SEGMENT_ALIGN, (unsigned long long)bytes);
+                        lt_class_name((uint32_t)k), (unsigned long long)SD_POOL_SEGMENT_ALIGN,
+                        (unsigned long long)bytes);
             return -EINVAL;
         }
         if (total + bytes < total) {
@@ -189,7 +184,7 @@ static int sd__seg_cmp(const void *a, const void *b)
  * runs the hooks over the segments), then segments, then memory. */
 static void sd__pool_teardown(struct sd_pool *pool)
 {
-    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++)
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++)
         sd__arena_destroy(&pool->classes[k]);
     for (unsigned i = 0; pool->segs && i < pool->nsegs; i++)
         sd__segment_destroy(&pool->segs[i]);
@@ -212,7 +207,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
 
     struct sd_pool *pool = calloc(1, sizeof(*pool));
     if (!pool) {
-        const struct sd__pool_ctx log_only = {.log = config->log, .log_ctx = config->log_ctx};
+        const struct sd__pool_ctx log_only = {.log = config->log};
         sd__ctx_log(&log_only, "creating pool: out of memory");
         return -ENOMEM;
     }
@@ -222,14 +217,13 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
         .flags = config->flags,
         .pages = config->pages,
         .log = config->log,
-        .log_ctx = config->log_ctx,
         .fault_hit = sd__pool_fault_hit,
     };
     pool->locks_ready = LT_CLASS_STAGED;
 
     rc = -ENOMEM;
     unsigned nsegs = 0;
-    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
         struct sd__class *cls = &pool->classes[k];
         cls->ctx = &pool->ctx;
         cls->mem_class = (enum lt_class)k;
@@ -258,7 +252,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     pool->nsegs = nsegs;
     for (unsigned i = 0; i < nsegs; i++)
         pool->segs[i].fd = -1;
-    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++)
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++)
         pool->classes[k].segs = pool->segs + pool->classes[k].first_seg;
 
     /* The classes the agent registers first: they get the hugetlb pages
@@ -281,7 +275,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
         pool->by_addr[i] = &pool->segs[i];
     qsort(pool->by_addr, nsegs, sizeof(*pool->by_addr), sd__seg_cmp);
 
-    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
+    for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
         if (pool->classes[k].nsegs == 0)
             continue;
         rc = sd__arena_create(&pool->classes[k]);
@@ -359,7 +353,7 @@ static void sd__log_enomem(struct sd__class *cls, size_t size, const char *why)
     sd__ctx_log(cls->ctx,
                 "%s: cannot allocate %zu bytes: capacity %llu, in use %llu in %llu buffers, "
                 "carved %llu (%s)",
-                sd__class_label(cls->mem_class).s, size, (unsigned long long)cls->capacity,
+                lt_class_name(cls->mem_class), size, (unsigned long long)cls->capacity,
                 (unsigned long long)in_use, (unsigned long long)live, (unsigned long long)carved,
                 why);
 }
@@ -391,7 +385,7 @@ int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
         sd__ctx_log(&pool->ctx,
                     "%s: jemalloc returned %p (%zu bytes), expected memory of this class's "
                     "segments",
-                    sd__class_label(mem_class).s, p, size);
+                    lt_class_name(mem_class), p, size);
         dallocx(p, SD_BUF_FLAGS);
         return -ENOTRECOVERABLE;
     }
@@ -436,7 +430,7 @@ int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
                     "free: expected a buffer of this pool, found %p len %zu segment %u offset "
                     "%llu class %s: %s",
                     buf->base, buf->len, buf->segment_id, (unsigned long long)buf->offset,
-                    sd__class_label(buf->mem_class).s, why);
+                    lt_class_name(buf->mem_class), why);
         return -EINVAL;
     }
 

@@ -8,11 +8,8 @@
 #ifndef STAGINGD_POOL_INTERNAL_H
 #define STAGINGD_POOL_INTERNAL_H
 
-#include <ctype.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <jemalloc/jemalloc.h>
 
@@ -24,8 +21,7 @@ struct sd__pool_ctx {
     unsigned prefault_threads;
     unsigned flags; /* SD_POOL_PREFAULT_TOUCH */
     enum sd_pool_pages pages;
-    sd_pool_log_fn log; /* NULL: stderr */
-    void *log_ctx;
+    struct base_log_sink log;
     /* A fault-injection checkpoint: nonzero when a failure is due here.
      * NULL: never. */
     int (*fault_hit)(void);
@@ -35,43 +31,13 @@ struct sd__pool_ctx {
     int thp_noted;     /* THP: the policy was checked (and a refusal logged) once */
 };
 
-/* Logs one line through @ctx's sink (stderr when it has none). */
-static inline void sd__ctx_log(const struct sd__pool_ctx *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static inline void sd__ctx_log(const struct sd__pool_ctx *ctx, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (ctx->log)
-        ctx->log(ctx->log_ctx, line);
-    else
-        fprintf(stderr, "stagingd: pool: %s\n", line);
-}
+/* Logs one line through @ctx's sink: every pool line is a warning. */
+#define sd__ctx_log(ctx, ...) base_log(&(ctx)->log, BASE_LOG_WARN, "pool", __VA_ARGS__)
 
 /* A fault-injection checkpoint. */
 static inline int sd__ctx_fault(const struct sd__pool_ctx *ctx)
 {
     return ctx->fault_hit && ctx->fault_hit();
-}
-
-/* A class as the pool's messages write it: lease-types' name in capitals
- * ("PINNED"), as DESIGN.md writes the classes. Use the .s member within
- * the expression that made it. */
-struct sd__class_label {
-    char s[8];
-};
-static inline struct sd__class_label sd__class_label(uint32_t mem_class)
-{
-    struct sd__class_label l;
-    const char *name = lt_class_name(mem_class);
-    size_t i = 0;
-    for (; name[i] && i < sizeof(l.s) - 1; i++)
-        l.s[i] = (char)toupper((unsigned char)name[i]);
-    l.s[i] = '\0';
-    return l;
 }
 
 struct sd__segment {

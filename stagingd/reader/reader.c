@@ -43,21 +43,6 @@ struct sd_reader__clone_arg {
 
 struct sd_reader__hooks sd_reader__hooks;
 
-/* --- logging --- */
-
-void sd_reader__log(struct sd_reader *r, const char *fmt, ...)
-{
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (r && r->log)
-        r->log(r->log_ctx, line);
-    else
-        fprintf(stderr, "stagingd: reader: %s\n", line);
-}
-
 /* --- registered buffers --- */
 
 int sd_reader__region_find(const struct sd_reader *r, const void *p, size_t len)
@@ -315,7 +300,6 @@ int sd_reader_create(const struct sd_reader_config *config, struct sd_reader **r
     if (!r)
         return -ENOMEM;
     r->log = c.log;
-    r->log_ctx = c.log_ctx;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->work_cv, NULL);
     pthread_cond_init(&r->idle_cv, NULL);

@@ -75,8 +75,7 @@ struct sd_reader {
     unsigned flags;
     int uring; /* every thread uses io_uring */
     int fixed; /* every ring has the regions registered */
-    sd_reader_log_fn log;
-    void *log_ctx;
+    struct base_log_sink log;
 
     /* Registered regions, sorted by address; index == buffer index. */
     struct iovec *regions;
@@ -107,9 +106,10 @@ struct sd_reader__hooks {
 };
 extern struct sd_reader__hooks sd_reader__hooks;
 
+/* Logs one line through the reader's sink: every reader line is a warning. */
+#define sd_reader__log(r, ...) base_log(&(r)->log, BASE_LOG_WARN, "reader", __VA_ARGS__)
+
 /* reader.c */
-void sd_reader__log(struct sd_reader *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 /* The registered buffer holding [p, p + len), or -1. */
 int sd_reader__region_find(const struct sd_reader *r, const void *p, size_t len);
 

@@ -14,20 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+#include "base/rand.h"
 #include "shard_internal.h"
 
 #define GEN_NAME_FMT "shard-%06" PRIu64 ".sds"
 #define GEN_CHUNK_BYTES (4u << 20)
 
 /* ---- The record stream ---- */
-
-static uint64_t gen_splitmix64(uint64_t *z)
-{
-    uint64_t r = (*z += 0x9e3779b97f4a7c15ULL);
-    r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    r = (r ^ (r >> 27)) * 0x94d049bb133111ebULL;
-    return r ^ (r >> 31);
-}
 
 static inline uint64_t gen_rotl(uint64_t x, int k)
 {
@@ -54,9 +48,9 @@ void sd_gen_seed(uint64_t seed, uint64_t shard, uint64_t state[4])
      * related streams; splitmix64 never yields an all-zero xoshiro state in
      * practice, but guard it anyway. */
     uint64_t z = seed;
-    uint64_t k = gen_splitmix64(&z) ^ (0xd1b54a32d192ed03ULL * (shard + 1));
+    uint64_t k = base_splitmix64(&z) ^ (0xd1b54a32d192ed03ULL * (shard + 1));
     for (int i = 0; i < 4; i++)
-        state[i] = gen_splitmix64(&k);
+        state[i] = base_splitmix64(&k);
     if (!(state[0] | state[1] | state[2] | state[3]))
         state[0] = 1;
 }
@@ -130,28 +124,16 @@ void sd_gen_records(uint64_t state[4], uint32_t type, uint32_t dim, uint64_t n, 
 
 int sd_size_parse(const char *s, uint64_t *v_p)
 {
-    static const struct {
-        const char *suffix;
-        unsigned shift;
-    } units[] = {
-        {"", 0},     {"B", 0},  {"K", 10},   {"KiB", 10}, {"M", 20},
-        {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
-    };
-    if (*s < '0' || *s > '9')
+    /* stagingd's spellings only (digits, then B, K, M, G, T alone or with
+     * iB: docs/shard-format.md); base_parse_size, which takes more (KB, k,
+     * 0x...), reads them. */
+    static const char *const units[] = {"", "B", "K", "KiB", "M", "MiB", "G", "GiB", "T", "TiB"};
+    size_t digits = strspn(s, "0123456789");
+    if (digits == 0)
         return -EINVAL;
-    uint64_t v = 0;
-    for (; *s >= '0' && *s <= '9'; s++)
-        if (__builtin_mul_overflow(v, 10, &v) ||
-            __builtin_add_overflow(v, (uint64_t)(*s - '0'), &v))
-            return -ERANGE;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(s, units[i].suffix) != 0)
-            continue;
-        if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
-            return -ERANGE;
-        *v_p = v << units[i].shift;
-        return 0;
-    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(s + digits, units[i]) == 0)
+            return base_parse_size(s, v_p, NULL, 0);
     return -EINVAL;
 }
 
@@ -182,35 +164,35 @@ static int gen_plan_make(const struct sd_gen_opts *o, char *err, size_t err_len,
     struct gen_plan p;
     uint32_t elem = sd_record_elem_size(o->record_type);
     if (!elem)
-        return sd__err(err, err_len, -EINVAL, "record type: expected f32 or f16, found %u",
-                       o->record_type);
+        return base_errf(err, err_len, -EINVAL, "record type: expected f32 or f16, found %u",
+                         o->record_type);
     if (o->dim == 0 || o->dim > SD_SHARD_DIM_MAX)
-        return sd__err(err, err_len, -EINVAL, "dim: expected 1..%u, found %u", SD_SHARD_DIM_MAX,
-                       o->dim);
+        return base_errf(err, err_len, -EINVAL, "dim: expected 1..%u, found %u", SD_SHARD_DIM_MAX,
+                         o->dim);
     if (o->block_size % 8 || o->block_size < SD_SHARD_BLOCK_MIN ||
         o->block_size > SD_SHARD_BLOCK_MAX)
-        return sd__err(err, err_len, -EINVAL,
-                       "block size: expected a multiple of 8 in %u..%u, found %u",
-                       SD_SHARD_BLOCK_MIN, SD_SHARD_BLOCK_MAX, o->block_size);
+        return base_errf(err, err_len, -EINVAL,
+                         "block size: expected a multiple of 8 in %u..%u, found %u",
+                         SD_SHARD_BLOCK_MIN, SD_SHARD_BLOCK_MAX, o->block_size);
     p.record_bytes = (uint64_t)o->dim * elem;
     p.per_shard = o->shard_size / p.record_bytes;
     p.records = o->size / p.record_bytes;
     if (p.per_shard == 0)
-        return sd__err(err, err_len, -EINVAL,
-                       "shard size: expected at least one %" PRIu64 "-byte record, found %" PRIu64
-                       " bytes",
-                       p.record_bytes, o->shard_size);
+        return base_errf(err, err_len, -EINVAL,
+                         "shard size: expected at least one %" PRIu64 "-byte record, found %" PRIu64
+                         " bytes",
+                         p.record_bytes, o->shard_size);
     if (p.records == 0)
-        return sd__err(err, err_len, -EINVAL,
-                       "size: expected at least one %" PRIu64 "-byte record, found %" PRIu64
-                       " bytes",
-                       p.record_bytes, o->size);
+        return base_errf(err, err_len, -EINVAL,
+                         "size: expected at least one %" PRIu64 "-byte record, found %" PRIu64
+                         " bytes",
+                         p.record_bytes, o->size);
     p.shards = p.records / p.per_shard + (p.records % p.per_shard != 0);
     if (p.shards > SD_STORE_SHARDS_MAX)
-        return sd__err(err, err_len, -EINVAL,
-                       "expected at most %u shards, found %" PRIu64
-                       " (size / shard size); raise --shard-size",
-                       SD_STORE_SHARDS_MAX, p.shards);
+        return base_errf(err, err_len, -EINVAL,
+                         "expected at most %u shards, found %" PRIu64
+                         " (size / shard size); raise --shard-size",
+                         SD_STORE_SHARDS_MAX, p.shards);
     *p_p = p;
     return 0;
 }
@@ -224,12 +206,12 @@ static int gen_prepare_dir(const char *dir, int force, char *err, size_t err_len
         return 0;
     if (errno != EEXIST) {
         int rc = -errno;
-        return sd__err(err, err_len, rc, "%s: mkdir: %s", dir, strerror(-rc));
+        return base_errf(err, err_len, rc, "%s: mkdir: %s", dir, strerror(-rc));
     }
     DIR *d = opendir(dir);
     if (!d) {
         int rc = -errno;
-        return sd__err(err, err_len, rc, "%s: expected a directory: %s", dir, strerror(-rc));
+        return base_errf(err, err_len, rc, "%s: expected a directory: %s", dir, strerror(-rc));
     }
     size_t entries = 0;
     struct dirent *de;
@@ -238,13 +220,13 @@ static int gen_prepare_dir(const char *dir, int force, char *err, size_t err_len
             entries++;
     int rc = 0;
     if (entries && !force)
-        rc = sd__err(err, err_len, -EEXIST,
-                     "%s: expected an empty or missing directory, found %zu entries; pass "
-                     "--force to write over it",
-                     dir, entries);
+        rc = base_errf(err, err_len, -EEXIST,
+                       "%s: expected an empty or missing directory, found %zu entries; pass "
+                       "--force to write over it",
+                       dir, entries);
     else if (entries && unlinkat(dirfd(d), SD_STORE_MANIFEST, 0) < 0 && errno != ENOENT)
-        rc = sd__err(err, err_len, -errno, "%s/%s: unlink: %s", dir, SD_STORE_MANIFEST,
-                     strerror(errno));
+        rc = base_errf(err, err_len, -errno, "%s/%s: unlink: %s", dir, SD_STORE_MANIFEST,
+                       strerror(errno));
     closedir(d);
     return rc;
 }
@@ -256,7 +238,7 @@ static int gen_remove_stale(const char *dir, uint64_t shards, char *err, size_t 
     DIR *d = opendir(dir);
     if (!d) {
         int rc = -errno;
-        return sd__err(err, err_len, rc, "%s: opendir: %s", dir, strerror(-rc));
+        return base_errf(err, err_len, rc, "%s: opendir: %s", dir, strerror(-rc));
     }
     int rc = 0;
     struct dirent *de;
@@ -270,8 +252,8 @@ static int gen_remove_stale(const char *dir, uint64_t shards, char *err, size_t 
         if (strcmp(again, de->d_name) != 0 || idx < shards)
             continue;
         if (unlinkat(dirfd(d), de->d_name, 0) < 0) {
-            rc = sd__err(err, err_len, -errno, "%s/%s: unlink: %s", dir, de->d_name,
-                         strerror(errno));
+            rc = base_errf(err, err_len, -errno, "%s/%s: unlink: %s", dir, de->d_name,
+                           strerror(errno));
             break;
         }
     }
@@ -286,7 +268,7 @@ static int gen_shard(const struct sd_gen_opts *o, const struct gen_plan *p, uint
     char name[64], path[4096 + 64];
     snprintf(name, sizeof(name), GEN_NAME_FMT, index);
     if ((size_t)snprintf(path, sizeof(path), "%s/%s", o->out_dir, name) >= sizeof(path))
-        return sd__err(err, err_len, -ENAMETOOLONG, "%s: path too long", o->out_dir);
+        return base_errf(err, err_len, -ENAMETOOLONG, "%s: path too long", o->out_dir);
     struct sd_shard_writer *w;
     int rc = sd_shard_writer_create(path, o->record_type, o->dim, records, o->block_size, err,
                                     err_len, &w);
@@ -319,7 +301,7 @@ int sd_gen_store(const struct sd_gen_opts *o, char *err, size_t err_len,
                  struct sd_gen_result *res_p)
 {
     if (!o->out_dir || !o->out_dir[0])
-        return sd__err(err, err_len, -EINVAL, "expected an output directory, found none");
+        return base_errf(err, err_len, -EINVAL, "expected an output directory, found none");
     struct gen_plan p;
     int rc = gen_plan_make(o, err, err_len, &p);
     if (rc < 0)
@@ -331,7 +313,7 @@ int sd_gen_store(const struct sd_gen_opts *o, char *err, size_t err_len,
     void *buf = malloc((size_t)(chunk * p.record_bytes));
     struct sd_store_entry *entries = calloc((size_t)p.shards, sizeof(*entries));
     if (!buf || !entries) {
-        rc = sd__err(err, err_len, -ENOMEM, "out of memory");
+        rc = base_errf(err, err_len, -ENOMEM, "out of memory");
         goto out;
     }
     struct sd_gen_result res = {p.shards, p.records, 0, 0, 0};

@@ -128,40 +128,41 @@ static int shard_layout_compute(uint32_t type, uint32_t dim, uint64_t records, u
 {
     uint32_t elem = sd_record_elem_size(type);
     if (!elem)
-        return sd__err(err, err_len, -EINVAL,
-                       "%s: record type: expected %u (f32) or %u (f16), found %u", name,
-                       SD_RECORD_F32, SD_RECORD_F16, type);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: record type: expected %u (f32) or %u (f16), found %u", name,
+                         SD_RECORD_F32, SD_RECORD_F16, type);
     if (dim == 0 || dim > SD_SHARD_DIM_MAX)
-        return sd__err(err, err_len, -EINVAL, "%s: dim: expected 1..%u, found %u", name,
-                       SD_SHARD_DIM_MAX, dim);
+        return base_errf(err, err_len, -EINVAL, "%s: dim: expected 1..%u, found %u", name,
+                         SD_SHARD_DIM_MAX, dim);
     if (records == 0)
-        return sd__err(err, err_len, -EINVAL, "%s: record count: expected at least 1, found 0",
-                       name);
+        return base_errf(err, err_len, -EINVAL, "%s: record count: expected at least 1, found 0",
+                         name);
     if (block_size % 8 || block_size < SD_SHARD_BLOCK_MIN || block_size > SD_SHARD_BLOCK_MAX)
-        return sd__err(err, err_len, -EINVAL,
-                       "%s: block size: expected a multiple of 8 in %u..%u, found %u", name,
-                       SD_SHARD_BLOCK_MIN, SD_SHARD_BLOCK_MAX, block_size);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: block size: expected a multiple of 8 in %u..%u, found %u", name,
+                         SD_SHARD_BLOCK_MIN, SD_SHARD_BLOCK_MAX, block_size);
     struct shard_layout l = {0};
     if (__builtin_mul_overflow(records, (uint64_t)dim * elem, &l.payload_len))
-        return sd__err(err, err_len, -EOVERFLOW,
-                       "%s: %" PRIu64 " records x %u elements x %u bytes overflows 64 bits", name,
-                       records, dim, elem);
+        return base_errf(err, err_len, -EOVERFLOW,
+                         "%s: %" PRIu64 " records x %u elements x %u bytes overflows 64 bits", name,
+                         records, dim, elem);
     l.block_count = l.payload_len / block_size + (l.payload_len % block_size != 0);
     if (l.block_count > SD_SHARD_BLOCKS_MAX)
-        return sd__err(err, err_len, -EINVAL,
-                       "%s: %" PRIu64 " bytes in %u-byte blocks: expected at most %u blocks, "
-                       "found %" PRIu64,
-                       name, l.payload_len, block_size, SD_SHARD_BLOCKS_MAX, l.block_count);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: %" PRIu64 " bytes in %u-byte blocks: expected at most %u blocks, "
+                         "found %" PRIu64,
+                         name, l.payload_len, block_size, SD_SHARD_BLOCKS_MAX, l.block_count);
     uint64_t payload_end;
     if (__builtin_add_overflow((uint64_t)SD_SHARD_PAYLOAD_OFFSET, l.payload_len, &payload_end) ||
         !(l.table_offset = sd__align_up(payload_end, SD_SHARD_ALIGN)) ||
         l.block_count > UINT64_MAX / 8 ||
         __builtin_add_overflow(l.table_offset, l.block_count * 8, &l.file_size) ||
         l.file_size > (uint64_t)INT64_MAX)
-        return sd__err(err, err_len, -EOVERFLOW,
-                       "%s: a payload of %" PRIu64 " bytes makes the file larger than the largest "
-                       "file offset",
-                       name, l.payload_len);
+        return base_errf(err, err_len, -EOVERFLOW,
+                         "%s: a payload of %" PRIu64
+                         " bytes makes the file larger than the largest "
+                         "file offset",
+                         name, l.payload_len);
     *l_p = l;
     return 0;
 }
@@ -222,9 +223,9 @@ static void shard_hex_bytes(const uint8_t *b, size_t n, char *out, size_t out_le
 static int shard_field_mismatch(const char *name, const char *field, uint64_t expected,
                                 uint64_t found, char *err, size_t err_len)
 {
-    return sd__err(err, err_len, -EINVAL,
-                   "%s: header field %s: expected %" PRIu64 ", found %" PRIu64, name, field,
-                   expected, found);
+    return base_errf(err, err_len, -EINVAL,
+                     "%s: header field %s: expected %" PRIu64 ", found %" PRIu64, name, field,
+                     expected, found);
 }
 
 int sd_shard_header_validate(const struct sd_shard_header *h, const char *name, char *err,
@@ -234,34 +235,34 @@ int sd_shard_header_validate(const struct sd_shard_header *h, const char *name, 
         char want[32], got[32];
         shard_hex_bytes((const uint8_t *)SD_SHARD_MAGIC, 8, want, sizeof(want));
         shard_hex_bytes(h->magic, 8, got, sizeof(got));
-        return sd__err(err, err_len, -EPROTO,
-                       "%s: not a shard file: magic expected %s (\"%s\"), found %s", name, want,
-                       SD_SHARD_MAGIC, got);
+        return base_errf(err, err_len, -EPROTO,
+                         "%s: not a shard file: magic expected %s (\"%s\"), found %s", name, want,
+                         SD_SHARD_MAGIC, got);
     }
     if (h->version != SD_SHARD_VERSION)
-        return sd__err(err, err_len, -EPROTO,
-                       "%s: unsupported shard format version: expected %u, found %u", name,
-                       SD_SHARD_VERSION, h->version);
+        return base_errf(err, err_len, -EPROTO,
+                         "%s: unsupported shard format version: expected %u, found %u", name,
+                         SD_SHARD_VERSION, h->version);
     if (h->header_size != SD_SHARD_HEADER_SIZE)
-        return sd__err(err, err_len, -EPROTO, "%s: header size: expected %u, found %u", name,
-                       SD_SHARD_HEADER_SIZE, h->header_size);
+        return base_errf(err, err_len, -EPROTO, "%s: header size: expected %u, found %u", name,
+                         SD_SHARD_HEADER_SIZE, h->header_size);
     uint64_t sum = sd_shard_header_checksum(h);
     if (sum != h->header_checksum)
-        return sd__err(err, err_len, -EBADMSG,
-                       "%s: header checksum mismatch: expected %016" PRIx64
-                       " (computed), found %016" PRIx64 " "
-                       "(stored); the header is corrupt",
-                       name, sum, h->header_checksum);
+        return base_errf(err, err_len, -EBADMSG,
+                         "%s: header checksum mismatch: expected %016" PRIx64
+                         " (computed), found %016" PRIx64 " "
+                         "(stored); the header is corrupt",
+                         name, sum, h->header_checksum);
     if (h->reserved0)
-        return sd__err(err, err_len, -EINVAL,
-                       "%s: reserved header field at 36: expected 0, "
-                       "found %u",
-                       name, h->reserved0);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: reserved header field at 36: expected 0, "
+                         "found %u",
+                         name, h->reserved0);
     for (size_t i = 0; i < sizeof(h->reserved) / sizeof(h->reserved[0]); i++)
         if (h->reserved[i])
-            return sd__err(err, err_len, -EINVAL,
-                           "%s: reserved header field at %zu: expected 0, found %" PRIu64, name,
-                           offsetof(struct sd_shard_header, reserved) + 8 * i, h->reserved[i]);
+            return base_errf(err, err_len, -EINVAL,
+                             "%s: reserved header field at %zu: expected 0, found %" PRIu64, name,
+                             offsetof(struct sd_shard_header, reserved) + 8 * i, h->reserved[i]);
 
     struct shard_layout l = {0};
     int rc = shard_layout_compute(h->record_type, h->dim, h->record_count, h->block_size, name, err,
@@ -314,12 +315,12 @@ static int shard_open_common(int dirfd, const char *name, const char *display, i
     unsigned char *page = NULL;
     struct sd_shard *s = calloc(1, sizeof(*s));
     if (!s)
-        return sd__err(err, err_len, -ENOMEM, "%s: out of memory", shown);
+        return base_errf(err, err_len, -ENOMEM, "%s: out of memory", shown);
     s->fd = -1;
     int rc;
     s->path = strdup(shown);
     if (!s->path) {
-        rc = sd__err(err, err_len, -ENOMEM, "%s: out of memory", shown);
+        rc = base_errf(err, err_len, -ENOMEM, "%s: out of memory", shown);
         goto fail;
     }
     /* O_NONBLOCK so a FIFO planted in a store cannot hang the open. */
@@ -328,46 +329,48 @@ static int shard_open_common(int dirfd, const char *name, const char *display, i
     if (s->fd < 0) {
         rc = -errno;
         if (rc == -ELOOP && nofollow)
-            rc = sd__err(err, err_len, -ELOOP,
-                         "%s: is a symbolic link; shards in a store must be regular files", shown);
+            rc =
+                base_errf(err, err_len, -ELOOP,
+                          "%s: is a symbolic link; shards in a store must be regular files", shown);
         else
-            sd__err(err, err_len, rc, "%s: cannot open: %s", shown, strerror(-rc));
+            base_errf(err, err_len, rc, "%s: cannot open: %s", shown, strerror(-rc));
         goto fail;
     }
     struct stat st;
     if (fstat(s->fd, &st) < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: fstat: %s", shown, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: fstat: %s", shown, strerror(-rc));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = sd__err(err, err_len, -EINVAL, "%s: expected a regular file, found file type 0%o",
-                     shown, (unsigned)(st.st_mode & S_IFMT));
+        rc = base_errf(err, err_len, -EINVAL, "%s: expected a regular file, found file type 0%o",
+                       shown, (unsigned)(st.st_mode & S_IFMT));
         goto fail;
     }
     if (fcntl(s->fd, F_SETFL, 0) < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: fcntl(F_SETFL): %s", shown, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: fcntl(F_SETFL): %s", shown, strerror(-rc));
         goto fail;
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < SD_SHARD_HEADER_SIZE) {
-        rc = sd__err(err, err_len, -EIO,
-                     "%s: truncated: a shard header needs %u bytes, found a %" PRIu64 "-byte file",
-                     shown, SD_SHARD_HEADER_SIZE, size);
+        rc =
+            base_errf(err, err_len, -EIO,
+                      "%s: truncated: a shard header needs %u bytes, found a %" PRIu64 "-byte file",
+                      shown, SD_SHARD_HEADER_SIZE, size);
         goto fail;
     }
     page = malloc(SD_SHARD_PAYLOAD_OFFSET);
     if (!page) {
-        rc = sd__err(err, err_len, -ENOMEM, "%s: out of memory", shown);
+        rc = base_errf(err, err_len, -ENOMEM, "%s: out of memory", shown);
         goto fail;
     }
     size_t want = size < SD_SHARD_PAYLOAD_OFFSET ? (size_t)size : SD_SHARD_PAYLOAD_OFFSET;
     ssize_t got = sd__pread_full(s->fd, page, want, 0);
     if (got < 0 || (size_t)got != want) {
         rc = got < 0 ? (int)got : -EIO;
-        sd__err(err, err_len, rc, "%s: reading the header: expected %zu bytes, %s", shown, want,
-                got < 0 ? strerror((int)-got) : "found fewer");
+        base_errf(err, err_len, rc, "%s: reading the header: expected %zu bytes, %s", shown, want,
+                  got < 0 ? strerror((int)-got) : "found fewer");
         goto fail;
     }
     memcpy(&s->hdr, page, sizeof(s->hdr));
@@ -375,35 +378,35 @@ static int shard_open_common(int dirfd, const char *name, const char *display, i
     if (rc < 0)
         goto fail;
     if (size != s->hdr.file_size) {
-        rc =
-            sd__err(err, err_len, -EIO, "%s: %s: the header says %" PRIu64 " bytes, found %" PRIu64,
-                    shown, size < s->hdr.file_size ? "truncated" : "trailing bytes after the table",
-                    s->hdr.file_size, size);
+        rc = base_errf(err, err_len, -EIO,
+                       "%s: %s: the header says %" PRIu64 " bytes, found %" PRIu64, shown,
+                       size < s->hdr.file_size ? "truncated" : "trailing bytes after the table",
+                       s->hdr.file_size, size);
         goto fail;
     }
     size_t at;
     if (shard_find_nonzero(page + SD_SHARD_HEADER_SIZE,
                            SD_SHARD_PAYLOAD_OFFSET - SD_SHARD_HEADER_SIZE, &at)) {
-        rc = sd__err(err, err_len, -EBADMSG,
-                     "%s: header padding: expected zero bytes up to offset %u, found 0x%02x at %zu",
-                     shown, SD_SHARD_PAYLOAD_OFFSET, page[SD_SHARD_HEADER_SIZE + at],
-                     SD_SHARD_HEADER_SIZE + at);
+        rc = base_errf(
+            err, err_len, -EBADMSG,
+            "%s: header padding: expected zero bytes up to offset %u, found 0x%02x at %zu", shown,
+            SD_SHARD_PAYLOAD_OFFSET, page[SD_SHARD_HEADER_SIZE + at], SD_SHARD_HEADER_SIZE + at);
         goto fail;
     }
     /* The size check above bounds the table by the file's real length. */
     size_t table_bytes = (size_t)(s->hdr.block_count * 8);
     s->table = malloc(table_bytes);
     if (!s->table) {
-        rc = sd__err(err, err_len, -ENOMEM, "%s: out of memory for a %zu-byte checksum table",
-                     shown, table_bytes);
+        rc = base_errf(err, err_len, -ENOMEM, "%s: out of memory for a %zu-byte checksum table",
+                       shown, table_bytes);
         goto fail;
     }
     got = sd__pread_full(s->fd, s->table, table_bytes, s->hdr.table_offset);
     if (got < 0 || (size_t)got != table_bytes) {
         rc = got < 0 ? (int)got : -EIO;
-        sd__err(err, err_len, rc,
-                "%s: reading the checksum table: expected %zu bytes at %" PRIu64 ", %s", shown,
-                table_bytes, s->hdr.table_offset, got < 0 ? strerror((int)-got) : "found fewer");
+        base_errf(err, err_len, rc,
+                  "%s: reading the checksum table: expected %zu bytes at %" PRIu64 ", %s", shown,
+                  table_bytes, s->hdr.table_offset, got < 0 ? strerror((int)-got) : "found fewer");
         goto fail;
     }
     /* A table that fails its checksum is kept: verification then names the
@@ -475,11 +478,11 @@ int sd_shard_table(const struct sd_shard *s, char *err, size_t err_len, const ui
                    uint64_t *count_p)
 {
     if (!shard_table_ok(s))
-        return sd__err(err, err_len, -EBADMSG,
-                       "%s: checksum table corrupt: table checksum expected %016" PRIx64
-                       " (header), "
-                       "found %016" PRIx64,
-                       s->path, s->hdr.table_checksum, s->table_sum);
+        return base_errf(err, err_len, -EBADMSG,
+                         "%s: checksum table corrupt: table checksum expected %016" PRIx64
+                         " (header), "
+                         "found %016" PRIx64,
+                         s->path, s->hdr.table_checksum, s->table_sum);
     *table_p = s->table;
     *count_p = s->hdr.block_count;
     return 0;
@@ -494,8 +497,8 @@ static int shard_check_blocks(const struct sd_shard *s, const unsigned char *buf
     if (bad == -1)
         return 0;
     if (bad < 0) /* block sizes were validated at open */
-        return sd__err(err, err_len, (int)bad, "%s: block checksum: invalid block size %u", s->path,
-                       bs);
+        return base_errf(err, err_len, (int)bad, "%s: block checksum: invalid block size %u",
+                         s->path, bs);
     uint64_t idx = first + (uint64_t)bad;
     size_t off = (size_t)bad * bs;
     size_t n = len - off < bs ? len - off : bs;
@@ -505,19 +508,19 @@ static int shard_check_blocks(const struct sd_shard *s, const unsigned char *buf
     if (fault)
         *fault = f;
     if (f.table_corrupt)
-        return sd__err(err, err_len, -EBADMSG,
-                       "%s: block %" PRIu64 " of %" PRIu64
-                       ": checksum table entry corrupt (table checksum "
-                       "expected %016" PRIx64 ", found %016" PRIx64 "): entry says %016" PRIx64
-                       ", the payload's "
-                       "bytes %" PRIu64 "..%" PRIu64 " give %016" PRIx64,
-                       s->path, idx, s->hdr.block_count, s->hdr.table_checksum, s->table_sum,
-                       f.expected, start, (start + n), found);
-    return sd__err(err, err_len, -EBADMSG,
-                   "%s: block %" PRIu64 " of %" PRIu64 " corrupt (file bytes %" PRIu64 "..%" PRIu64
-                   "): checksum expected "
-                   "%016" PRIx64 " (table), found %016" PRIx64,
-                   s->path, idx, s->hdr.block_count, start, (start + n), f.expected, found);
+        return base_errf(err, err_len, -EBADMSG,
+                         "%s: block %" PRIu64 " of %" PRIu64
+                         ": checksum table entry corrupt (table checksum "
+                         "expected %016" PRIx64 ", found %016" PRIx64 "): entry says %016" PRIx64
+                         ", the payload's "
+                         "bytes %" PRIu64 "..%" PRIu64 " give %016" PRIx64,
+                         s->path, idx, s->hdr.block_count, s->hdr.table_checksum, s->table_sum,
+                         f.expected, start, (start + n), found);
+    return base_errf(err, err_len, -EBADMSG,
+                     "%s: block %" PRIu64 " of %" PRIu64 " corrupt (file bytes %" PRIu64
+                     "..%" PRIu64 "): checksum expected "
+                     "%016" PRIx64 " (table), found %016" PRIx64,
+                     s->path, idx, s->hdr.block_count, start, (start + n), f.expected, found);
 }
 
 int sd_shard_verify_mem(const struct sd_shard *s, const void *buf, uint64_t payload_off,
@@ -526,11 +529,11 @@ int sd_shard_verify_mem(const struct sd_shard *s, const void *buf, uint64_t payl
     uint64_t bs = s->hdr.block_size, plen = s->hdr.payload_len;
     if (payload_off % bs || payload_off > plen || len > plen - payload_off ||
         (len % bs && payload_off + len != plen))
-        return sd__err(err, err_len, -EINVAL,
-                       "%s: verify range: expected whole %" PRIu64 "-byte blocks within a %" PRIu64
-                       "-byte "
-                       "payload, found %" PRIu64 " bytes at %" PRIu64,
-                       s->path, bs, plen, len, payload_off);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: verify range: expected whole %" PRIu64
+                         "-byte blocks within a %" PRIu64 "-byte "
+                         "payload, found %" PRIu64 " bytes at %" PRIu64,
+                         s->path, bs, plen, len, payload_off);
     if (len == 0)
         return 0;
     return shard_check_blocks(s, buf, payload_off / bs, (size_t)len, err, err_len, fault);
@@ -546,8 +549,8 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
         chunk = bs;
     unsigned char *buf = malloc((size_t)chunk);
     if (!buf)
-        return sd__err(err, err_len, -ENOMEM,
-                       "%s: out of memory for a %" PRIu64 "-byte read buffer", s->path, chunk);
+        return base_errf(err, err_len, -ENOMEM,
+                         "%s: out of memory for a %" PRIu64 "-byte read buffer", s->path, chunk);
     int rc = 0;
     for (uint64_t off = 0; off < plen; off += chunk) {
         size_t n = (size_t)(plen - off < chunk ? plen - off : chunk);
@@ -555,9 +558,9 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
         ssize_t got = sd__pread_full(s->fd, buf, n, at);
         if (got < 0 || (size_t)got != n) {
             rc = got < 0 ? (int)got : -EIO;
-            sd__err(err, err_len, rc,
-                    "%s: reading the payload: expected %zu bytes at %" PRIu64 ", %s", s->path, n,
-                    at, got < 0 ? strerror((int)-got) : "found fewer");
+            base_errf(err, err_len, rc,
+                      "%s: reading the payload: expected %zu bytes at %" PRIu64 ", %s", s->path, n,
+                      at, got < 0 ? strerror((int)-got) : "found fewer");
             goto out;
         }
         rc = shard_check_blocks(s, buf, off / bs, n, err, err_len, fault);
@@ -569,25 +572,26 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
     ssize_t got = sd__pread_full(s->fd, buf, pad, pad_at);
     if (got < 0 || (size_t)got != pad) {
         rc = got < 0 ? (int)got : -EIO;
-        sd__err(err, err_len, rc,
-                "%s: reading the payload padding: expected %zu bytes at %" PRIu64 ", %s", s->path,
-                pad, pad_at, got < 0 ? strerror((int)-got) : "found fewer");
+        base_errf(err, err_len, rc,
+                  "%s: reading the payload padding: expected %zu bytes at %" PRIu64 ", %s", s->path,
+                  pad, pad_at, got < 0 ? strerror((int)-got) : "found fewer");
         goto out;
     }
     size_t bad;
     if (shard_find_nonzero(buf, pad, &bad)) {
-        rc = sd__err(err, err_len, -EBADMSG,
-                     "%s: payload padding: expected zero bytes up to offset %" PRIu64
-                     ", found 0x%02x "
-                     "at %" PRIu64,
-                     s->path, s->hdr.table_offset, buf[bad], (pad_at + bad));
+        rc = base_errf(err, err_len, -EBADMSG,
+                       "%s: payload padding: expected zero bytes up to offset %" PRIu64
+                       ", found 0x%02x "
+                       "at %" PRIu64,
+                       s->path, s->hdr.table_offset, buf[bad], (pad_at + bad));
         goto out;
     }
     if (!shard_table_ok(s)) /* every block matched a table the header disowns */
-        rc = sd__err(err, err_len, -EBADMSG,
-                     "%s: checksum table corrupt: table checksum expected %016" PRIx64 " (header), "
-                     "found %016" PRIx64,
-                     s->path, s->hdr.table_checksum, s->table_sum);
+        rc = base_errf(err, err_len, -EBADMSG,
+                       "%s: checksum table corrupt: table checksum expected %016" PRIx64
+                       " (header), "
+                       "found %016" PRIx64,
+                       s->path, s->hdr.table_checksum, s->table_sum);
 out:
     free(buf);
     return rc;

@@ -9,10 +9,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-/* Formats one line into @err (when @err_len > 0) and returns @rc, so an
- * error site reads `return sd__err(err, err_len, -EINVAL, "...")`. */
-int sd__err(char *err, size_t err_len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#include "base/err.h" /* base_errf: every error site formats @err with it */
 
 /* pread until @len bytes or end of file, retrying EINTR. Returns the bytes
  * read (fewer only at end of file) or -errno. */

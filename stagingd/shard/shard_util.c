@@ -1,21 +1,8 @@
 /* Helpers shared by the shard module's files (shard_internal.h). */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include "shard_internal.h"
-
-int sd__err(char *err, size_t err_len, int rc, const char *fmt, ...)
-{
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 ssize_t sd__pread_full(int fd, void *buf, size_t len, uint64_t off)
 {

@@ -52,11 +52,11 @@ int sd_shard_writer_create(const char *path, uint32_t type, uint32_t dim, uint64
     if (rc < 0)
         return rc;
     if (h.block_count > SIZE_MAX / 8)
-        return sd__err(err, err_len, -EOVERFLOW, "%s: %" PRIu64 " blocks do not fit in memory",
-                       path, h.block_count);
+        return base_errf(err, err_len, -EOVERFLOW, "%s: %" PRIu64 " blocks do not fit in memory",
+                         path, h.block_count);
     struct sd_shard_writer *w = calloc(1, sizeof(*w));
     if (!w)
-        return sd__err(err, err_len, -ENOMEM, "%s: out of memory", path);
+        return base_errf(err, err_len, -ENOMEM, "%s: out of memory", path);
     w->fd = -1;
     w->hdr = h;
     w->buf_cap = (size_t)block_size * ((4u << 20) / block_size > 0 ? (4u << 20) / block_size : 1);
@@ -66,7 +66,7 @@ int sd_shard_writer_create(const char *path, uint32_t type, uint32_t dim, uint64
     w->table = calloc((size_t)h.block_count, 8);
     w->buf = malloc(w->buf_cap);
     if (!w->path || !w->tmp_path || !w->table || !w->buf) {
-        rc = sd__err(err, err_len, -ENOMEM, "%s: out of memory", path);
+        rc = base_errf(err, err_len, -ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     memcpy(w->tmp_path, path, plen);
@@ -74,7 +74,7 @@ int sd_shard_writer_create(const char *path, uint32_t type, uint32_t dim, uint64
     w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: cannot create: %s", w->tmp_path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: cannot create: %s", w->tmp_path, strerror(-rc));
         goto fail;
     }
     *w_p = w;
@@ -93,12 +93,12 @@ static int shard_writer_emit(struct sd_shard_writer *w, const void *data, size_t
     uint32_t bs = w->hdr.block_size;
     long n = kr_block_checksums(data, len, bs, w->table + w->flushed / bs);
     if (n < 0)
-        return sd__err(err, err_len, (int)n, "%s: block checksum: invalid block size %u",
-                       w->tmp_path, bs);
+        return base_errf(err, err_len, (int)n, "%s: block checksum: invalid block size %u",
+                         w->tmp_path, bs);
     int rc = sd__pwrite_full(w->fd, data, len, w->hdr.payload_offset + w->flushed);
     if (rc < 0)
-        return sd__err(err, err_len, rc, "%s: write at %" PRIu64 ": %s", w->tmp_path,
-                       (w->hdr.payload_offset + w->flushed), strerror(-rc));
+        return base_errf(err, err_len, rc, "%s: write at %" PRIu64 ": %s", w->tmp_path,
+                         (w->hdr.payload_offset + w->flushed), strerror(-rc));
     w->flushed += len;
     return 0;
 }
@@ -107,11 +107,11 @@ int sd_shard_writer_append(struct sd_shard_writer *w, const void *data, size_t l
                            size_t err_len)
 {
     if (len > w->hdr.payload_len - w->appended)
-        return sd__err(err, err_len, -EOVERFLOW,
-                       "%s: appending %zu bytes: the payload is declared as %" PRIu64
-                       " bytes and %" PRIu64 " "
-                       "are written",
-                       w->tmp_path, len, w->hdr.payload_len, w->appended);
+        return base_errf(err, err_len, -EOVERFLOW,
+                         "%s: appending %zu bytes: the payload is declared as %" PRIu64
+                         " bytes and %" PRIu64 " "
+                         "are written",
+                         w->tmp_path, len, w->hdr.payload_len, w->appended);
     const unsigned char *p = data;
     while (len) {
         size_t take;
@@ -150,10 +150,10 @@ int sd_shard_writer_finish(struct sd_shard_writer *w, int do_fsync, char *err, s
     int rc;
     struct sd_shard_header *h = &w->hdr;
     if (w->appended != h->payload_len) {
-        rc = sd__err(err, err_len, -EINVAL,
-                     "%s: finishing: the payload is declared as %" PRIu64 " bytes, found %" PRIu64
-                     " appended",
-                     w->tmp_path, h->payload_len, w->appended);
+        rc = base_errf(err, err_len, -EINVAL,
+                       "%s: finishing: the payload is declared as %" PRIu64 " bytes, found %" PRIu64
+                       " appended",
+                       w->tmp_path, h->payload_len, w->appended);
         goto fail;
     }
     if (w->buf_len) {
@@ -170,7 +170,8 @@ int sd_shard_writer_finish(struct sd_shard_writer *w, int do_fsync, char *err, s
     size_t table_bytes = (size_t)(h->block_count * 8);
     if ((rc = sd__pwrite_full(w->fd, w->buf, pad, pad_at)) < 0 ||
         (rc = sd__pwrite_full(w->fd, w->table, table_bytes, h->table_offset)) < 0) {
-        sd__err(err, err_len, rc, "%s: writing the checksum table: %s", w->tmp_path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: writing the checksum table: %s", w->tmp_path,
+                  strerror(-rc));
         goto fail;
     }
     h->table_checksum = kr_block_checksum(w->table, table_bytes);
@@ -178,25 +179,25 @@ int sd_shard_writer_finish(struct sd_shard_writer *w, int do_fsync, char *err, s
     memset(w->buf, 0, SD_SHARD_PAYLOAD_OFFSET);
     memcpy(w->buf, h, sizeof(*h));
     if ((rc = sd__pwrite_full(w->fd, w->buf, SD_SHARD_PAYLOAD_OFFSET, 0)) < 0) {
-        sd__err(err, err_len, rc, "%s: writing the header: %s", w->tmp_path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: writing the header: %s", w->tmp_path, strerror(-rc));
         goto fail;
     }
     if (do_fsync && fsync(w->fd) < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: fsync: %s", w->tmp_path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: fsync: %s", w->tmp_path, strerror(-rc));
         goto fail;
     }
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: close: %s", w->tmp_path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: close: %s", w->tmp_path, strerror(-rc));
         unlink(w->tmp_path);
         goto fail;
     }
     if (rename(w->tmp_path, w->path) < 0) {
         rc = -errno;
-        sd__err(err, err_len, rc, "%s: rename to %s: %s", w->tmp_path, w->path, strerror(-rc));
+        base_errf(err, err_len, rc, "%s: rename to %s: %s", w->tmp_path, w->path, strerror(-rc));
         unlink(w->tmp_path);
         goto fail;
     }

@@ -32,8 +32,9 @@
 
 static char pool_log[8192];
 
-static void capture(void *ctx, const char *line)
+static void capture(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     size_t used = strlen(pool_log);
     snprintf(pool_log + used, sizeof(pool_log) - used, "%s\n", line);
@@ -47,7 +48,7 @@ static struct sd_pool *paged_pool(enum sd_pool_pages pages)
     c.segment_bytes = 4 * MIB;
     c.prefault_threads = 2;
     c.pages = pages;
-    c.log = capture;
+    c.log = (struct base_log_sink){capture, NULL, BASE_LOG_DEBUG};
     pool_log[0] = '\0';
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);

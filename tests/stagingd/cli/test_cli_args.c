@@ -122,10 +122,10 @@ START_TEST(verbose_and_help_are_short_or_long)
     int help;
     const char *v[] = {"-v", NULL};
     ck_assert_int_eq(parse(&c, &help, v), 0);
-    ck_assert_int_eq(c.log_level, SD_LOG_DEBUG);
+    ck_assert_int_eq(c.log_level, BASE_LOG_DEBUG);
     const char *verbose[] = {"--verbose", "--log-level", "warn", NULL};
     ck_assert_int_eq(parse(&c, &help, verbose), 0);
-    ck_assert_int_eq(c.log_level, SD_LOG_WARN); /* flags apply in order */
+    ck_assert_int_eq(c.log_level, BASE_LOG_WARN); /* flags apply in order */
     const char *h[] = {"-h", NULL};
     ck_assert_int_eq(parse(&c, &help, h), 0);
     ck_assert_int_eq(help, 1);

@@ -188,8 +188,9 @@ static void on_disconnect(void *ctx, unsigned agent, int err, const char *messag
     snprintf(e->msg, sizeof(e->msg), "%s", message);
 }
 
-void capture_log(void *ctx, const char *line)
+void capture_log(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     size_t used = strlen(g_log);
     if (used + strlen(line) + 2 >= sizeof(g_log))
@@ -211,7 +212,7 @@ struct sd_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
     cfg.seed = SEED;
     cfg.cb = (struct sd_client_callbacks){on_grant, on_completion, on_release,   on_error,
                                           on_reply, on_ready,      on_disconnect};
-    cfg.log = capture_log;
+    cfg.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
     nev = 0;
     g_log[0] = '\0';
     struct sd_client *c = NULL;

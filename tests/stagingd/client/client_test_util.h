@@ -48,7 +48,7 @@ extern char g_path[128];
 /* ---- helpers (client_test_util.c) ---- */
 
 /* The client log sink the tests install: appends each line to g_log. */
-void capture_log(void *ctx, const char *line);
+void capture_log(void *ctx, int level, const char *subsys, const char *line);
 
 uint64_t rng_next(uint64_t *s);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fdpass.h"
 #include "fake_agent.h"
 #include "kernels/blockhash_ref.h"
 
@@ -73,24 +74,8 @@ ssize_t fake_recv(struct fake *f, union lt_msg_buffer *b, int timeout_ms, int *f
 
 void fake_send(struct fake *f, const void *msg, size_t len, int fd)
 {
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof(ctl.buf);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    }
-    ssize_t n = sendmsg(f->cfd, &mh, MSG_NOSIGNAL);
-    ck_assert_msg(n == (ssize_t)len, "fake agent: send of %zu bytes: %s", len, strerror(errno));
+    int rc = base_send_fds(f->cfd, msg, len, &fd, fd >= 0 ? 1 : 0, 0);
+    ck_assert_msg(rc == 0, "fake agent: send of %zu bytes: %s", len, strerror(-rc));
 }
 
 void fake_drop(struct fake *f)

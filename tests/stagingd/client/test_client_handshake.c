@@ -139,7 +139,7 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
     pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
-    pc.log = capture_log;
+    pc.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
     struct sd_pool *pool = NULL;
     ck_assert_int_eq(sd_pool_create(&pc, &pool), 0);
     unsigned nseg = sd_pool_segment_count(pool);

@@ -211,7 +211,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
     pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
-    pc.log = capture_log;
+    pc.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
     ck_assert_int_eq(sd_pool_create(&pc, &x->pool), 0);
 
     /* stage the shards: random data, its checksum table, and a bad block in some */
@@ -270,7 +270,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     cfg.cb.on_ready = e2e_on_ready;
     cfg.cb.on_disconnect = e2e_on_disconnect;
     cfg.cb_ctx = x;
-    cfg.log = capture_log;
+    cfg.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
     ck_assert_int_eq(sd_client_create(&cfg, &x->c), 0);
     ck_assert_int_eq(offer_pool(x->c, x->pool), (int)nseg);
     unsigned agent;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lease_types/socket.h"
 #include "stagingd/daemon.h"
 
 static char err[SD_CONFIG_ERR_LEN];
@@ -49,7 +50,7 @@ START_TEST(defaults_are_the_documented_ones)
     ck_assert_str_eq(c.control, "");
     ck_assert_uint_eq(c.nagents, 1);
     char def[SD_CONFIG_SOCK_MAX];
-    ck_assert_int_eq(sd_config_agent_default(def, sizeof def), 0);
+    ck_assert_int_eq(lt_socket_default(def, sizeof def), 0);
     ck_assert_str_eq(c.agents[0], def);
     ck_assert_uint_eq(c.threads, 0);
     ck_assert_uint_eq(c.pinned_pool, 0);
@@ -67,31 +68,33 @@ START_TEST(defaults_are_the_documented_ones)
     ck_assert_uint_eq(c.job.agent_timeout_s, 30);
     ck_assert_int_eq(c.job.list, 0);
     ck_assert_uint_eq(c.drain_timeout_s, 10);
-    ck_assert_int_eq(c.log_level, SD_LOG_INFO);
+    ck_assert_int_eq(c.log_level, BASE_LOG_INFO);
+    ck_assert_ptr_null(c.log.fn); /* the process default until a command line sets one */
+    ck_assert_ptr_null(c.log_file);
 }
 END_TEST
 
 START_TEST(agent_default_follows_the_runtime_dir_then_the_uid)
 {
-    char buf[SD_CONFIG_SOCK_MAX], want[SD_CONFIG_SOCK_MAX];
+    struct sd_config c;
+    char want[SD_CONFIG_SOCK_MAX];
     const char *saved = getenv("XDG_RUNTIME_DIR");
     char *keep = saved ? strdup(saved) : NULL;
     ck_assert_int_eq(setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1), 0);
-    ck_assert_int_eq(sd_config_agent_default(buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, "/run/user/4242/lease-agent/agent.sock");
+    sd_config_default(&c);
+    ck_assert_str_eq(c.agents[0], "/run/user/4242/lease-agent/agent.sock");
     /* A relative runtime dir is ignored, as lease-agent ignores it. */
     ck_assert_int_eq(setenv("XDG_RUNTIME_DIR", "run/user", 1), 0);
-    ck_assert_int_eq(sd_config_agent_default(buf, sizeof buf), 0);
+    sd_config_default(&c);
     if (geteuid() == 0)
         snprintf(want, sizeof want, "/run/lease-agent/agent.sock");
     else
         snprintf(want, sizeof want, "/tmp/lease-agent-%u/agent.sock", (unsigned)geteuid());
-    ck_assert_str_eq(buf, want);
+    ck_assert_str_eq(c.agents[0], want);
     ck_assert_int_eq(unsetenv("XDG_RUNTIME_DIR"), 0);
-    ck_assert_int_eq(sd_config_agent_default(buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, want);
-    char tiny[8];
-    ck_assert_int_eq(sd_config_agent_default(tiny, sizeof tiny), -ENAMETOOLONG);
+    sd_config_default(&c);
+    ck_assert_str_eq(c.agents[0], want);
+    ck_assert_uint_eq(c.nagents, 1);
     if (keep)
         setenv("XDG_RUNTIME_DIR", keep, 1);
     free(keep);
@@ -166,9 +169,9 @@ START_TEST(words_and_yes_no_keys_take_their_spellings)
     expect_refused(&c, "pages", "large", "expected auto, small, huge or thp, found 'large'");
 
     ck_assert_int_eq(set1(&c, "log-level", "debug"), 0);
-    ck_assert_int_eq(c.log_level, SD_LOG_DEBUG);
+    ck_assert_int_eq(c.log_level, BASE_LOG_DEBUG);
     ck_assert_int_eq(set1(&c, "log-level", "error"), 0);
-    ck_assert_int_eq(c.log_level, SD_LOG_ERROR);
+    ck_assert_int_eq(c.log_level, BASE_LOG_ERROR);
     expect_refused(&c, "log-level", "warning", "expected error, warn, info or debug");
 }
 END_TEST

@@ -27,8 +27,9 @@ uint64_t rng_next(uint64_t *s)
 
 struct log_capture captured;
 
-void capture_log(void *ctx, const char *line)
+void capture_log(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     struct log_capture *c = ctx;
     c->lines++;
     snprintf(c->last, sizeof(c->last), "%s", line);
@@ -48,8 +49,7 @@ struct sd_pool_config small_config(void)
      * pages reserved (the page-backing tests below choose their own). */
     c.pages = SD_POOL_PAGES_SMALL;
     memset(&captured, 0, sizeof(captured));
-    c.log = capture_log;
-    c.log_ctx = &captured;
+    c.log = (struct base_log_sink){capture_log, &captured, BASE_LOG_DEBUG};
     return c;
 }
 
@@ -178,7 +178,7 @@ void check_buf_placement(struct sd_pool *pool, const struct sd_pool_buf *b, enum
     struct sd_pool_segment seg;
     ck_assert_int_eq(sd_pool_segment_find(pool, id, &seg), 0);
     ck_assert_msg(seg.mem_class == mem_class, "%s buffer placed in a %s segment",
-                  sd__class_label(mem_class).s, sd__class_label(seg.mem_class).s);
+                  lt_class_name(mem_class), lt_class_name(seg.mem_class));
     ck_assert_uint_le(off + size, seg.size);
     ck_assert_ptr_eq((unsigned char *)seg.base + off, b->base);
 }
@@ -213,7 +213,7 @@ void free_live(struct sd_pool *pool, struct random_run *r, unsigned i)
     ck_assert_msg(bad < 0,
                   "buffer %p+%zu (%s) lost its pattern at byte %ld: another buffer "
                   "overlapped it (seed 0x%llx)",
-                  l->buf.base, l->buf.len, sd__class_label(l->buf.mem_class).s, bad,
+                  l->buf.base, l->buf.len, lt_class_name(l->buf.mem_class), bad,
                   (unsigned long long)SEED);
     ck_assert_int_eq(sd_pool_free(pool, &l->buf), 0);
     r->in_use[l->buf.mem_class] -= l->buf.len;

@@ -46,7 +46,7 @@ extern struct log_capture captured;
 
 uint64_t rng_next(uint64_t *s);
 
-void capture_log(void *ctx, const char *line);
+void capture_log(void *ctx, int level, const char *subsys, const char *line);
 
 struct sd_pool_config small_config(void);
 

@@ -40,10 +40,10 @@ START_TEST(test_random_buffers_stay_in_their_class_never_overlap_and_add_up)
             if (rc == -ENOMEM) {
                 r.failures[k]++;
                 ck_assert_uint_eq(captured.lines, lines + 1);
-                ck_assert_ptr_nonnull(strstr(captured.last, sd__class_label(k).s));
+                ck_assert_ptr_nonnull(strstr(captured.last, lt_class_name(k)));
                 continue;
             }
-            ck_assert_msg(rc == 0, "alloc %zu %s: %s", size, sd__class_label(k).s, strerror(-rc));
+            ck_assert_msg(rc == 0, "alloc %zu %s: %s", size, lt_class_name(k), strerror(-rc));
             check_buf_placement(pool, &b, k, size);
             struct live l = {.buf = b, .key = rng_next(&r.rng)};
             pattern_fill(b.base, size, l.key);

@@ -171,7 +171,8 @@ START_TEST(test_defaults_follow_machine_memory)
     ck_assert_uint_eq(c.segment_bytes % SD_POOL_SEGMENT_ALIGN, 0);
     ck_assert_uint_ge(c.prefault_threads, 1);
     ck_assert_uint_le(c.prefault_threads, 8);
-    ck_assert_ptr_null(c.log);
+    ck_assert_ptr_null(c.log.fn); /* the process default sink */
+    ck_assert_ptr_null(c.log.ctx);
     ck_assert_uint_eq(c.flags, 0);
 }
 END_TEST

@@ -159,7 +159,7 @@ START_TEST(test_each_segment_holds_its_largest_buffer_again_after_churn)
             i = nbig++;
             int rc = sd_pool_alloc(pool, s.mem_class, want, &big[i]);
             ck_assert_msg(rc == 0, "round %d: %s buffer of %zu after churn: %s; log:\n%s", round,
-                          sd__class_label(s.mem_class).s, want, strerror(-rc), captured.last);
+                          lt_class_name(s.mem_class), want, strerror(-rc), captured.last);
             ck_assert_uint_lt(big[i].segment_id, 16);
             ck_assert_uint_eq(used[big[i].segment_id]++, 0); /* one per segment */
         }

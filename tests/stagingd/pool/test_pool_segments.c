@@ -47,8 +47,8 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
         ssize_t n = readlink(path, target, sizeof(target) - 1);
         ck_assert_int_gt(n, 0);
         target[n] = 0;
-        int len = snprintf(want, sizeof(want), "/memfd:sd-pool-%s-%u",
-                           sd__class_label(s.mem_class).s, s.id);
+        int len =
+            snprintf(want, sizeof(want), "/memfd:sd-pool-%s-%u", lt_class_name(s.mem_class), s.id);
         for (int j = 15; j < len; j++) /* STAGED -> staged */
             if (want[j] >= 'A' && want[j] <= 'Z')
                 want[j] = (char)(want[j] | 0x20);

@@ -127,7 +127,7 @@ struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
     c.segment_bytes = segment;
     c.prefault_threads = 1;
     c.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
-    c.log = rt_log_fn;
+    c.log = (struct base_log_sink){rt_log_fn, NULL, BASE_LOG_DEBUG};
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);
     ck_assert_msg(rc == 0, "sd_pool_create: %s; log:\n%s", strerror(-rc), rt_log.all);
@@ -137,8 +137,9 @@ struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
 struct rt_log rt_log;
 static pthread_mutex_t rt_log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void rt_log_fn(void *ctx, const char *line)
+void rt_log_fn(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     pthread_mutex_lock(&rt_log_lock);
     rt_log.lines++;
@@ -170,7 +171,7 @@ struct sd_reader_config rt_config(unsigned threads, unsigned qd, size_t chunk, u
     c.queue_depth = qd;
     c.chunk_size = chunk;
     c.flags = flags;
-    c.log = rt_log_fn;
+    c.log = (struct base_log_sink){rt_log_fn, NULL, BASE_LOG_DEBUG};
     return c;
 }
 

@@ -48,7 +48,7 @@ struct rt_log {
     char all[32768];
 };
 extern struct rt_log rt_log;
-void rt_log_fn(void *ctx, const char *line);
+void rt_log_fn(void *ctx, int level, const char *subsys, const char *line);
 void rt_log_reset(void);
 int rt_log_has(const char *needle);
 

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "lease_types/proto.h" /* messages, ids, classes and error codes */
 
 LT_EXTERN_C_BEGIN
@@ -144,9 +145,6 @@ struct sd_client_callbacks {
     void (*on_disconnect)(void *ctx, unsigned agent, int err, const char *message);
 };
 
-/* Receives one complete log line (no newline). */
-typedef void (*sd_client_log_fn)(void *ctx, const char *line);
-
 struct sd_client_config {
     const char *name;              /* HELLO name: 1..31 printable ASCII bytes */
     uint32_t caps;                 /* LT_CAP_CLIENT_KNOWN bits wanted (default: RC_BATCH too) */
@@ -156,8 +154,9 @@ struct sd_client_config {
     uint64_t seed;                 /* jitter seed; 0: from the pid and the clock */
     struct sd_client_callbacks cb;
     void *cb_ctx;
-    sd_client_log_fn log; /* NULL: stderr */
-    void *log_ctx;
+    /* Where the client's notices go (connects, handshakes, refusals), at
+     * info level with subsystem "client"; zeroed: the process default. */
+    struct base_log_sink log;
 };
 
 enum sd_client_agent_state {
@@ -183,7 +182,7 @@ struct sd_client_agent_info {
 /* ---- Life cycle ---- */
 
 /* Fills @config_p: name "stagingd", caps DOORBELL|DONE_WORD, backoff
- * 10 ms .. 2 s, handshake timeout 5 s, no callbacks, log to stderr. */
+ * 10 ms .. 2 s, handshake timeout 5 s, no callbacks, the default log. */
 void sd_client_config_default(struct sd_client_config *config_p);
 
 /* Creates a client with no agents and no segments. Copies @config (the name

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/log.h"
 #include "stagingd/job.h"
-#include "stagingd/log.h"
 #include "stagingd/pool.h"
 
 /* ---- settings ---- */
@@ -40,12 +40,18 @@ struct sd_config {
     enum sd_job_op op;
     struct sd_job_config job; /* inflight, batch, doorbell, cpu-verify, query-seed, k, ... */
     unsigned drain_timeout_s;
-    enum sd_log_level log_level;
+    int log_level; /* BASE_LOG_ERROR, _WARN, _INFO or _DEBUG: the most verbose lines logged */
+    /* Not keys: where the daemon and every module it makes log (the
+     * command line points them at its stderr sink), and the file sink
+     * behind it for a job's terminal status line (NULL: none). */
+    struct base_log_sink log;
+    struct base_log_file *log_file;
 };
 
-/* Fills @cfg_p with the defaults: no store, the agent's default socket,
- * pages auto, inflight 4, batch 16, op verify, k 10, query seed 1, MAPPED 2 MiB,
- * doorbell auto, drain 10 s, agent timeout 30 s, log level info. */
+/* Fills @cfg_p with the defaults: no store, the agent's default socket
+ * (lt_socket_default), pages auto, inflight 4, batch 16, op verify, k 10,
+ * query seed 1, MAPPED 2 MiB, doorbell auto, drain 10 s, agent timeout 30 s,
+ * log level info, the process's default log sink and no status line. */
 void sd_config_default(struct sd_config *cfg_p);
 
 /* Sets @key (a long option name without "--") to @value. Returns 0;
@@ -73,11 +79,6 @@ int sd_config_key_get(size_t index, struct sd_config_key_info *info_p);
 
 /* The option list for usage texts. */
 void sd_config_usage(FILE *to);
-
-/* The agent's default socket, as lease-agent computes it:
- * $XDG_RUNTIME_DIR/lease-agent/agent.sock, else /run/lease-agent/agent.sock
- * for root, else /tmp/lease-agent-<uid>/agent.sock. 0 or -ENAMETOOLONG. */
-int sd_config_agent_default(char *buf, size_t len);
 
 /* ---- the daemon ---- */
 

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/log.h"
+#include "base/parse.h"
 #include "kernels/scan.h"
 #include "lease_types/lease_types.h"
 #include "stagingd/client.h"
@@ -31,6 +33,9 @@ enum sd_job_op {
     SD_JOB_BOTH = 3,
 };
 
+/* The ops' names, for base_parse_enum: verify, scan, both. */
+extern const struct base_enum sd_job_op_names[];
+
 /* "verify", "scan", "both", or "?". */
 const char *sd_job_op_name(enum sd_job_op op);
 
@@ -43,6 +48,9 @@ enum sd_doorbell_mode {
     SD_DOORBELL_ON = 1,   /* required: a job on an agent without it fails */
     SD_DOORBELL_OFF = 2,  /* plain submits after each read */
 };
+
+/* The modes' names, for base_parse_enum: auto, on, off. */
+extern const struct base_enum sd_job_doorbell_names[];
 
 /* A job's settings (the daemon's config holds one: docs/stagingd.md lists
  * the keys). */
@@ -87,6 +95,8 @@ struct sd_job_env {
     int notify_fd;        /* an eventfd the job's read completions write to */
     sd_job_stream_fn stream;
     void *stream_ctx;
+    struct base_log_sink log;     /* where the job's lines go (no subsystem) */
+    struct base_log_file *status; /* the terminal's status line for progress; NULL: none */
 };
 
 /* Opens the store at @store and prepares a job of @op over it with the

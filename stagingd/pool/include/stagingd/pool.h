@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
+#include "base/parse.h"
 #include "lease_types/classes.h" /* enum lt_class: the pool's classes are the protocol's */
 
 /* Segments, class sizes and segment sizes are multiples of this. */
@@ -43,9 +45,6 @@ enum sd_pool_pages {
     SD_POOL_PAGES_THP = 3,
 };
 
-/* Receives one complete log line (no trailing newline). */
-typedef void (*sd_pool_log_fn)(void *ctx, const char *line);
-
 /* sd_pool_config.flags */
 enum {
     /* Pre-fault by touching one byte per page even where
@@ -64,9 +63,9 @@ struct sd_pool_config {
     unsigned prefault_threads;
     unsigned flags;
     enum sd_pool_pages pages;
-    /* Where errors and notices go; NULL means stderr. */
-    sd_pool_log_fn log;
-    void *log_ctx;
+    /* Where errors and notices go, at warning level with subsystem "pool";
+     * a zeroed sink is the process default (base/log.h). */
+    struct base_log_sink log;
 };
 
 /* One buffer handed out by the pool. The caller keeps it and gives it back to
@@ -115,6 +114,9 @@ struct sd_pool;
  * a prefault thread per core up to 8; pages auto. Callers override fields afterwards.
  * Returns 0, or -errno when the machine's memory cannot be read. */
 int sd_pool_config_default(struct sd_pool_config *config_p);
+
+/* The names, for base_parse_enum: auto, small, huge, thp. */
+extern const struct base_enum sd_pool_pages_names[];
 
 /* "auto", "small", "huge", "thp", or "invalid"; and back. Parse returns 0, or
  * -EINVAL for any other text. */

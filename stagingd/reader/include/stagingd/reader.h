@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
+
 struct sd_pool;
 
 #define SD_READER_QUEUE_DEPTH_DEFAULT 16u
@@ -32,9 +34,6 @@ struct sd_pool;
 #define SD_READER_IOWQ_WORKERS_DEFAULT 1u
 /* As iowq_workers: leave the kernel's bound (min(QD, 4 x cores)) alone. */
 #define SD_READER_IOWQ_KERNEL (~0u)
-
-/* Receives one complete log line (no trailing newline). */
-typedef void (*sd_reader_log_fn)(void *ctx, const char *line);
 
 /* A request's completion: @result is 0 or the first negative errno of the
  * request (-ENODATA: the file ended before offset + len); @bytes is how many
@@ -71,9 +70,9 @@ struct sd_reader_config {
     /* Optional, borrowed, must outlive the reader: its segments are
      * registered as fixed buffers with every ring when fixed buffers are on. */
     struct sd_pool *pool;
-    /* Where errors and notices go; NULL means stderr. */
-    sd_reader_log_fn log;
-    void *log_ctx;
+    /* Where errors and notices go, at warning level with subsystem
+     * "reader"; a zeroed sink is the process default (base/log.h). */
+    struct base_log_sink log;
 };
 
 /* sd_read_req.flags */
