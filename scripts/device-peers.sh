@@ -190,7 +190,12 @@ fi
 [[ -x $stagingd ]] || { echo "device-peers: no stagingd under $build" >&2; exit 1; }
 
 if ((selftest)); then
-    export PYTHONPATH=$peers/fakes${PYTHONPATH:+:$PYTHONPATH}
+    # PEERS_FAKES_LAST=1: a real package found earlier on PYTHONPATH (KvikIO, say) wins over its fake
+    if [[ ${PEERS_FAKES_LAST:-0} == 1 ]]; then
+        export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$peers/fakes
+    else
+        export PYTHONPATH=$peers/fakes${PYTHONPATH:+:$PYTHONPATH}
+    fi
     fk=${PEERS_FAKECUDA_DIR:-$(dirname "$(find "$build" -path '*fakecuda*' -name libcuda.so.1 2>/dev/null | head -n 1)")}
     if [[ -n $ceil && -e $fk/libcuda.so.1 ]]; then
         say "self-test: peers-ceilings against the fake CUDA driver in $fk"
