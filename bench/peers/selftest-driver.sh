@@ -4,7 +4,7 @@
 # python has no numpy, which the fakes need.
 #   selftest-driver.sh BUILD_DIR [PYTHON]
 set -uo pipefail
-build=$1 py=${2:-python3}
+build=$1 py=${PEERS_PYTHON:-${2:-python3}} # PEERS_PYTHON: one that has numpy
 "$py" -c 'import numpy' 2>/dev/null || { echo "$py has no numpy: skipped"; exit 77; }
 out=$(mktemp -d /tmp/peers-selftest-out-XXXXXX)
 trap 'rm -rf "$out"' EXIT
