@@ -88,7 +88,7 @@ if ((selftest)); then
     ours_extra=(--inflight 3)
     agent_budget=(--pinned-budget 6M --mapped-budget 2M)
     torch_extra=(--bounce 256K)
-    ceil_h2d=64M
+    ceil_h2d=64M ceil_h2d_label="64 MiB"
 else
     store=${store:-/dev/shm/peers-store}
     ((quick)) && gib=${gib:-2}
@@ -99,7 +99,7 @@ else
     ours_extra=()
     agent_budget=()
     torch_extra=()
-    ceil_h2d=1G
+    ceil_h2d=1G ceil_h2d_label="1 GiB"
 fi
 
 say() { printf '[%s +%3ds] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - t_start))" "$*"; }
@@ -134,7 +134,7 @@ plan+=("$(row torch-from-file 120 torch "PyTorch, from_file().pin_memory().cuda(
     "$py" "$peers/torch_bench.py" --store "$store" --repeat "$repeat" --path from_file)")
 plan+=("$(row naive 120 naive "naive: pread into malloc memory, cuMemcpyHtoD, per file" \
     "${ceil:-peers-ceilings}" naive --store "$store" --repeat "$repeat" --threads 8)")
-plan+=("$(row ceil-h2d 60 ceiling "ceiling: pinned H2D copy, $ceil_h2d" "${ceil:-peers-ceilings}" h2d --size "$ceil_h2d" --repeat 5)")
+plan+=("$(row ceil-h2d 60 ceiling "ceiling: pinned H2D copy, $ceil_h2d_label" "${ceil:-peers-ceilings}" h2d --size "$ceil_h2d" --repeat 5)")
 for b in 1 4; do
     plan+=("$(row ceil-pread-reused-${b}M 60 ceiling "ceiling: 16 threads pread into reused $b MiB buffers" \
         "${ceil:-peers-ceilings}" pread-reused --store "$store" --threads 16 --buf ${b}M --repeat 3)")

@@ -11,7 +11,11 @@
  * copied back and compared with the source byte for byte (h2d, naive); the
  * fresh memory is compared with the files (pread-fresh). The result is one
  * JSON line on stdout (and appended to --json FILE), the same fields the
- * Python peers write (peerlib.py). Every CUresult is checked. */
+ * Python peers write (peerlib.py). Every CUresult is checked.
+ *
+ * One file of about 830 lines, past the usual 800, so that a benchmark
+ * program's four modes share one store reader, one thread harness and one
+ * result writer with no header between them. */
 #include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -94,7 +98,8 @@ static double pc_cpu(void)
     return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
                     kids.ru_stime.tv_sec) +
            (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
-                    kids.ru_stime.tv_usec) / 1e6;
+                    kids.ru_stime.tv_usec) /
+               1e6;
 }
 
 static int pc_pread_full(int fd, uint8_t *dst, uint64_t len, uint64_t off)
@@ -395,7 +400,8 @@ static int pc_h2d(const struct pc_opts *o, struct pc_result *res)
     if (rc)
         goto out;
     if ((rc = CU(cuMemHostAlloc((void **)&host, o->size, 0))) ||
-        (rc = CU(cuMemHostAlloc((void **)&back, bounce, 0))) || (rc = CU(cuMemAlloc(&dev, o->size))))
+        (rc = CU(cuMemHostAlloc((void **)&back, bounce, 0))) ||
+        (rc = CU(cuMemAlloc(&dev, o->size))))
         goto out;
     for (uint64_t i = 0; i < o->size / 8; i++)
         ((uint64_t *)host)[i] = (i + 1) * 0x9E3779B97F4A7C15ull;
@@ -414,7 +420,8 @@ static int pc_h2d(const struct pc_opts *o, struct pc_result *res)
         if ((rc = pc_compare_device(dev, host, o->size, back, bounce, &bad)))
             goto out;
         if (bad) {
-            pc_fail("run %u: %" PRIu64 " piece(s) on the GPU differ from the pinned source", r + 1, bad);
+            pc_fail("run %u: %" PRIu64 " piece(s) on the GPU differ from the pinned source", r + 1,
+                    bad);
             rc = -EBADMSG;
             goto out;
         }
@@ -609,7 +616,8 @@ static int pc_naive(const struct pc_opts *o, struct pc_result *res)
         if ((rc = CU(cuCtxSynchronize())))
             goto out;
         res->runs[res->nruns++] = (struct pc_run){.s = pc_now() - t0, .cpu_s = pc_cpu() - c0};
-        if (pc_corrupt_wanted() && (rc = CU(cuMemsetD8(dev[n / 2] + files[n / 2].size / 3, 0xA5, 1))))
+        if (pc_corrupt_wanted() &&
+            (rc = CU(cuMemsetD8(dev[n / 2] + files[n / 2].size / 3, 0xA5, 1))))
             goto out;
         uint64_t bad = 0;
         if ((rc = pc_naive_check_run(files, dev, n, max, o->threads, &bad)))
@@ -691,8 +699,8 @@ static void pc_json_write(FILE *f, const struct pc_opts *o, const struct pc_resu
             best = rates[i];
             best_cpu = r->cpu_s;
         }
-        fprintf(f, "%s{\"s\": %.6f, \"gbps\": %.3f, \"cpu_s\": %.4f}", i ? ", " : "", r->s, rates[i],
-                r->cpu_s);
+        fprintf(f, "%s{\"s\": %.6f, \"gbps\": %.3f, \"cpu_s\": %.4f}", i ? ", " : "", r->s,
+                rates[i], r->cpu_s);
     }
     qsort(rates, res->nruns, sizeof rates[0], pc_rate_cmp);
     unsigned mid = res->nruns / 2;
@@ -712,11 +720,19 @@ static int pc_size_parse(const char *s, uint64_t *v_p)
         return -EINVAL;
     int shift = 0;
     switch (*end) {
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 0: break;
-    default: return -EINVAL;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 0:
+        break;
+    default:
+        return -EINVAL;
     }
     if (*end && strcmp(end + 1, "") && strcmp(end + 1, "iB") && strcmp(end + 1, "B"))
         return -EINVAL;
@@ -726,16 +742,17 @@ static int pc_size_parse(const char *s, uint64_t *v_p)
 
 static void pc_usage(FILE *f)
 {
-    fputs("usage: peers-ceilings h2d|pread-reused|pread-fresh|naive --id ID --label TEXT\n"
-          "         [--store DIR] [--size 1G] [--threads 16] [--buf 4M] [--repeat 3] [--json FILE]\n"
-          "  h2d           pinned host buffer of --size to the GPU (cuMemcpyHtoD)\n"
-          "  pread-reused  --threads threads pread the store in --buf pieces into one reused\n"
-          "                buffer each (no GPU)\n"
-          "  pread-fresh   the same into fresh, untouched store-sized memory (no GPU)\n"
-          "  naive         per file: malloc, pread, cuMemcpyHtoD, free (one thread; --threads\n"
-          "                threads check the GPU's bytes after each run)\n"
-          "Prints one JSON result line (also appended to --json FILE); exit 0, or 1 on failure.\n",
-          f);
+    fputs(
+        "usage: peers-ceilings h2d|pread-reused|pread-fresh|naive --id ID --label TEXT\n"
+        "         [--store DIR] [--size 1G] [--threads 16] [--buf 4M] [--repeat 3] [--json FILE]\n"
+        "  h2d           pinned host buffer of --size to the GPU (cuMemcpyHtoD)\n"
+        "  pread-reused  --threads threads pread the store in --buf pieces into one reused\n"
+        "                buffer each (no GPU)\n"
+        "  pread-fresh   the same into fresh, untouched store-sized memory (no GPU)\n"
+        "  naive         per file: malloc, pread, cuMemcpyHtoD, free (one thread; --threads\n"
+        "                threads check the GPU's bytes after each run)\n"
+        "Prints one JSON result line (also appended to --json FILE); exit 0, or 1 on failure.\n",
+        f);
 }
 
 static int pc_opts_parse(int argc, char **argv, struct pc_opts *o)

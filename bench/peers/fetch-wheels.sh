@@ -37,3 +37,9 @@ for f in .whl/*.whl; do
     unzip -p "$f" '*.dist-info/METADATA' | grep '^Requires-Dist' | grep -v 'extra ==' | sed 's/^/  /' || true
 done
 du -sh .whl
+# Two versions of one package stop the whole install on the device: refuse them here.
+dups=$(ls .whl/*.whl | sed 's|.*/||; s/-[0-9].*//' | sort | uniq -d)
+if [[ -n $dups ]]; then
+    echo "fetch-wheels: more than one version of: $dups; keep one (rm the others from .whl/)" >&2
+    exit 1
+fi

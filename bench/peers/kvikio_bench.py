@@ -32,10 +32,11 @@ def configure_env(args):
     """Settings go in through the environment before the import (every
     KvikIO version reads these) and again through the API after it."""
     os.environ["KVIKIO_COMPAT_MODE"] = "ON"
-    if args.threads:
-        os.environ["KVIKIO_NTHREADS"] = str(args.threads)
-    if args.task_size:
-        os.environ["KVIKIO_TASK_SIZE"] = str(args.task_size)
+    for key, value in (("KVIKIO_NTHREADS", args.threads), ("KVIKIO_TASK_SIZE", args.task_size)):
+        if value:
+            os.environ[key] = str(value)
+        else:
+            os.environ.pop(key, None)  # KvikIO's own default, whatever the caller's environment says
 
 
 def kv_get(kvikio, key):

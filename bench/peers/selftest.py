@@ -119,6 +119,8 @@ def check_kvikio():
         kvikio_bench.configure_env(a)
         expect(os.environ["KVIKIO_NTHREADS"] == "8" and os.environ["KVIKIO_TASK_SIZE"] == str(16 << 20), "kvikio: env")
         expect(os.environ["KVIKIO_COMPAT_MODE"] == "ON", "kvikio: compat mode forced on")
+        kvikio_bench.configure_env(kvikio_bench.parse(["--store", "s", "--id", "i", "--label", "l"]))
+        expect("KVIKIO_NTHREADS" not in os.environ and "KVIKIO_TASK_SIZE" not in os.environ, "kvikio: defaults are KvikIO's own")
     finally:
         os.environ.clear()
         os.environ.update(saved)
