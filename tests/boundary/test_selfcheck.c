@@ -53,13 +53,16 @@ START_TEST(matcher_flags_driver_runtime_and_nvidia_libraries)
     ck_assert_str_eq(lc_forbidden_stem_of("libnvrtc-builtins.so.13.0"), "libnvrtc");
     ck_assert_str_eq(lc_forbidden_stem_of("libnvidia-ml.so.580.159.04"), "libnvidia-");
     ck_assert_str_eq(lc_forbidden_stem_of("libnvJitLink.so.13"), "libnvJitLink");
+    /* Issue #11: the whole toolkit family, not the driver's four stems. */
+    ck_assert_str_eq(lc_forbidden_stem_of("libcudnn.so.9"), "libcudnn");
+    ck_assert_str_eq(lc_forbidden_stem_of("libcublasLt.so.13"), "libcublas");
+    ck_assert_str_eq(lc_forbidden_stem_of("libOpenCL.so.1"), "libOpenCL");
 }
 END_TEST
 
 START_TEST(matcher_spares_lookalikes_and_bare_stems)
 {
     ck_assert_ptr_null(lc_forbidden_stem_of("liburing.so.2"));
-    ck_assert_ptr_null(lc_forbidden_stem_of("libcudnn.so.9"));
     ck_assert_ptr_null(lc_forbidden_stem_of("libcuda"));
     ck_assert_ptr_null(lc_forbidden_stem_of("libnvidia-"));
     ck_assert_ptr_null(lc_forbidden_stem_of("/opt/libcuda.so.1/liburing.so"));
