@@ -10,7 +10,8 @@
 #       closure is, or names, a CUDA library.
 #   lease_assert_links_only(<target> ALLOW <item>...)
 #       Refuse, once the project is read, any library in the closure that is
-#       not an ALLOW item, the C runtime or one of <target>'s own folder.
+#       not an ALLOW item, the C runtime or a target built in <target>'s own
+#       folder or below (stagingd/ and its sub-folders).
 #
 # The walk reads what CMake was told: link items, LINKER:/-Wl, options, a
 # dependency's interface options, generator expressions (every branch, every
@@ -427,11 +428,13 @@ endfunction()
 # Runs once the top-level CMakeLists.txt is read, after every deferred call
 # the project queued before it (it queues itself again while any is left),
 # so a link added later or by cmake_language(DEFER) is seen.
-function(_lease_boundary_final round)
+function(_lease_boundary_final)
+  get_property(round GLOBAL PROPERTY _LEASE_BOUNDARY_ROUND)
   cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" GET_CALL_IDS pending)
   if(pending AND round LESS 16)
-    math(EXPR next "${round} + 1")
-    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lease_boundary_final ${next})
+    math(EXPR round "${round} + 1")
+    set_property(GLOBAL PROPERTY _LEASE_BOUNDARY_ROUND ${round})
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lease_boundary_final)
     return()
   endif()
   get_property(targets GLOBAL PROPERTY _LEASE_BOUNDARY_TARGETS)
@@ -456,7 +459,8 @@ function(_lease_boundary_schedule target)
   get_property(scheduled GLOBAL PROPERTY _LEASE_BOUNDARY_SCHEDULED)
   if(NOT scheduled)
     set_property(GLOBAL PROPERTY _LEASE_BOUNDARY_SCHEDULED TRUE)
-    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lease_boundary_final 0)
+    set_property(GLOBAL PROPERTY _LEASE_BOUNDARY_ROUND 0)
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _lease_boundary_final)
   endif()
 endfunction()
 
@@ -488,10 +492,13 @@ function(_lease_boundary_allowed target allow libs)
       if(real AND real IN_LIST names)
         continue()
       endif()
-      # The daemon's own libraries, in its folder or below.
+      # The daemon's own libraries, built from its folder or below (not
+      # imported ones: a binary from elsewhere is named in ALLOW). A target
+      # at the top of the project has no folder of its own.
       get_target_property(dir "${name}" SOURCE_DIR)
+      get_target_property(imported "${name}" IMPORTED)
       string(FIND "${dir}/" "${own_dir}/" at)
-      if(at EQUAL 0)
+      if(at EQUAL 0 AND NOT imported AND NOT own_dir STREQUAL CMAKE_SOURCE_DIR)
         continue()
       endif()
     else()

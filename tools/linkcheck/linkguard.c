@@ -255,6 +255,9 @@ static char *guard_how(const struct guard *g, const struct guard_input *in)
             if (asprintf(&out, "found for '%s' on the link line", g->argv[i]) < 0)
                 out = NULL;
     }
+    if (!out && g->rsp && (strstr(g->rsp, in->path) || strstr(g->rsp, base)) &&
+        asprintf(&out, "named in a response file (@file) on the link line") < 0)
+        out = NULL;
     if (!out && name && g->rsp && guard_names_lib(g->rsp, name) &&
         asprintf(&out, "found for -l%s in a response file (@file) on the link line", name) < 0)
         out = NULL;

@@ -124,6 +124,7 @@ struct strings_encoding {
     size_t lane;
 };
 
+/* Each little-endian encoding is followed by its big-endian twin. */
 static const struct strings_encoding strings_encodings[] = {
     {"UTF-16LE", 2, 0},
     {"UTF-16BE", 2, 1},
@@ -194,7 +195,16 @@ static int strings_wide_libraries(struct strings_scan *s, const struct strings_e
                 s->wide_seen[s->nwide_seen].end = end;
                 s->nwide_seen++;
             }
-            strings_report(s, LC__STRING_LIBRARY, buf, len, pos, s->stems[stem], e->name, start);
+            /* Big-endian text reads as little-endian one byte on; the
+             * alignment says which it was. */
+            const char *name = e->name;
+            uint64_t at_off = start;
+            if (e->lane == 0 && start % w != 0 && start >= w - 1 &&
+                strings_unit(d, size, start - (w - 1), e + 1) == d[start]) {
+                name = e[1].name;
+                at_off = start - (w - 1);
+            }
+            strings_report(s, LC__STRING_LIBRARY, buf, len, pos, s->stems[stem], name, at_off);
         }
         at = end > p + 1 ? end : p + 1;
     }
