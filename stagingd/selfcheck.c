@@ -199,12 +199,14 @@ __attribute__((format(printf, 2, 3))) static void selfcheck_refuse(struct selfch
     }
 }
 
-/* Whether the file at @path is CUDA, and why (a new string), by name first. */
+/* Whether the file at @path is CUDA, and why (a new string). A library is
+ * judged by name and content; any other file only when it is one of the
+ * NVIDIA driver's device nodes, a way to the GPU without any library. */
 static int selfcheck_judge(struct lc_checker *c, const char *path, char **why_p)
 {
-    const char *stem = lc_checker_library_stem(c, path);
-    if (stem)
-        return asprintf(why_p, "matches forbidden '%s*'", stem) < 0 ? -ENOMEM : 1;
+    if (strncmp(path, "/dev/nvidia", 11) == 0)
+        return asprintf(why_p, "an NVIDIA device node, the driver's way to the GPU") < 0 ? -ENOMEM
+                                                                                        : 1;
     return lc_checker_classify_file(c, path, LC_CLASSIFY_SYMBOLS, why_p);
 }
 
@@ -216,8 +218,14 @@ static void selfcheck_objects(struct lc_checker *c, const struct selfcheck_view 
     for (size_t i = 0; i < v->nobjs && !r->found; i++) {
         const struct selfcheck_obj *o = &v->objs[i];
         const char *stem = o->soname ? lc_checker_library_stem(c, o->soname) : NULL;
+        const char *named = o->name[0] ? lc_checker_library_stem(c, o->name) : NULL;
         char *why = NULL;
-        if (stem) {
+        if (named && !stem) {
+            selfcheck_refuse(r,
+                             "CUDA library mapped into stagingd: %s (matches forbidden '%s*'); "
+                             "stagingd must stay CUDA-free",
+                             o->name, named);
+        } else if (stem) {
             selfcheck_refuse(r,
                              "CUDA library mapped into stagingd: %s (its SONAME %s matches "
                              "forbidden '%s*'); stagingd must stay CUDA-free",

@@ -502,9 +502,9 @@ static int family_classify_archive(struct lc_checker *c, const char *path, const
     return rc;
 }
 
-/* @depth 1 is a thin archive's member: another archive there is not read. */
-static int family_classify(struct lc_checker *checker, const char *path, unsigned int how, int depth,
-                           char **why_p)
+/* Whether the file at @path is CUDA by name: its own, its real path's, or
+ * its folder. Returns 1 with *why_p, 0, or -ENOMEM. */
+static int family_by_name(struct lc_checker *checker, const char *path, char **why_p)
 {
     const char *stem = lc__checker_library_stem(checker, path), *dir = NULL;
     char *real = realpath(path, NULL);
@@ -522,8 +522,16 @@ static int family_classify(struct lc_checker *checker, const char *path, unsigne
                  : 1;
     }
     free(real);
-    if (rc != 0)
-        return rc;
+    return rc;
+}
+
+/* @depth 1 is a thin archive's member: another archive there is not read.
+ * Only ELF files and archives are judged, by name and by content: a data
+ * file or a linker script that happens to be called "checkpoint" is not a
+ * library. */
+static int family_classify(struct lc_checker *checker, const char *path, unsigned int how, int depth,
+                           char **why_p)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
@@ -537,7 +545,10 @@ static int family_classify(struct lc_checker *checker, const char *path, unsigne
     close(fd);
     if (d == MAP_FAILED)
         return -errno;
-    if (memcmp(d, "\177ELF", 4) == 0) {
+    int elf_file = memcmp(d, "\177ELF", 4) == 0;
+    int archive = depth == 0 && (memcmp(d, "!<arch>\n", 8) == 0 || memcmp(d, "!<thin>\n", 8) == 0);
+    int rc = elf_file || archive ? family_by_name(checker, path, why_p) : -ENOEXEC;
+    if (rc == 0 && elf_file) {
         struct lc__elf elf;
         struct lc__err err;
         rc = lc__elf_open(&elf, d, size, &err);
@@ -545,10 +556,8 @@ static int family_classify(struct lc_checker *checker, const char *path, unsigne
             rc = lc__classify_image(checker, &elf, (how & LC_CLASSIFY_SYMBOLS) != 0, why_p);
             lc__elf_close(&elf);
         }
-    } else if (depth == 0 && (memcmp(d, "!<arch>\n", 8) == 0 || memcmp(d, "!<thin>\n", 8) == 0)) {
+    } else if (rc == 0) {
         rc = family_classify_archive(checker, path, d, size, d[2] == 't', how, why_p);
-    } else {
-        rc = -ENOEXEC;
     }
     munmap((void *)d, size);
     return rc;

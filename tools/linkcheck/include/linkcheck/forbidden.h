@@ -5,8 +5,9 @@
  * self check add what they find installed (lc_checker_forbid_installed()).
  * Two ways to match:
  *   - a library's own name (file name, SONAME, DT_NEEDED entry): its last
- *     path component starts with a stem, ".so" or not ("libcuda",
- *     "libcublas.so.13", "/usr/lib/libnvidia-ml.so.580");
+ *     path component starts with a stem, ".so" or not, in any case
+ *     ("libcuda", "libcublas.so.13", "/usr/lib/libnvidia-ml.so.580",
+ *     "cuda" with its "lib" left off);
  *   - a string in data that could be handed to dlopen(): a stem followed,
  *     later in the same string, by ".so". The stems alone carry no ".so", so
  *     this table does not trip that rule in stagingd's own data.
@@ -16,6 +17,7 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const lc_forbidden_stems[] = {
 #define LC_STEM(s) s,
@@ -41,11 +43,20 @@ static inline int lc_name_matches_stem(const char *name, const char *stem)
 }
 
 /* Whether @name, a library's own name (file, SONAME, DT_NEEDED), is one
- * built from @stem: its last component starts with @stem. */
+ * built from @stem: its last component starts with @stem, in any case, or
+ * with @stem less its "lib" when it has none ("cuda" for "libcuda": ld.so
+ * opens whatever file a name says). Short stems need their "lib", so a word
+ * such as "npp..." alone is not taken for a library. */
 static inline int lc_library_has_stem(const char *name, const char *stem)
 {
     const char *base = lc_path_basename(name);
-    return stem[0] && strncmp(base, stem, strlen(stem)) == 0;
+    size_t n = strlen(stem);
+    if (n == 0)
+        return 0;
+    if (strncasecmp(base, stem, n) == 0)
+        return 1;
+    return n >= 7 && strncasecmp(stem, "lib", 3) == 0 && strncasecmp(base, "lib", 3) != 0 &&
+           strncasecmp(base, stem + 3, n - 3) == 0;
 }
 
 /* The stem that makes the string @name forbidden, or NULL when it is allowed. */

@@ -107,9 +107,9 @@ const char *lc_checker_library_stem(const struct lc_checker *checker, const char
  * -errno when unreadable, -EINVAL for a bad line (reported). */
 int lc_checker_allow_imports(struct lc_checker *checker, const char *path);
 
-/* Whether the file at @path -- an ELF file or an ar archive -- is or carries
- * CUDA: its name, real path, folder (a toolkit or driver library folder) or
- * SONAME is forbidden, it needs a forbidden library by name, it holds a fat
+/* Whether the file at @path -- an ELF file or an ar archive; anything else
+ * is not judged -- is or carries CUDA: its name, real path, folder (a toolkit
+ * or driver library folder) or SONAME is forbidden, it needs a forbidden library by name, it holds a fat
  * binary section, or (with LC_CLASSIFY_SYMBOLS) it or an archive member
  * defines or imports a CUDA symbol. Returns 1 with *why_p set to a new
  * string saying why (caller frees), 0 when clean, -ENOEXEC when it is
