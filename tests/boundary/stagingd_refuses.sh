@@ -19,6 +19,11 @@ refused() {
     what=$1 want=$2
     shift 2
     out=$(env "$@" "$stagingd" --self-check 2>&1); rc=$?
+    # The sanitizer build's shared jemalloc wants static TLS that an audit
+    # namespace leaves no room for; the main build runs that case.
+    if [ "$rc" -eq 127 ] && echo "$out" | grep -q "cannot allocate memory in static TLS block"; then
+        echo "SKIP: $what: the loader cannot start this build that way: $out"; return
+    fi
     if [ "$rc" -ne 1 ]; then
         echo "FAIL: $what: expected exit 1, got $rc: $out"; failed=1; return
     fi

@@ -123,6 +123,11 @@ END_TEST
 
 START_TEST(dlmopen_namespace_is_seen_through_proc_maps)
 {
+#ifdef __SANITIZE_ADDRESS__
+    /* A second namespace would start a second ASan runtime, which aborts;
+     * the main build proves this case. */
+    return;
+#endif
     const char *path = copy_of_fake("libquiet.so");
     void *lib = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(lib != NULL, "dlmopen %s: %s", path, dlerror());
