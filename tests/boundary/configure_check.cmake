@@ -1,13 +1,14 @@
 # Runs the fixture project for one CASE and checks the outcome.
 # -DCMAKE_CMD=<cmake> -DFIXTURE=<dir> -DWORK=<dir> -DLEASE_SOURCE_DIR=<dir>
 # -DCASE=<name> -DEXPECT=<regex or "clean"> [-DREFUSAL=<regex the error must match>]
+# [-DFAKE_DRIVER=<fake libcuda.so.1>]
 if(NOT REFUSAL)
   set(REFUSAL "CUDA boundary violated at configure time")
 endif()
 file(REMOVE_RECURSE "${WORK}")
 execute_process(
   COMMAND "${CMAKE_CMD}" -S "${FIXTURE}" -B "${WORK}" -DCASE=${CASE}
-          -DLEASE_SOURCE_DIR=${LEASE_SOURCE_DIR}
+          -DLEASE_SOURCE_DIR=${LEASE_SOURCE_DIR} -DFAKE_DRIVER=${FAKE_DRIVER}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 file(REMOVE_RECURSE "${WORK}")
 if(EXPECT STREQUAL "clean")

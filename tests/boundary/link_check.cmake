@@ -25,7 +25,7 @@ foreach(case_expect IN ITEMS
     "plain=linkguard: OK plain: none of the [0-9]+ files the linker read is CUDA"
     "script=${fail}${FAKE_DRIVER}: its file name is a forbidden library .stem 'libcuda'.; pulled in by the linker script ${inputs}/libsneak.so"
     "rsp=${fail}${FAKE_DRIVER}: its file name is a forbidden library .stem 'libcuda'.; named in a response file"
-    "renamed=${fail}${inputs}/libstore.so: its SONAME libcuda.so.1 is a forbidden library .stem 'libcuda'.; named on the link line"
+    "renamed=${fail}${inputs}/libstore.so: its SONAME libcuda.so.1 is a forbidden library .stem 'libcuda'.; found for '-lstore' on the link line"
     "stripped=${fail}${ARCHIVE}: its member [^:]*cuinit_member[^:]*: it defines the CUDA symbol cuInit")
   string(FIND "${case_expect}" "=" eq)
   string(SUBSTRING "${case_expect}" 0 ${eq} case)
