@@ -418,9 +418,9 @@ static char *family_ar_name(const unsigned char *h, const unsigned char *d, size
         size_t at = (size_t)strtoul((const char *)h + 1, NULL, 10);
         if (!names || at >= names_len)
             return NULL;
-        size_t len = strcspn(names + at, "/\n");
-        if (at + len > names_len)
-            len = names_len - at;
+        size_t len = 0;
+        while (at + len < names_len && names[at + len] != '/' && names[at + len] != '\n')
+            len++;
         return strndup(names + at, len);
     }
     if (h[0] == '#' && h[1] == '1' && h[2] == '/') {
