@@ -19,7 +19,7 @@
 /* A dependency graph larger than this is hostile, not a program. */
 #define CHECKER_MAX_OBJECTS 4096
 
-/* ---- reporting ---------------------------------------------------------- */
+/* ---- reporting ------------------------------------------------------- */
 
 static void checker_default_report(void *arg, enum lc_severity severity, const char *line)
 {
@@ -29,102 +29,10 @@ static void checker_default_report(void *arg, enum lc_severity severity, const c
     fflush(to);
 }
 
-static const char *checker_severity_word(enum lc_severity severity)
-{
-    switch (severity) {
-    case LC_SEVERITY_FINDING:
-        return "FAIL";
-    case LC_SEVERITY_WARNING:
-        return "warning";
-    case LC_SEVERITY_ERROR:
-        return "error";
-    case LC_SEVERITY_OK:
-        return "OK";
-    case LC_SEVERITY_INFO:
-    default:
-        return "info";
-    }
-}
-
-void lc__say(struct lc_checker *c, enum lc_severity severity, const char *fmt, ...)
-{
-    if (!c->report)
-        return;
-    if (severity == LC_SEVERITY_INFO && !(c->flags & LC_FLAG_VERBOSE))
-        return;
-    char *msg = NULL, *line = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&msg, fmt, ap);
-    va_end(ap);
-    if (n < 0 || asprintf(&line, "linkcheck: %s %s: %s", checker_severity_word(severity), c->file,
-                          msg) < 0) {
-        c->report(c->report_arg, LC_SEVERITY_ERROR, "linkcheck: error: out of memory reporting");
-        free(msg);
-        return;
-    }
-    c->report(c->report_arg, severity, line);
-    free(msg);
-    free(line);
-}
-
 static void checker_error(struct lc_checker *c, int rc)
 {
     if (c->first_error == 0)
         c->first_error = rc;
-}
-
-char *lc__escape(const char *s, size_t len, size_t max)
-{
-    size_t shown = len < max ? len : max;
-    char *out = malloc(shown * 4 + 4);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < shown; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\')
-            out[o++] = (char)ch;
-        else
-            o += (size_t)sprintf(out + o, "\\x%02x", ch);
-    }
-    if (shown < len) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-    return out;
-}
-
-char *lc__chain(const struct lc_checker *c, size_t i, const char *leaf)
-{
-    size_t depth = 0;
-    for (size_t j = i; j != LC__NONE; j = c->objs[j].parent)
-        depth++;
-    size_t *path = malloc(depth * sizeof(*path));
-    if (!path)
-        return NULL;
-    size_t k = depth;
-    for (size_t j = i; j != LC__NONE; j = c->objs[j].parent)
-        path[--k] = j;
-    char *out = strdup(lc_path_basename(c->objs[0].name));
-    for (size_t d = 1; d < depth && out; d++) {
-        const struct lc__obj *o = &c->objs[path[d]];
-        char *next = NULL;
-        if (asprintf(&next, "%s -> %s (%s)", out, o->name, o->path) < 0)
-            next = NULL;
-        free(out);
-        out = next;
-    }
-    if (out && leaf) {
-        char *next = NULL;
-        if (asprintf(&next, "%s -> %s", out, leaf) < 0)
-            next = NULL;
-        free(out);
-        out = next;
-    }
-    free(path);
-    return out;
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -630,6 +538,16 @@ static void checker_walk(struct lc_checker *c)
     }
 }
 
+/* asprintf() into *out_p, NULL on failure. */
+__attribute__((format(printf, 2, 3))) static void checker_asprintf(char **out_p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(out_p, fmt, ap) < 0)
+        *out_p = NULL;
+    va_end(ap);
+}
+
 static int checker_summary(struct lc_checker *c)
 {
     size_t libraries = c->nobjs ? c->nobjs - 1 : 0;
@@ -661,14 +579,20 @@ static int checker_summary(struct lc_checker *c)
             strcat(from, c->family_from.v[i]);
         }
     }
+    char *set = NULL;
+    if (from)
+        checker_asprintf(&set, "%zu fixed, %zu more from the libraries installed in %s", c->fixed_stems,
+               c->stems.n - c->fixed_stems, from);
+    else
+        checker_asprintf(&set, "%zu fixed; %s", c->fixed_stems,
+               c->family_looked ? "no CUDA toolkit or driver here, so the fixed list only"
+                                : "installed libraries not read");
     lc__say(c, LC_SEVERITY_OK,
             "no forbidden library among %zu loaded (%zu not found), no forbidden symbol among "
-            "%lld, no forbidden library name in %lld bytes of data%s; %zu stems forbidden (%zu "
-            "fixed, %zu found installed%s%s)",
+            "%lld, no forbidden library name in %lld bytes of data%s; %zu stems forbidden (%s)",
             libraries, c->not_found, c->symbols_examined, c->bytes_scanned,
-            c->imports.n ? ", every import allowed" : "", c->stems.n, c->fixed_stems,
-            c->stems.n - c->fixed_stems, from ? " in " : ": no CUDA toolkit or driver found",
-            from ? from : "");
+            c->imports_file ? ", every import allowed" : "", c->stems.n, set ? set : "?");
+    free(set);
     free(from);
     return 0;
 }
@@ -715,7 +639,7 @@ static int checker_run(struct lc_checker *c, const char *label, const char *orig
     checker_self(c);
     lc__interp(c, &elf);
     rc = lc__image_rules(c, 0, &elf, 1, 1);
-    if (rc >= 0 && c->imports.n)
+    if (rc >= 0 && c->imports_file)
         rc = lc__rule_imports(c, &elf);
     lc__elf_close(&elf);
     if (rc < 0)

@@ -251,6 +251,8 @@ static int family_take_roots(struct lc_checker *c, const char *roots, unsigned i
 
 int lc_checker_forbid_installed(struct lc_checker *checker, const char *roots, unsigned int how)
 {
+    if ((roots && roots[0]) || (how & (LC_INSTALLED_DEFAULT_ROOTS | LC_INSTALLED_DRIVER)))
+        checker->family_looked = 1;
     int added = 0, rc = family_take_roots(checker, roots, how);
     if (rc < 0)
         return rc;

@@ -228,6 +228,7 @@ struct lc_checker {
     size_t fixed_stems;         /* how many of stems are the built-in floor */
     struct lc__strv family_dirs; /* real paths of toolkit and driver library folders */
     struct lc__strv family_from; /* where derived stems came from, for the report */
+    int family_looked;           /* lc_checker_forbid_installed() looked somewhere */
     struct lc__strv imports;     /* allowed imports; empty: no allow-list */
     char *imports_file;
     char *ld_library_path;
