@@ -13,6 +13,7 @@
 #include "stagingd/selfcheck.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "linkcheck/forbidden.h"
 #include "linkcheck/linkcheck.h"
@@ -251,6 +253,19 @@ static int selfcheck_listed(const struct selfcheck_view *v, const struct selfche
     return 0;
 }
 
+/* Whether an ELF header is mapped at @addr. Read through /proc/self/mem: a
+ * deleted file may also be truncated, and touching its pages would fault. */
+static int selfcheck_is_elf_at(uintptr_t addr)
+{
+    int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    unsigned char magic[4];
+    ssize_t n = pread(fd, magic, sizeof(magic), (off_t)addr);
+    close(fd);
+    return n == (ssize_t)sizeof(magic) && memcmp(magic, "\177ELF", 4) == 0;
+}
+
 /* Every file mapped, whoever mapped it: dlmopen() and LD_AUDIT modules live
  * in namespaces dl_iterate_phdr() does not show. */
 static void selfcheck_mappings(struct lc_checker *c, const struct selfcheck_view *v,
@@ -267,8 +282,7 @@ static void selfcheck_mappings(struct lc_checker *c, const struct selfcheck_view
         size_t len = strlen(m->path);
         if (len > 10 && strcmp(m->path + len - 10, " (deleted)") == 0) {
             /* Its file is gone; an ELF image there cannot be judged. */
-            if (m->offset == 0 && m->readable && m->end - m->start >= 4 &&
-                memcmp((const void *)m->start, "\177ELF", 4) == 0)
+            if (m->offset == 0 && m->readable && selfcheck_is_elf_at(m->start))
                 selfcheck_refuse(r,
                                  "an ELF object is mapped into stagingd from a deleted file, %s "
                                  "at %#lx, which cannot be checked for CUDA; stagingd must stay "

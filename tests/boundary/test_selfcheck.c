@@ -146,6 +146,30 @@ START_TEST(shim_defining_driver_entry_points_is_caught)
 }
 END_TEST
 
+START_TEST(library_deleted_after_loading_cannot_hide)
+{
+    /* The shim under an innocent name, loaded, then its file removed: the
+     * file's symbols can no longer be read, so the mapping itself is refused. */
+    copy_of_fake("unused.so");
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/libgone.so", scratch);
+    FILE *in = fopen(fake_shim_path, "rb"), *out = fopen(path, "wb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(lib != NULL, "dlopen %s: %s", path, dlerror());
+    ck_assert_int_eq(unlink(path), 0);
+    expect_refused("mapped into stagingd from a deleted file");
+    dlclose(lib);
+}
+END_TEST
+
 START_TEST(ld_preload_naming_the_family_is_refused_loaded_or_not)
 {
     ck_assert_int_eq(setenv("LD_PRELOAD", "/nonexistent/libcublas.so.13", 1), 0);
@@ -202,6 +226,7 @@ static Suite *selfcheck_suite(void)
     tcase_add_test(tc, symlinked_copy_is_caught);
     tcase_add_test(tc, dlmopen_namespace_is_seen_through_proc_maps);
     tcase_add_test(tc, shim_defining_driver_entry_points_is_caught);
+    tcase_add_test(tc, library_deleted_after_loading_cannot_hide);
     tcase_add_test(tc, ld_preload_naming_the_family_is_refused_loaded_or_not);
     tcase_add_test(tc, ld_audit_naming_a_renamed_copy_is_refused);
     tcase_add_test(tc, matcher_flags_driver_runtime_and_nvidia_libraries);
