@@ -303,10 +303,37 @@ static void selfcheck_mappings(struct lc_checker *c, const struct selfcheck_view
     }
 }
 
+/* The first finding of a full linkcheck run, for the report. */
+struct selfcheck_capture {
+    char line[512];
+};
+
+static void selfcheck_capture_line(void *arg, enum lc_severity severity, const char *line)
+{
+    struct selfcheck_capture *cap = arg;
+    if (severity == LC_SEVERITY_FINDING && !cap->line[0])
+        snprintf(cap->line, sizeof(cap->line), "%s", line);
+}
+
+/* linkcheck's whole check of a library the loader is told to load: what it
+ * needs, its symbols, and the names in its bytes (a preloaded library that
+ * dlopen()s the driver and closes it again before main() leaves only that).
+ * Returns 1 with @cap filled when something fired. */
+static int selfcheck_deep(struct lc_checker *c, const char *path, struct selfcheck_capture *cap)
+{
+    cap->line[0] = '\0';
+    lc_checker_set_reporter(c, selfcheck_capture_line, cap);
+    lc_checker_set_flags(c, LC_FLAG_SYMBOLS_RECURSIVE | LC_FLAG_STRINGS_RECURSIVE);
+    int rc = lc_checker_check_file(c, path);
+    lc_checker_set_reporter(c, NULL, NULL);
+    return rc > 0;
+}
+
 /* One ':' or ' ' list of library names or paths the loader is told to load. */
 static void selfcheck_loader_list(struct lc_checker *c, const char *what, const char *list,
                                   struct selfcheck_verdict *r)
 {
+    struct selfcheck_capture cap;
     for (const char *p = list; p && *p && !r->found;) {
         size_t len = strcspn(p, ": \t\n");
         char *entry = len ? strndup(p, len) : NULL;
@@ -321,6 +348,10 @@ static void selfcheck_loader_list(struct lc_checker *c, const char *what, const 
             selfcheck_refuse(r, "%s names a CUDA library: %s (%s); stagingd refuses to start "
                                 "with it",
                              what, entry, why);
+        else if (entry && strchr(entry, '/') && selfcheck_deep(c, entry, &cap))
+            selfcheck_refuse(r, "%s names a library that reaches CUDA: %s (%s); stagingd "
+                                "refuses to start with it",
+                             what, entry, cap.line);
         free(why);
         free(entry);
         p += len;

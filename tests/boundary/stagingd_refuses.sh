@@ -5,7 +5,8 @@
 # dl_iterate_phdr() only (the first case excepted).
 # usage: stagingd_refuses.sh <stagingd> <fake libcuda.so.1> <fake LD_AUDIT
 #        module, SONAME libcuda.so.1> <fake shim defining cuInit>
-stagingd=$1 fake=$2 audit=$3 shim=$4
+#        <innocent library that dlopen()s libcuda.so.1>
+stagingd=$1 fake=$2 audit=$3 shim=$4 helper=$5
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -47,6 +48,9 @@ refused "preloaded shim under an innocent name" \
 refused "LD_AUDIT module (a namespace dl_iterate_phdr does not list)" \
     "CUDA library mapped into stagingd: $audit (its SONAME libcuda.so.1.*not among the objects ld.so lists" \
     LD_AUDIT="$audit"
+refused "preloaded library that loads the driver itself" \
+    "LD_PRELOAD names a library that reaches CUDA: $helper (.*names forbidden library in string \"libcuda.so.1\"" \
+    LD_PRELOAD="$helper"
 refused "LD_PRELOAD naming the family, not loadable" \
     "LD_PRELOAD names a CUDA library: /nonexistent/libcufft.so.12" \
     LD_PRELOAD=/nonexistent/libcufft.so.12
