@@ -10,8 +10,8 @@
 #       closure is, or names, a CUDA library.
 #   lease_assert_links_only(<target> ALLOW <item>...)
 #       Refuse, once the project is read, any library in the closure that is
-#       not an ALLOW item, the C runtime or a target built in <target>'s own
-#       folder or below (stagingd/ and its sub-folders).
+#       not an ALLOW item, the C runtime or a target built in the folder this
+#       is called from or below (stagingd/ and its sub-folders).
 #
 # The walk reads what CMake was told: link items, LINKER:/-Wl, options, a
 # dependency's interface options, generator expressions (every branch, every
@@ -572,7 +572,7 @@ function(_lease_boundary_allowed target allow libs)
       endif()
     endif()
   endforeach()
-  get_target_property(own_dir "${target}" SOURCE_DIR)
+  get_property(own_dir GLOBAL PROPERTY _LEASE_BOUNDARY_FOLDER_${target})
   set(refused "")
   foreach(entry IN LISTS libs)
     string(REPLACE "|" ";" parts "${entry}")
@@ -587,9 +587,9 @@ function(_lease_boundary_allowed target allow libs)
       if(real AND real IN_LIST names)
         continue()
       endif()
-      # The daemon's own libraries, built from its folder or below (not
-      # imported ones: a binary from elsewhere is named in ALLOW). A target
-      # at the top of the project has no folder of its own.
+      # The daemon's own libraries, built in the calling folder or below (not
+      # imported ones: a binary from elsewhere is named in ALLOW). A call at
+      # the top of the project has no folder of its own.
       get_target_property(dir "${name}" SOURCE_DIR)
       get_target_property(imported "${name}" IMPORTED)
       string(FIND "${dir}/" "${own_dir}/" at)
@@ -613,7 +613,7 @@ function(_lease_boundary_allowed target allow libs)
     list(JOIN allow " " shown)
     message(FATAL_ERROR
       "CUDA boundary: '${target}' may link only libc-only libraries named in its allow-list "
-      "(${shown}; plus the C runtime and its own folder's targets), but its link closure "
+      "(${shown}; plus the C runtime and the targets built in ${own_dir}), but its link closure "
       "reaches:\n  ${report}\n"
       "If the library is libc-only and CUDA-free, add it to the ALLOW list of "
       "lease_prove_cuda_free(${target} ...).")
@@ -647,6 +647,9 @@ function(lease_assert_links_only target)
     message(FATAL_ERROR "lease_assert_links_only: expected a target, found no target named '${target}'")
   endif()
   set_property(GLOBAL PROPERTY _LEASE_BOUNDARY_ALLOW_${target} "${A_ALLOW}")
+  # Its own libraries are those built in the folder of this call or below,
+  # however that folder is split into sub-folders.
+  set_property(GLOBAL PROPERTY _LEASE_BOUNDARY_FOLDER_${target} "${CMAKE_CURRENT_SOURCE_DIR}")
   _lease_boundary_schedule("${target}")
 endfunction()
 
