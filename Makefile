@@ -4,6 +4,7 @@
 #   make demo                 build, generate demo data, run the end-to-end slice
 #   make test                 build + all tests, then the ASan+UBSan build + CPU tests
 #   make build ARCH=90        kernels for sm_90 (H100/H200); default sm_120
+#   make build CUDA_ROOT=DIR  the CUDA toolkit in DIR (default /usr/local/cuda)
 #   make device-build         the build folder to carry to the H200 machine (sm_90)
 #   make fresh-check          make test + make demo in a clean Debian 12 chroot,
 #                             without and with the CUDA toolkit (root, minutes)
@@ -18,6 +19,7 @@ BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
 DEVICE_DIR ?= build-device
 JOBS       ?= $(shell nproc)
+CUDA_ROOT  ?= /usr/local/cuda
 CMAKE_ARGS ?=
 FRESH_ARGS ?=
 
@@ -33,12 +35,12 @@ STEP = scripts/step.sh
 all: build
 
 deps:
-	@DEPS_LOG_DIR=$(BUILD_DIR)/logs scripts/install-deps.sh
+	@DEPS_LOG_DIR=$(BUILD_DIR)/logs LEASE_CUDA_ROOT=$(CUDA_ROOT) scripts/install-deps.sh
 
 # configure_and_build(<dir>, <summary kind of configure>, <cmake args>)
 define configure_and_build
 	@$(STEP) "configure $(1)/" $(1)/logs/configure.log --summary $(2) -- \
-	    cmake -S . -B $(1) $(3) $(CMAKE_ARGS)
+	    cmake -S . -B $(1) -DLEASE_CUDA_ROOT=$(CUDA_ROOT) $(3) $(CMAKE_ARGS)
 	@$(STEP) "build $(1)/" $(1)/logs/build.log -- cmake --build $(1) -j $(JOBS)
 endef
 

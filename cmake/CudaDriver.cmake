@@ -3,8 +3,8 @@
 # stock CMake 3.25 (Debian 12) fails inside that module on CUDA 13, which
 # ships no libnvToolsExt, as soon as cmake_minimum_required is 3.25 or newer.
 #
-# In:  LEASE_WITH_CUDA, LEASE_CUDA_ROOT (the toolkit; nvcc on PATH if it has
-#      none), LEASE_CUDA_MIN_VERSION, LEASE_GPU_ARCH.
+# In:  LEASE_WITH_CUDA, LEASE_CUDA_ROOT (the toolkit; nvcc on PATH if the
+#      default /usr/local/cuda has none), LEASE_CUDA_MIN_VERSION, LEASE_GPU_ARCH.
 # Out: LEASE_HAVE_CUDA; target CUDA::cuda_driver; and, under FindCUDAToolkit's
 #      names so the rest of the tree reads them unchanged,
 #      CUDAToolkit_NVCC_EXECUTABLE, CUDAToolkit_BIN_DIR,
@@ -34,11 +34,17 @@ set(LEASE__CUDA_ROOT_SEEN "${LEASE_CUDA_ROOT}" CACHE INTERNAL "")
 function(lease__cuda_find)
   find_program(LEASE_CUDA_NVCC nvcc HINTS "${LEASE_CUDA_ROOT}/bin" NO_DEFAULT_PATH
                DOC "nvcc of the CUDA toolkit")
-  if(NOT LEASE_CUDA_NVCC)
+  # PATH only stands in for the default root: a root given by hand that
+  # holds no toolkit is a mistake to report, not to work around.
+  if(NOT LEASE_CUDA_NVCC AND LEASE_CUDA_ROOT STREQUAL "/usr/local/cuda")
     find_program(LEASE_CUDA_NVCC nvcc DOC "nvcc of the CUDA toolkit")
   endif()
   if(NOT LEASE_CUDA_NVCC)
-    set(LEASE_CUDA_WHY "no nvcc in ${LEASE_CUDA_ROOT}/bin or on PATH" PARENT_SCOPE)
+    if(LEASE_CUDA_ROOT STREQUAL "/usr/local/cuda")
+      set(LEASE_CUDA_WHY "no nvcc in ${LEASE_CUDA_ROOT}/bin or on PATH" PARENT_SCOPE)
+    else()
+      set(LEASE_CUDA_WHY "no nvcc in ${LEASE_CUDA_ROOT}/bin (LEASE_CUDA_ROOT)" PARENT_SCOPE)
+    endif()
     return()
   endif()
   # The toolkit root is where nvcc really lives (PATH may hold a wrapper or

@@ -146,10 +146,16 @@ rm -rf "$work/src.git"
 git init -q --bare "$work/src.git"
 git -C "$repo" push -q "$work/src.git" HEAD:refs/heads/main
 git -C "$work/src.git" symbolic-ref HEAD refs/heads/main
-head=$(git -C "$repo" log -1 --format='%h %s' HEAD)
+head=$(git -C "$repo" log -1 --format='%h (%<(50,trunc)%s' HEAD | sed 's/ *$/)/')
 
 rows=()
 failed=0
+# row VARIANT RESULT SECONDS COMMAND LOG: one line of the final table.
+row() {
+    local t=$3
+    [[ $t == - ]] || t="$((t / 60))m$((t % 60))s"
+    rows+=("$1"$'\t'"$2"$'\t'"$t"$'\t'"$4"$'\t'"$5")
+}
 # run_variant NAME: a fresh copy of the base, mounted, the quick start run in it.
 run_variant() {
     local v=$1 root=$work/$1
@@ -195,10 +201,10 @@ EOF
         t=$((SECONDS - t0))
         [[ -f $root/tmp/.fresh-cwd ]] && cwd=$(< "$root/tmp/.fresh-cwd")
         if ((st == 0)); then
-            rows+=("$(printf '%-7s %-6s %6s  %-44s %s' "$v" PASS "$((t / 60))m$((t % 60))s" "$shown" "$log")")
+            row "$v" PASS "$t" "$shown" "$log"
         else
             failed=1
-            rows+=("$(printf '%-7s %-6s %6s  %-44s %s' "$v" FAIL "$((t / 60))m$((t % 60))s" "$shown" "$log")")
+            row "$v" "FAIL ($st)" "$t" "$shown" "$log"
             echo "-- $v: FAILED (exit $st); the end of $log:"
             tail -n 25 "$log" | sed 's/^/   | /'
         fi
@@ -209,14 +215,17 @@ EOF
 
 for v in "${variants[@]}"; do
     if [[ $v == cuda && ! -x $cuda_src/bin/nvcc ]]; then
-        rows+=("$(printf '%-7s %-6s %6s  %-44s %s' cuda SKIP - "no toolkit at $cuda_src" -)")
+        row cuda SKIP - "(no toolkit at $cuda_src)" -
         continue
     fi
     run_variant "$v"
 done
 
 echo
-echo "== fresh-debian: Debian $suite (debootstrap minbase), HEAD $head"
-printf '%-7s %-6s %6s  %-44s %s\n' variant result time command log
-printf '%s\n' "${rows[@]}"
+echo "== fresh-debian: Debian $suite (debootstrap minbase), HEAD $head, $((SECONDS / 60))m$((SECONDS % 60))s in all"
+{
+    printf 'variant\tresult\ttime\tcommand\tlog\n'
+    printf '%s\n' "${rows[@]}"
+} | awk -F '\t' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
+    END { for (r = 1; r <= NR; r++) { for (i = 1; i < 5; i++) printf "%-*s  ", w[i], c[r, i]; print c[r, 5] } }'
 exit "$failed"

@@ -15,12 +15,13 @@ cuda_root=${LEASE_CUDA_ROOT:-/usr/local/cuda}
 # runtimes come with gcc.
 packages=(cmake make gcc libc6-dev pkg-config liburing-dev libjemalloc-dev check libsubunit-dev)
 
-# The same rule as cmake/CudaDriver.cmake: the toolkit's nvcc, else one on
-# PATH. nvcc runs g++ even for cubins, and Debian's gcc does not bring it.
+# The same rule as cmake/CudaDriver.cmake: the toolkit's nvcc, else (for the
+# default root only) one on PATH. nvcc runs g++ even for cubins, and
+# Debian's gcc does not bring it.
 nvcc=
 if [[ -x $cuda_root/bin/nvcc ]]; then
     nvcc=$cuda_root/bin/nvcc
-elif command -v nvcc > /dev/null; then
+elif [[ $cuda_root == /usr/local/cuda ]] && command -v nvcc > /dev/null; then
     nvcc=$(command -v nvcc)
 fi
 [[ -n $nvcc ]] && packages+=(g++)
@@ -53,6 +54,6 @@ fi
 
 # CUDA 13 is not a Debian package: say loudly what its absence costs.
 if [[ -z $nvcc ]]; then
-    echo "deps: WARNING: no CUDA toolkit at $cuda_root (no $cuda_root/bin/nvcc, none on PATH)." >&2
+    echo "deps: WARNING: no CUDA toolkit: no $cuda_root/bin/nvcc$([[ $cuda_root == /usr/local/cuda ]] && echo ", none on PATH")." >&2
     echo "deps: the kernels' cubins, the GPU agent and the GPU tests will be SKIPPED." >&2
 fi

@@ -28,8 +28,12 @@ shift
 
 mkdir -p "$(dirname "$log")"
 : > "$log"
-tty=0
-[[ -t 1 && ${V:-0} != 1 ]] && tty=1
+tty=0 cols=80
+if [[ -t 1 && ${V:-0} != 1 ]]; then
+    tty=1
+    cols=$(tput cols 2> /dev/null || echo 80)
+fi
+shopt -s extglob
 start=$SECONDS
 last_beat=$SECONDS
 progress=
@@ -39,7 +43,9 @@ progress=
 show() {
     local t=$((SECONDS - start))
     if ((tty)); then
-        printf '\r\033[K%s: %s (%ds)' "$label" "$progress" "$t"
+        local text="$label: $progress"
+        ((${#text} > cols - 8)) && text=${text:0:cols-8}
+        printf '\r\033[K%s (%ds)' "$text" "$t"
     elif ((SECONDS - last_beat >= 30)); then
         printf '%s: %s (%ds)\n' "$label" "$progress" "$t"
         last_beat=$SECONDS
@@ -52,14 +58,16 @@ while IFS= read -r line; do
         rc=${line#__step_rc=}
         continue
     fi
+    # CMake colours its progress when the terminal can show it; not here.
+    line=${line//$'\033'\[*([0-9;])m/}
     printf '%s\n' "$line" >> "$log"
     [[ ${V:-0} == 1 ]] && printf '%s\n' "$line"
     if [[ $line =~ ^\[\ *([0-9]+)%\]\ (.*)$ ]]; then
-        progress="${BASH_REMATCH[1]}% ${BASH_REMATCH[2]:0:60}"
+        progress="${BASH_REMATCH[1]}% ${BASH_REMATCH[2]}"
     elif [[ $line =~ ^\ *([0-9]+/[0-9]+)\ Test\ +#[0-9]+:\ ([^ ]+) ]]; then
         progress="test ${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
     elif [[ $line =~ ^(pm|dl)status:[^:]*:([0-9]+)[.0-9]*:(.*)$ ]]; then
-        progress="${BASH_REMATCH[2]}% ${BASH_REMATCH[3]:0:60}"
+        progress="${BASH_REMATCH[2]}% ${BASH_REMATCH[3]}"
     else
         continue
     fi
@@ -74,7 +82,7 @@ if ((rc != 0)); then
     # out of the excerpt (the log keeps them).
     printf '%s: FAILED (exit %d after %ds). The end of %s, progress lines left out:\n' \
         "$label" "$rc" "$t" "$log"
-    grep -v -E '^\[ *[0-9]+%\] (Building|Linking|Built target|Generating)|^Consolidate compiler|^Scanning dependencies|(Entering|Leaving) directory|^ *Start +[0-9]+: |Test +#[0-9]+: .*(Passed|\*\*\*Skipped)|^(pm|dl)status:' \
+    grep -v -E '^\[ *[0-9]+%\] (Building|Linking|Built target|Generating)|^Consolidate compiler|^Scanning dependencies|(Entering|Leaving) directory|^ *Start +[0-9]+: |Test +#[0-9]+: .*(Passed|\*\*\*Skipped)|^(pm|dl)status:|^ptxas info|^ +[0-9]+ bytes stack frame' \
         "$log" | tail -n 40 | sed 's/^/  | /'
     printf '%s: FAILED; the whole output is in %s\n' "$label" "$log"
     exit "$rc"
