@@ -28,6 +28,11 @@ FRESH_ARGS ?=
 MAKEFLAGS += --no-print-directory
 export V
 
+# Check's hang guard for test cases that set no timeout of their own is 4 s,
+# which a loaded 2-core machine exceeds under ASan; the ctest TIMEOUTs stay.
+CK_DEFAULT_TIMEOUT ?= 30
+export CK_DEFAULT_TIMEOUT
+
 STEP = scripts/step.sh
 
 .PHONY: all deps build test test-main test-asan demo device-build fresh-check clean
@@ -68,7 +73,7 @@ device-build: deps
 	$(call configure_and_build,$(DEVICE_DIR),configure,-DLEASE_GPU_ARCH=90)
 
 fresh-check:
-	scripts/fresh-debian.sh $(FRESH_ARGS)
+	@scripts/fresh-debian.sh $(FRESH_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(DEVICE_DIR)

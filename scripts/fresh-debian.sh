@@ -126,6 +126,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 if ! command -v debootstrap > /dev/null; then
+    "$here/step.sh" "host: apt-get update" "$logs/host-apt-update.log" -- apt-get update
     "$here/step.sh" "host: apt-get install debootstrap" "$logs/host-debootstrap.log" -- \
         env DEBIAN_FRONTEND=noninteractive apt-get install -y debootstrap
 fi
@@ -150,11 +151,13 @@ head=$(git -C "$repo" log -1 --format='%h (%<(50,trunc)%s' HEAD | sed 's/ *$/)/'
 
 rows=()
 failed=0
-# row VARIANT RESULT SECONDS COMMAND LOG: one line of the final table.
+# row VARIANT RESULT SECONDS COMMAND LOG: one line of the final table, with
+# how many lines the command printed (what the user reads).
 row() {
-    local t=$3
+    local t=$3 n=-
     [[ $t == - ]] || t="$((t / 60))m$((t % 60))s"
-    rows+=("$1"$'\t'"$2"$'\t'"$t"$'\t'"$4"$'\t'"$5")
+    [[ -f $5 ]] && n=$(wc -l < "$5")
+    rows+=("$1"$'\t'"$2"$'\t'"$t"$'\t'"$n"$'\t'"$4"$'\t'"$5")
 }
 # run_variant NAME: a fresh copy of the base, mounted, the quick start run in it.
 run_variant() {
@@ -224,8 +227,8 @@ done
 echo
 echo "== fresh-debian: Debian $suite (debootstrap minbase), HEAD $head, $((SECONDS / 60))m$((SECONDS % 60))s in all"
 {
-    printf 'variant\tresult\ttime\tcommand\tlog\n'
+    printf 'variant\tresult\ttime\tlines\tcommand\tlog\n'
     printf '%s\n' "${rows[@]}"
 } | awk -F '\t' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
-    END { for (r = 1; r <= NR; r++) { for (i = 1; i < 5; i++) printf "%-*s  ", w[i], c[r, i]; print c[r, 5] } }'
+    END { for (r = 1; r <= NR; r++) { for (i = 1; i < 6; i++) printf "%-*s  ", w[i], c[r, i]; print c[r, 6] } }'
 exit "$failed"
