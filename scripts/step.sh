@@ -52,11 +52,13 @@ show() {
     fi
 }
 
-# The command's status comes back on the last line, after its output.
+# The command's status comes back at the end of the last line, after its
+# output (which may not end in a newline).
 while IFS= read -r line; do
-    if [[ $line == __step_rc=* ]]; then
-        rc=${line#__step_rc=}
-        continue
+    if [[ $line =~ ^(.*)__step_rc=([0-9]+)$ ]]; then
+        rc=${BASH_REMATCH[2]}
+        line=${BASH_REMATCH[1]}
+        [[ -n $line ]] || continue
     fi
     # CMake colours its progress when the terminal can show it; not here.
     line=${line//$'\033'\[*([0-9;])m/}
