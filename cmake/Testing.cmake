@@ -4,6 +4,7 @@
 # One Check suite per executable. A GPU test is labelled `gpu` and run through
 # gpu_gate, which exits 77 (reported by ctest as skipped, never passed) where
 # there is no driver or no device. Every test may itself exit 77 to skip.
+# A GPU test is also registered as <name>_fakecuda (lease_add_fakecuda_test).
 function(lease_add_check_test name)
   cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
@@ -23,4 +24,44 @@ function(lease_add_check_test name)
   endif()
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}"
                        TIMEOUT ${T_TIMEOUT})
+  if(T_GPU)
+    lease_add_fakecuda_test(${name} gpu_gate $<TARGET_FILE:${name}> ${T_ARGS})
+  endif()
+endfunction()
+
+# lease_add_fakecuda_test(<gpu test> <command>...)
+#
+# Registers <gpu test>_fakecuda: <command> (the GPU test's own) with the fake
+# driver of tests/fakecuda first on LD_LIBRARY_PATH, so the binary and every
+# process it starts (lease-agent) load it instead of libcuda.so.1, and
+# FAKECUDA=1, FAKECUDA_ARCH=LEASE_GPU_ARCH. It is a CPU test (labels
+# fakecuda, cpu and the GPU test's others, never gpu): the real GPU test
+# stays skipped here. Its timeout, resource locks and pass/fail expressions
+# follow the GPU test's, read at the end of the directory so that properties
+# set after this call are copied too. A test that cannot pass under the fake
+# for a reason of the fake's may exit 77 when FAKECUDA=1, with a comment why.
+option(LEASE_FAKECUDA_TESTS "Also run every GPU test on the CPU against tests/fakecuda" ON)
+function(lease_add_fakecuda_test name)
+  if(NOT LEASE_HAVE_CUDA OR NOT LEASE_FAKECUDA_TESTS)
+    return()
+  endif()
+  add_test(NAME ${name}_fakecuda COMMAND ${ARGN})
+  set_tests_properties(${name}_fakecuda PROPERTIES
+    ENVIRONMENT "FAKECUDA=1;FAKECUDA_ARCH=${LEASE_GPU_ARCH}"
+    ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:$<TARGET_FILE_DIR:fakecuda>"
+    SKIP_RETURN_CODE 77)
+  cmake_language(EVAL CODE "cmake_language(DEFER CALL lease__fakecuda_follow [[${name}]])")
+endfunction()
+
+function(lease__fakecuda_follow name)
+  get_test_property(${name} LABELS labels)
+  list(REMOVE_ITEM labels gpu cpu NOTFOUND)
+  set(labels fakecuda cpu ${labels})
+  set_tests_properties(${name}_fakecuda PROPERTIES LABELS "${labels}")
+  foreach(p TIMEOUT RESOURCE_LOCK PASS_REGULAR_EXPRESSION FAIL_REGULAR_EXPRESSION)
+    get_test_property(${name} ${p} v)
+    if(v)
+      set_tests_properties(${name}_fakecuda PROPERTIES ${p} "${v}")
+    endif()
+  endforeach()
 endfunction()
