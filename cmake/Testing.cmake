@@ -25,21 +25,23 @@ function(lease_add_check_test name)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}"
                        TIMEOUT ${T_TIMEOUT})
   if(T_GPU)
-    lease_add_fakecuda_test(${name} gpu_gate $<TARGET_FILE:${name}> ${T_ARGS})
+    lease_add_fakecuda_test(${name} $<TARGET_FILE:${name}> ${T_ARGS})
   endif()
 endfunction()
 
 # lease_add_fakecuda_test(<gpu test> <command>...)
 #
-# Registers <gpu test>_fakecuda: <command> (the GPU test's own) with the fake
-# driver of tests/fakecuda first on LD_LIBRARY_PATH, so the binary and every
-# process it starts (lease-agent) load it instead of libcuda.so.1, and
-# FAKECUDA=1, FAKECUDA_ARCH=LEASE_GPU_ARCH. It is a CPU test (labels
-# fakecuda, cpu and the GPU test's others, never gpu): the real GPU test
-# stays skipped here. Its timeout, resource locks and pass/fail expressions
-# follow the GPU test's, read at the end of the directory so that properties
-# set after this call are copied too. A test that cannot pass under the fake
-# for a reason of the fake's may exit 77 when FAKECUDA=1, with a comment why.
+# Registers <gpu test>_fakecuda: <command> (the GPU test's binary and
+# arguments, without gpu_gate) with the fake driver of tests/fakecuda first
+# on LD_LIBRARY_PATH, so the binary and every process it starts (lease-agent)
+# load it instead of libcuda.so.1, and FAKECUDA=1, FAKECUDA_ARCH=
+# LEASE_GPU_ARCH. It is a CPU test (labels fakecuda, cpu and the GPU test's
+# others, never gpu): the real GPU test stays skipped here. It needs the
+# fixture fakecuda_ready, so a missing fake fails instead of skipping. Its
+# timeout, resource locks and pass/fail expressions follow the GPU test's,
+# read at the end of the directory so that properties set after this call
+# are copied too. A test that cannot pass under the fake for a reason of the
+# fake's may exit 77 when FAKECUDA=1, with a comment why (none does today).
 option(LEASE_FAKECUDA_TESTS "Also run every GPU test on the CPU against tests/fakecuda" ON)
 function(lease_add_fakecuda_test name)
   if(NOT LEASE_HAVE_CUDA OR NOT LEASE_FAKECUDA_TESTS)
@@ -49,7 +51,7 @@ function(lease_add_fakecuda_test name)
   set_tests_properties(${name}_fakecuda PROPERTIES
     ENVIRONMENT "FAKECUDA=1;FAKECUDA_ARCH=${LEASE_GPU_ARCH}"
     ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:$<TARGET_FILE_DIR:fakecuda>"
-    SKIP_RETURN_CODE 77)
+    SKIP_RETURN_CODE 77 FIXTURES_REQUIRED fakecuda)
   cmake_language(EVAL CODE "cmake_language(DEFER CALL lease__fakecuda_follow [[${name}]])")
 endfunction()
 

@@ -517,9 +517,10 @@ void fk__ctx_teardown(struct CUctx_st *ctx)
     ctx->device_bytes = ctx->registered_bytes = 0;
 }
 
+/* Both are refused inside a stream host function (measured). */
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    CUresult rc = fk__enter("cuCtxSetCurrent", 0);
+    CUresult rc = fk__enter("cuCtxSetCurrent", FK_ENQUEUE);
     if (rc)
         return rc;
     if (ctx && ctx != &fk.ctx)
@@ -530,7 +531,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    CUresult rc = fk__enter("cuCtxGetCurrent", 0);
+    CUresult rc = fk__enter("cuCtxGetCurrent", FK_ENQUEUE);
     if (rc)
         return rc;
     if (!pctx)

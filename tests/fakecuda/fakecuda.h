@@ -81,6 +81,7 @@ struct CUstream_st {
     int legacy;                   /* the NULL stream */
     int alive;                    /* not destroyed */
     int thread;                   /* a worker runs for it */
+    int in_hostfn;                /* its head is a host function, running now */
     struct fk_op *head, *tail;    /* queued, head first; head is running */
     uint64_t enqueued, completed; /* operation sequence numbers */
     pthread_cond_t cv;            /* work queued, or the context stops */

@@ -32,6 +32,15 @@ static void fk_mark_put(struct fk_mark *m)
         free(m);
 }
 
+/* Operations of @s done so far. The stream thread publishes a finished
+ * operation before it takes fk.mu again, as a driver marks the stream's
+ * progress the moment the work ends (a host function's caller must not see
+ * the stream busy for the time the thread waits for the lock). */
+static uint64_t fk_done(const struct CUstream_st *s)
+{
+    return __atomic_load_n(&s->completed, __ATOMIC_ACQUIRE);
+}
+
 static int fk_stopped(void)
 {
     return __atomic_load_n(&fk.sticky, __ATOMIC_ACQUIRE) != CUDA_SUCCESS ||
@@ -153,7 +162,7 @@ static CUresult fk_op_run(struct fk_op *op)
         break;
     case FK_OP_WAIT_STREAMS:
         for (unsigned int i = 0; i < op->u.deps->n; i++)
-            while (op->u.deps->s[i]->completed < op->u.deps->seq[i] && !fk.sticky &&
+            while (fk_done(op->u.deps->s[i]) < op->u.deps->seq[i] && !fk.sticky &&
                    !fk.ctx.stopping)
                 pthread_cond_wait(&fk.cv, &fk.mu);
         break;
@@ -184,9 +193,13 @@ static void *fk_stream_main(void *arg)
         if (!op)
             break; /* destroyed and drained, or the context stops */
         if (!fk.sticky && !ctx->stopping) {
+            s->in_hostfn = op->kind == FK_OP_HOSTFN;
             pthread_mutex_unlock(&fk.mu);
             CUresult rc = fk_op_run(op);
+            if (rc == CUDA_SUCCESS)
+                __atomic_store_n(&s->completed, op->seq, __ATOMIC_RELEASE);
             pthread_mutex_lock(&fk.mu);
+            s->in_hostfn = 0;
             if (rc != CUDA_SUCCESS)
                 fk__fault(rc);
         }
@@ -194,7 +207,7 @@ static void *fk_stream_main(void *arg)
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
-        s->completed = op->seq;
+        __atomic_store_n(&s->completed, op->seq, __ATOMIC_RELEASE);
         fk_op_free(op);
         pthread_cond_broadcast(&fk.cv);
     }
@@ -242,7 +255,7 @@ static CUresult fk_legacy_deps(struct CUstream_st *s)
     for (struct CUstream_st *t = fk.streams; t; t = t->next_all) {
         int relevant = s->legacy ? (!t->legacy && t->flags == 0 && t->ctx_id == ctx->id)
                                  : (t == ctx->legacy && s->flags == 0);
-        if (!relevant || t->completed >= t->enqueued)
+        if (!relevant || fk_done(t) >= t->enqueued)
             continue;
         if (!dep) {
             dep = fk__op_new(FK_OP_WAIT_STREAMS);
@@ -285,7 +298,7 @@ CUresult fk__stream_wait(struct CUstream_st *s)
 {
     const uint64_t target = s->enqueued;
     const unsigned long long id = fk.ctx.id;
-    while (s->completed < target && !fk.sticky && fk.ctx.active && fk.ctx.id == id)
+    while (fk_done(s) < target && !fk.sticky && fk.ctx.active && fk.ctx.id == id)
         pthread_cond_wait(&fk.cv, &fk.mu);
     if (fk.sticky)
         return fk.sticky;
@@ -297,7 +310,7 @@ CUresult fk__ctx_wait(struct CUctx_st *ctx)
     /* What was queued when the call came, not what others queue meanwhile. */
     size_t n = 0;
     for (struct CUstream_st *t = fk.streams; t; t = t->next_all)
-        n += t->ctx_id == ctx->id && t->completed < t->enqueued;
+        n += t->ctx_id == ctx->id && fk_done(t) < t->enqueued;
     if (n == 0)
         return fk.sticky;
     struct {
@@ -308,13 +321,13 @@ CUresult fk__ctx_wait(struct CUctx_st *ctx)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t k = 0;
     for (struct CUstream_st *t = fk.streams; t && k < n; t = t->next_all)
-        if (t->ctx_id == ctx->id && t->completed < t->enqueued) {
+        if (t->ctx_id == ctx->id && fk_done(t) < t->enqueued) {
             w[k].s = t;
             w[k++].target = t->enqueued;
         }
     const unsigned long long id = ctx->id;
     for (size_t i = 0; i < k; i++)
-        while (w[i].s->completed < w[i].target && !fk.sticky && ctx->active && ctx->id == id)
+        while (fk_done(w[i].s) < w[i].target && !fk.sticky && ctx->active && ctx->id == id)
             pthread_cond_wait(&fk.cv, &fk.mu);
     free(w);
     if (fk.sticky)
@@ -338,7 +351,7 @@ void fk__streams_stop(struct CUctx_st *ctx)
         while (t->head) { /* queued on a stream whose thread never started */
             struct fk_op *op = t->head;
             t->head = op->next;
-            t->completed = op->seq;
+            __atomic_store_n(&t->completed, op->seq, __ATOMIC_RELEASE);
             fk_op_free(op);
         }
         t->tail = NULL;
@@ -429,14 +442,37 @@ CUresult cuStreamDestroy(CUstream hStream)
     return fk__leave("cuStreamDestroy", CUDA_SUCCESS);
 }
 
+/* A host function that is running gets this long to return before another
+ * thread's cuStreamQuery answers: a GPU marks one done microseconds after it
+ * returns, while a descheduled stream thread here can take milliseconds, and
+ * callers answered by the host function itself (a completion) would then see
+ * their stream busy far more often than on a GPU. */
+#define FK_HOSTFN_GRACE_NS 20000000L
+
 CUresult cuStreamQuery(CUstream hStream)
 {
     CUresult rc = fk__enter("cuStreamQuery", FK_LIVE);
     if (rc)
         return rc;
     struct CUstream_st *s = NULL;
-    if ((rc = fk__stream_resolve("cuStreamQuery", hStream, &s)) == CUDA_SUCCESS)
-        rc = s->completed == s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    if ((rc = fk__stream_resolve("cuStreamQuery", hStream, &s)) != CUDA_SUCCESS)
+        return fk__leave("cuStreamQuery", rc);
+    if (s->in_hostfn && !fk__in_hostfn) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += FK_HOSTFN_GRACE_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (s->in_hostfn && !fk.sticky &&
+               pthread_cond_timedwait(&fk.cv, &fk.mu, &until) == 0)
+            ;
+    }
+    if (fk.sticky)
+        rc = fk.sticky;
+    else
+        rc = fk_done(s) == s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     return fk__leave("cuStreamQuery", rc);
 }
 
