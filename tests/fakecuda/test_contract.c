@@ -93,8 +93,9 @@ struct noctx {
     CUstream s;
     CUevent e;
     CUdeviceptr d;
-    void *pinned;
+    void *registered;
     CUresult alloc, create, sync_ctx, query, sync, record, memset_async, free_rc, launch_null;
+    CUresult reg, devptr, unreg, getfn, ev_sync;
 };
 
 static void *noctx_main(void *arg)
@@ -115,7 +116,14 @@ static void *noctx_main(void *arg)
     void *params[] = {&n->d, &len, &bs, &sums};
     n->launch_null = cuLaunchKernel(k_sum, 1, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, NULL, params,
                                     NULL);
+    n->ev_sync = cuEventSynchronize(n->e);
     n->free_rc = cuMemFree(n->d);
+    CUdeviceptr dp = 0;
+    CUfunction fn = NULL;
+    n->reg = cuMemHostRegister((char *)n->registered + 8192, 4096, 0);
+    n->devptr = cuMemHostGetDevicePointer(&dp, n->registered, 0);
+    n->unreg = cuMemHostUnregister(n->registered);
+    n->getfn = cuModuleGetFunction(&fn, mod, KN_K_BLOCK_VERIFY);
     return NULL;
 }
 
@@ -125,6 +133,9 @@ START_TEST(creating_needs_a_current_context_handles_do_not)
     CU_OK(cuStreamCreate(&n.s, CU_STREAM_NON_BLOCKING));
     CU_OK(cuEventCreate(&n.e, CU_EVENT_DISABLE_TIMING));
     CU_OK(cuMemAlloc(&n.d, 4096));
+    n.registered = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(n.registered, MAP_FAILED);
+    CU_OK(cuMemHostRegister(n.registered, 4096, 0));
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, noctx_main, &n), 0);
     pthread_join(t, NULL);
@@ -132,6 +143,12 @@ START_TEST(creating_needs_a_current_context_handles_do_not)
     CU_EQ(n.create, CUDA_ERROR_INVALID_CONTEXT);
     CU_EQ(n.sync_ctx, CUDA_ERROR_INVALID_CONTEXT);
     CU_EQ(n.launch_null, CUDA_ERROR_INVALID_CONTEXT);
+    CU_EQ(n.reg, CUDA_ERROR_INVALID_CONTEXT);
+    CU_OK(n.devptr);
+    CU_OK(n.unreg);
+    CU_OK(n.getfn);
+    CU_OK(n.ev_sync);
+    munmap(n.registered, 16384);
     CU_OK(n.query);
     CU_OK(n.record);
     CU_OK(n.memset_async);
@@ -371,7 +388,9 @@ END_TEST
 
 static CUresult hostfn_alloc_rc = CUDA_SUCCESS;
 static CUresult hostfn_query_rc = CUDA_SUCCESS;
-static CUresult hostfn_ctx_rc = CUDA_SUCCESS;
+static CUresult hostfn_ctx_rc = CUDA_SUCCESS, hostfn_set_rc = CUDA_SUCCESS;
+static CUresult hostfn_event_rc = CUDA_ERROR_UNKNOWN;
+static CUevent hostfn_event;
 
 static void hostfn_probe(void *arg)
 {
@@ -380,6 +399,8 @@ static void hostfn_probe(void *arg)
     hostfn_alloc_rc = cuMemAlloc(&x, 64);
     hostfn_query_rc = cuStreamQuery((CUstream)arg);
     hostfn_ctx_rc = cuCtxGetCurrent(&cur);
+    hostfn_set_rc = cuCtxSetCurrent(ctx);
+    hostfn_event_rc = cuEventQuery(hostfn_event);
 }
 
 START_TEST(host_functions_run_in_order_and_may_not_call_cuda)
@@ -388,6 +409,8 @@ START_TEST(host_functions_run_in_order_and_may_not_call_cuda)
     struct word gate;
     word_alloc(&gate, 0);
     CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuEventCreate(&hostfn_event, CU_EVENT_DISABLE_TIMING));
+    CU_OK(cuEventRecord(hostfn_event, s));
     uint64_t t_fn = 0;
     CU_OK(cuStreamWaitValue64(s, gate.dev, 1, CU_STREAM_WAIT_VALUE_GEQ));
     CU_OK(cuLaunchHostFunc(s, stamp, &t_fn));
@@ -401,6 +424,9 @@ START_TEST(host_functions_run_in_order_and_may_not_call_cuda)
     CU_EQ(hostfn_alloc_rc, CUDA_ERROR_NOT_PERMITTED);
     CU_EQ(hostfn_query_rc, CUDA_ERROR_NOT_READY); /* its own stream is running it */
     CU_EQ(hostfn_ctx_rc, CUDA_ERROR_NOT_PERMITTED);
+    CU_EQ(hostfn_set_rc, CUDA_ERROR_NOT_PERMITTED);
+    CU_OK(hostfn_event_rc); /* queries are allowed */
+    CU_OK(cuEventDestroy(hostfn_event));
     /* A destroyed stream still runs what it was given. */
     ring(&gate, 0);
     t_fn = 0;
