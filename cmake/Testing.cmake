@@ -1,14 +1,14 @@
 # lease_add_check_test(<name> SOURCES <src>... [LIBS <lib>...] [GPU]
-#                      [FAKECUDA_NO_SANITIZE] [LABELS <label>...]
+#                      [FAKECUDA_ENV <var=value>...] [LABELS <label>...]
 #                      [TIMEOUT <seconds>] [ARGS <arg>...])
 #
 # One Check suite per executable. A GPU test is labelled `gpu` and run through
 # gpu_gate, which exits 77 (reported by ctest as skipped, never passed) where
 # there is no driver or no device. Every test may itself exit 77 to skip.
 # A GPU test is also registered as <name>_fakecuda (lease_add_fakecuda_test),
-# with FAKECUDA_NO_SANITIZE only in builds without LEASE_SANITIZE.
+# with FAKECUDA_ENV added to its environment.
 function(lease_add_check_test name)
-  cmake_parse_arguments(T "GPU;FAKECUDA_NO_SANITIZE" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;FAKECUDA_ENV" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE lease_build_flags lease::check ${T_LIBS})
   # Small header-only helpers shared by suites (tests/*.h).
@@ -26,8 +26,11 @@ function(lease_add_check_test name)
   endif()
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}"
                        TIMEOUT ${T_TIMEOUT})
-  if(T_GPU AND NOT (T_FAKECUDA_NO_SANITIZE AND LEASE_SANITIZE))
+  if(T_GPU)
     lease_add_fakecuda_test(${name} $<TARGET_FILE:${name}> ${T_ARGS})
+    if(T_FAKECUDA_ENV AND TEST ${name}_fakecuda)
+      set_property(TEST ${name}_fakecuda APPEND PROPERTY ENVIRONMENT ${T_FAKECUDA_ENV})
+    endif()
   endif()
 endfunction()
 
