@@ -53,8 +53,9 @@ function(lease_add_fakecuda_test name)
     return()
   endif()
   add_test(NAME ${name}_fakecuda COMMAND ${ARGN})
+  # Check's per-test timeouts were chosen for a GPU; the fake is far slower.
   set_tests_properties(${name}_fakecuda PROPERTIES
-    ENVIRONMENT "FAKECUDA=1;FAKECUDA_ARCH=${LEASE_GPU_ARCH}"
+    ENVIRONMENT "FAKECUDA=1;FAKECUDA_ARCH=${LEASE_GPU_ARCH};CK_TIMEOUT_MULTIPLIER=4"
     ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:$<TARGET_FILE_DIR:fakecuda>"
     SKIP_RETURN_CODE 77 FIXTURES_REQUIRED fakecuda)
   cmake_language(EVAL CODE "cmake_language(DEFER CALL lease__fakecuda_follow [[${name}]])")

@@ -528,7 +528,7 @@ CUresult cuMemHostUnregister(void *p)
 
 CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    CUresult rc = fk__enter("cuMemHostGetDevicePointer", FK_LIVE);
+    CUresult rc = fk__enter("cuMemHostGetDevicePointer", FK_CTX | FK_LIVE);
     if (rc)
         return rc;
     /* The driver maps every registration and host allocation, DEVICEMAP or
