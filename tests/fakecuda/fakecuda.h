@@ -83,7 +83,8 @@ struct CUstream_st {
     int thread;                   /* a worker runs for it */
     int in_hostfn;                /* its head is a host function, running now */
     struct fk_op *head, *tail;    /* queued, head first; head is running */
-    uint64_t enqueued, completed; /* operation sequence numbers */
+    uint64_t enqueued;            /* operation sequence numbers */
+    uint64_t completed;           /* written with __atomic by its thread (stream.c) */
     pthread_cond_t cv;            /* work queued, or the context stops */
 };
 
