@@ -14,8 +14,14 @@ int main(void)
     CUresult rc = cuInit(0);
     if (rc == CUDA_SUCCESS)
         rc = cuDeviceGetCount(&count);
+    /* Through cuGetProcAddress, as a lazily loading agent would call it. */
+    CUresult (*get_name)(char *, int, CUdevice) = NULL;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (rc == CUDA_SUCCESS && count > 0)
-        rc = cuDeviceGetName(name, (int)sizeof(name), 0);
+        rc = cuGetProcAddress("cuDeviceGetName", (void **)&get_name, CUDA_VERSION,
+                              CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (rc == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && get_name)
+        rc = get_name(name, (int)sizeof(name), 0);
     if (rc != CUDA_SUCCESS || count < 1 || strncmp(name, "fakecuda", 8) != 0) {
         fprintf(stderr,
                 "fakecuda_ready: expected the fake driver (tests/fakecuda) with one device, "

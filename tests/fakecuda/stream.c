@@ -264,8 +264,12 @@ static CUresult fk_legacy_deps(struct CUstream_st *s)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
         }
-        if (dep->u.deps->n == FK_DEPS_MAX)
-            break; /* more blocking streams than the fake tracks: see README */
+        if (dep->u.deps->n == FK_DEPS_MAX) {
+            fk__log("the NULL stream waits for at most %d pending blocking streams; more are "
+                    "pending, so its ordering is not emulated this time",
+                    FK_DEPS_MAX);
+            break;
+        }
         dep->u.deps->s[dep->u.deps->n] = t;
         dep->u.deps->seq[dep->u.deps->n++] = t->enqueued;
     }
