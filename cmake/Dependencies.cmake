@@ -39,17 +39,7 @@ set_property(TARGET lease::check APPEND PROPERTY
 
 # CUDA is optional: without the toolkit everything CUDA-free still builds
 # and the summary at the end of configure says what was skipped.
-set(LEASE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "Where the CUDA toolkit lives")
-if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS "${LEASE_CUDA_ROOT}")
-  set(CUDAToolkit_ROOT "${LEASE_CUDA_ROOT}")
-endif()
-option(LEASE_WITH_CUDA "Look for the CUDA toolkit (OFF: build and test only the CUDA-free parts)" ON)
-if(LEASE_WITH_CUDA)
-  find_package(CUDAToolkit 13 QUIET)
-endif()
-if(CUDAToolkit_FOUND AND TARGET CUDA::cuda_driver AND CUDAToolkit_NVCC_EXECUTABLE)
-  set(LEASE_HAVE_CUDA ON)
-  message(STATUS "CUDA toolkit ${CUDAToolkit_VERSION}: nvcc ${CUDAToolkit_NVCC_EXECUTABLE}")
-else()
-  set(LEASE_HAVE_CUDA OFF)
+include(CudaDriver)
+if(NOT LEASE_HAVE_CUDA)
+  message(STATUS "CUDA toolkit not used: ${LEASE_CUDA_WHY}")
 endif()

@@ -92,11 +92,26 @@ step "3/5 The GPU agent"
 sock=$run/agent/agent.sock
 mkfifo "$run/ready"
 backend=
+# start_agent BACKEND: starts that agent in the background; 0 once it is ready.
+start_agent() {
+    local bin=$agent_host args=()
+    [[ $1 == cuda ]] && bin=$agent_cuda args=(--backend cuda)
+    "$bin" "${args[@]}" --socket "$sock" --ready-fd 3 "${budgets[@]}" \
+        3> "$run/ready" 2> "$run/agent.log" &
+    agent_pid=$!
+    local ready
+    read -r -t 20 ready < "$run/ready" && [[ $ready == ready* ]]
+}
 if ((inflight == 0)); then
     echo "skipped (see above)"
 elif [[ ! -x $agent_cuda ]]; then
     why="lease-agent was not built (no CUDA toolkit at configure time)"
+elif unfound=$(ldd "$agent_cuda" 2>&1 | sed -n 's/^[[:space:]]*\([^ ]*\) => not found$/\1/p') &&
+    [[ -n $unfound ]]; then
+    # Run, it would die in the loader: no NVIDIA driver installed here.
+    why="lease-agent cannot be loaded here: no $(echo $unfound) on this machine (the NVIDIA driver's)"
 elif ! why=$("$gate" /bin/true 2>&1); then
+    why=${why#SKIP /bin/true: }
     why=${why:-no usable GPU}
 else
     backend=cuda
@@ -104,26 +119,30 @@ fi
 if ((inflight > 0)); then
     if [[ $backend == cuda ]]; then
         echo "A GPU is usable: starting the CUDA agent ($agent_cuda --backend cuda)"
-        "$agent_cuda" --backend cuda --socket "$sock" --ready-fd 3 "${budgets[@]}" \
-            3> "$run/ready" 2> "$run/agent.log" &
-    else
+        if ! start_agent cuda; then
+            sed 's/^/  agent: /' "$run/agent.log"
+            stop_agent || true
+            record "agent (cuda backend)" "FAIL (did not start; the host backend ran instead)"
+            why="lease-agent did not start with the CUDA backend (its log is above)"
+            backend=
+        fi
+    fi
+    if [[ $backend != cuda ]]; then
         backend=host
         loud "NO GPU IN USE: $why"
         loud "Starting lease-agent-host: the HOST BACKEND. mlock stands in for cuMemHostRegister,"
         loud "the kernels' C references run on CPU threads, doorbells are polled. Every byte still"
         loud "goes through stagingd's staging, leases, doorbells and releases."
-        "$agent_host" --socket "$sock" --ready-fd 3 "${budgets[@]}" \
-            3> "$run/ready" 2> "$run/agent.log" &
+        start_agent host
     fi
-    agent_pid=$!
-    if read -r -t 20 ready < "$run/ready" && [[ $ready == ready* ]]; then
-        sed 's/^/  agent: /' "$run/agent.log"
+    st=$?
+    sed 's/^/  agent: /' "$run/agent.log"
+    if ((st == 0)); then
         echo "agent ready on $sock (pid $agent_pid)"
         record "agent ($backend backend)" "PASS"
     else
-        sed 's/^/  agent: /' "$run/agent.log"
+        stop_agent || true
         record "agent ($backend backend)" "FAIL (did not start)"
-        agent_pid=
         inflight=0
     fi
 fi

@@ -1,9 +1,30 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build and tests need, only those missing.
-# Idempotent and quiet when everything is present. Used by `make deps`.
+# Installs the Debian packages the build and tests need, only those missing;
+# one line when all are there. Used by `make deps` (and so by `make test` and
+# `make demo`). apt's output goes to logs in DEPS_LOG_DIR (build/logs), one
+# line per step on the terminal, the log's path printed if a step fails.
+#
+#   LEASE_CUDA_ROOT (/usr/local/cuda)  where the CUDA toolkit is looked for
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log_dir=${DEPS_LOG_DIR:-build/logs}
+cuda_root=${LEASE_CUDA_ROOT:-/usr/local/cuda}
 
+# What a bare Debian 12 (debootstrap --variant=minbase) lacks for configure,
+# build and every test: binutils (readelf, in the demo) and the sanitizer
+# runtimes come with gcc.
 packages=(cmake make gcc libc6-dev pkg-config liburing-dev libjemalloc-dev check libsubunit-dev)
+
+# The same rule as cmake/CudaDriver.cmake: the toolkit's nvcc, else (for the
+# default root only) one on PATH. nvcc runs g++ even for cubins, and
+# Debian's gcc does not bring it.
+nvcc=
+if [[ -x $cuda_root/bin/nvcc ]]; then
+    nvcc=$cuda_root/bin/nvcc
+elif [[ $cuda_root == /usr/local/cuda ]] && command -v nvcc > /dev/null; then
+    nvcc=$(command -v nvcc)
+fi
+[[ -n $nvcc ]] && packages+=(g++)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -12,23 +33,27 @@ for p in "${packages[@]}"; do
 done
 
 if ((${#missing[@]})); then
-    echo "deps: installing missing Debian packages: ${missing[*]}"
+    echo "deps: installing ${#missing[@]} missing Debian packages: ${missing[*]}"
     if [[ $(id -u) -eq 0 ]]; then
         sudo=()
-    elif command -v sudo >/dev/null; then
+    elif command -v sudo > /dev/null; then
         sudo=(sudo)
     else
         echo "deps: need root (or sudo) to run apt-get install ${missing[*]}" >&2
         exit 1
     fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    # env, not export: sudo would drop it. Status-Fd=1 puts apt's progress
+    # lines where step.sh reads them.
+    apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o APT::Status-Fd=1)
+    "$here/step.sh" "deps: apt-get update" "$log_dir/apt-update.log" -- "${apt[@]}" update
+    "$here/step.sh" "deps: apt-get install" "$log_dir/apt-install.log" -- \
+        "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+else
+    echo "deps: the ${#packages[@]} Debian packages the build needs are installed"
 fi
 
 # CUDA 13 is not a Debian package: say loudly what its absence costs.
-cuda_root=${LEASE_CUDA_ROOT:-/usr/local/cuda}
-if [[ ! -x "$cuda_root/bin/nvcc" ]]; then
-    echo "deps: WARNING: no CUDA toolkit at $cuda_root (no $cuda_root/bin/nvcc)." >&2
+if [[ -z $nvcc ]]; then
+    echo "deps: WARNING: no CUDA toolkit: no $cuda_root/bin/nvcc$([[ $cuda_root == /usr/local/cuda ]] && echo ", none on PATH")." >&2
     echo "deps: the kernels' cubins, the GPU agent and the GPU tests will be SKIPPED." >&2
 fi

@@ -10,7 +10,7 @@
 #include "base/parse.h"
 #include "base/rand.h"
 #include "check_main.h"
-#include "stagingd/gen.h"
+#include "stagingd/shard.h" /* sd_size_parse */
 
 static int checked, accepted;
 

@@ -5,7 +5,7 @@
 
 #include "base/rand.h"
 #include "check_main.h"
-#include "stagingd/gen.h"
+#include "stagingd/shard.h" /* sd_gen_seed */
 
 START_TEST(splitmix64_gives_its_published_outputs)
 {

@@ -32,8 +32,9 @@
 
 static char pool_log[8192];
 
-static void capture(void *ctx, const char *line)
+static void capture(void *ctx, int level, const char *subsys, const char *line)
 {
+    (void)level, (void)subsys;
     (void)ctx;
     size_t used = strlen(pool_log);
     snprintf(pool_log + used, sizeof(pool_log) - used, "%s\n", line);
@@ -42,12 +43,12 @@ static void capture(void *ctx, const char *line)
 static struct sd_pool *paged_pool(enum sd_pool_pages pages)
 {
     struct sd_pool_config c = {0};
-    c.class_bytes[SD_CLASS_PINNED] = PINNED_BYTES;
-    c.class_bytes[SD_CLASS_MAPPED] = MAPPED_BYTES;
+    c.class_bytes[LT_CLASS_PINNED] = PINNED_BYTES;
+    c.class_bytes[LT_CLASS_MAPPED] = MAPPED_BYTES;
     c.segment_bytes = 4 * MIB;
     c.prefault_threads = 2;
     c.pages = pages;
-    c.log = capture;
+    c.log = (struct base_log_sink){capture, NULL, BASE_LOG_DEBUG};
     pool_log[0] = '\0';
     struct sd_pool *pool = NULL;
     int rc = sd_pool_create(&c, &pool);
@@ -81,7 +82,7 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
                       (unsigned long long)s.thp_bytes, (unsigned long long)s.size);
         int fd = fcntl(s.fd, F_DUPFD_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
-        enum lt_class cls = s.mem_class == SD_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
+        enum lt_class cls = s.mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
         struct lt_segment_id id = {0, 0};
         ck_assert_msg(lease_segment_add(svc, client, fd, s.size, cls, &id, &why) == 0, "%s",
                       why.message);
@@ -123,9 +124,9 @@ START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
             ck_assert_msg(vec[p] & 1, "segment %u: page %" PRIu64 " not resident", s.id, p);
         free(vec);
     }
-    for (int k = SD_CLASS_PINNED; k <= SD_CLASS_MAPPED; k++) {
+    for (int k = LT_CLASS_PINNED; k <= LT_CLASS_MAPPED; k++) {
         struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum sd_mem_class)k, &st), 0);
+        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.huge_segments, st.segments);
     }
     ck_assert_str_eq(pool_log, ""); /* nothing fell back */
@@ -154,7 +155,7 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
         int fd = fcntl(segs[i].fd, F_DUPFD_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
         enum lt_class cls =
-            segs[i].mem_class == SD_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
+            segs[i].mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED;
         int rc = lease_segment_add(svc, client, fd, segs[i].size, cls, &ids[i], &why);
         ck_assert_msg(rc == 0, "segment %u: %s", segs[i].id, why.message);
     }
@@ -180,7 +181,7 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
         uint64_t mid = segs[i].size > SD_POOL_HUGE_PAGE ? SD_POOL_HUGE_PAGE : segs[i].size / 2;
         struct lease_grant_req q = {
             ids[i], mid - 4096, 2 * 4096,
-            segs[i].mem_class == SD_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED, 0};
+            segs[i].mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED, 0};
         struct lease_grant_result r;
         ck_assert_int_eq(lease_grant(svc, client, 1, &q, &r, NULL), 1);
         ck_assert_msg(r.rc == 0, "grant: %s", r.why.message);

@@ -416,6 +416,55 @@ START_TEST(program_without_section_headers_is_still_checked)
 }
 END_TEST
 
+/* The classifier the link trace and stagingd's self check use reads ar
+ * archives too: truncated or corrupted, each must come back judged or
+ * refused, never read out of bounds. */
+START_TEST(archives_truncated_or_corrupted_never_crash_the_classifier)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/ar/libfakecuinit.a", LC_TEST_FIXTURES);
+    unsigned char *ar;
+    size_t size;
+    ck_assert_int_eq(lc_test_read_file(path, &ar, &size), 0);
+    struct lc_checker *c;
+    ck_assert_int_eq(lc_checker_create(&c), 0);
+    char *why = NULL;
+    ck_assert_int_eq(lc_checker_classify_file(c, path, LC_CLASSIFY_SYMBOLS, &why), 1);
+    ck_assert_msg(strstr(why, "cuInit") != NULL, "%s", why);
+    free(why);
+    char *copy = lc_test_join(tmp, "libmutant.a");
+    unsigned char *d = malloc(size);
+    ck_assert_ptr_nonnull(d);
+    for (int iter = 0; iter < 1500; iter++) {
+        size_t len = size;
+        memcpy(d, ar, size);
+        if (iter < 500) {
+            len = 8 + (size_t)(rng_next() % (size - 8));
+        } else {
+            int flips = 1 + (int)(rng_next() % 6);
+            for (int f = 0; f < flips; f++) {
+                /* Aim at the member headers: the first 200 bytes and around 68+. */
+                size_t at = (size_t)(rng_next() % (iter % 2 ? size : (size < 200 ? size : 200)));
+                static const char ar_chars[] = "0123456789/ `";
+                d[at] = iter % 3 ? (unsigned char)rng_next()
+                                 : (unsigned char)ar_chars[rng_next() % (sizeof(ar_chars) - 1)];
+            }
+        }
+        ck_assert_int_eq(lc_test_write_file(copy, d, len, 0644), 0);
+        why = NULL;
+        int rc = lc_checker_classify_file(c, copy, LC_CLASSIFY_SYMBOLS, &why);
+        ck_assert_msg(rc == 1 || rc == 0 || rc == -ENOEXEC, "iteration %d: rc %d", iter, rc);
+        ck_assert_msg((rc == 1) == (why != NULL), "iteration %d: rc %d, why %p", iter, rc,
+                      (void *)why);
+        free(why);
+    }
+    free(d);
+    free(copy);
+    free(ar);
+    lc_checker_destroy(c);
+}
+END_TEST
+
 static Suite *linkcheck_malformed_suite(void)
 {
     Suite *s = suite_create("linkcheck_malformed");
@@ -430,6 +479,7 @@ static Suite *linkcheck_malformed_suite(void)
     tcase_add_test(tc, seeded_corruption_never_crashes);
     tcase_add_test(tc, extended_section_numbering_is_followed);
     tcase_add_test(tc, program_without_section_headers_is_still_checked);
+    tcase_add_test(tc, archives_truncated_or_corrupted_never_crash_the_classifier);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -407,3 +407,9 @@ int lc__elf_dyn_get(const struct lc__elf *elf, int64_t tag, uint64_t *value_p)
     }
     return -ENOENT;
 }
+
+int lc__elf_tag_names_libraries(int64_t tag)
+{
+    return tag == DT_NEEDED || tag == DT_FILTER || tag == DT_AUXILIARY || tag == DT_AUDIT ||
+           tag == DT_DEPAUDIT;
+}

@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "linkcheck/linkcheck.h"
 
@@ -65,10 +66,22 @@ const char *lc__elf_section_name(const struct lc__elf *elf, size_t index);
 /* The value of the first dynamic entry with @tag in *value_p; 0 or -ENOENT. */
 int lc__elf_dyn_get(const struct lc__elf *elf, int64_t tag, uint64_t *value_p);
 
-/* ---- rules on one image (rules.c) --------------------------------------- */
+/* Whether dynamic tag @tag names libraries the loader maps: DT_NEEDED,
+ * DT_FILTER, DT_AUXILIARY, DT_AUDIT, DT_DEPAUDIT (the last two ':' lists). */
+int lc__elf_tag_names_libraries(int64_t tag);
 
-/* The pattern a CUDA symbol name matches ("cu[A-Z]*", "cuda*", ...), or NULL. */
+/* ---- rules on one image (rules.c, strings.c) ----------------------------- */
+
+/* The pattern a CUDA symbol name matches ("cu[A-Z]*", "cuda*", "cublas*",
+ * ...), or NULL. */
 const char *lc__symbol_pattern_of(const char *name);
+
+/* The pattern a string names a CUDA entry point by, as dlsym() would take it
+ * ("cuInit", "cudaMalloc", "ncclCommInitRank"), or NULL. Stricter than
+ * lc__symbol_pattern_of(): the whole of @s[0..len) must be an identifier with
+ * an upper-case letter, digit or '_' right after the family prefix, so words
+ * such as "cuda" or "cudart" in a message do not count. */
+const char *lc__symbol_api_pattern_of(const char *s, size_t len);
 
 /* Where the stem is in @s[0..len): the first occurrence of any of @stems
  * that is followed later in the same bytes by ".so". Returns the index of the
@@ -85,18 +98,53 @@ typedef void (*lc__symbol_fn)(void *arg, const char *name, int defined, const ch
  * @fn) or -ENOEXEC with @err filled when a symbol table is malformed. */
 int lc__rule_symbols(const struct lc__elf *elf, lc__symbol_fn fn, void *arg, struct lc__err *err);
 
-/* Called for each string naming a forbidden library; @where is a section name
- * or a segment description ("" past the first LC__STRING_FINDINGS_LOCATED),
- * @offset the string's file offset, @stem_pos where in it the stem starts. */
-#define LC__STRING_FINDINGS_LOCATED 64
-typedef void (*lc__string_fn)(void *arg, const char *s, size_t len, size_t stem_pos,
-                              const char *stem, const char *where, uint64_t offset);
+/* Like lc__rule_symbols(), but @fn gets every symbol, with a NULL pattern. */
+int lc__rule_every_symbol(const struct lc__elf *elf, lc__symbol_fn fn, void *arg,
+                          struct lc__err *err);
 
-/* Runs rule 3 on @elf: allocated non-executable PROGBITS sections, plus any
- * PT_LOAD bytes no section covers (all PT_LOAD bytes when there are no section
- * headers). Returns the number of bytes scanned or -ENOMEM. */
+/* Called for each symbol of the dynamic symbol table (the loader's view). */
+typedef void (*lc__dynsym_fn)(void *arg, const char *name, int defined);
+
+/* Walks the dynamic symbol table only: .dynsym, or DT_SYMTAB without
+ * section headers. Returns the number of symbols or -ENOEXEC with @err. */
+int lc__rule_dynamic_symbols(const struct lc__elf *elf, lc__dynsym_fn fn, void *arg,
+                             struct lc__err *err);
+
+/* What a string names. */
+enum lc__string_kind {
+    LC__STRING_LIBRARY, /* a forbidden library: a dlopen() name */
+    LC__STRING_SYMBOL,  /* a CUDA entry point: a dlsym() name */
+};
+
+/* Called for each string naming a forbidden library or a CUDA entry point;
+ * @s is the string (decoded to bytes when @encoding is not "" but "UTF-16LE"
+ * and the like), @stem the stem or symbol pattern, @where a section name or
+ * a segment description ("" past the first LC__STRING_FINDINGS_LOCATED),
+ * @offset the string's file offset, @stem_pos where in @s the stem starts. */
+#define LC__STRING_FINDINGS_LOCATED 64
+typedef void (*lc__string_fn)(void *arg, enum lc__string_kind kind, const char *s, size_t len,
+                              size_t stem_pos, const char *stem, const char *encoding,
+                              const char *where, uint64_t offset);
+
+/* What rule 3 leaves to the other rules. */
+struct lc__string_skip {
+    const uint64_t *offsets; /* file offsets of the names the dynamic section
+                              * hands the loader (DT_NEEDED, ...) */
+    size_t noffsets;
+    const char *const *symbols; /* CUDA symbols rule 2 already reported */
+    size_t nsymbols;
+};
+
+/* Runs rule 3 on every byte of @elf: strings in any section or none, as
+ * bytes, UTF-16 or UTF-32 (either byte order), naming a forbidden library;
+ * and strings naming a CUDA entry point. @skip may be NULL. Returns the
+ * number of bytes scanned or -ENOMEM. */
 long long lc__rule_strings(const struct lc__elf *elf, const char *const *stems, size_t nstems,
-                           lc__string_fn fn, void *arg);
+                           const struct lc__string_skip *skip, lc__string_fn fn, void *arg);
+
+/* Names where file offset @off lives ("section .rodata", "segment [2]
+ * (PT_LOAD)", "file"), for reports. */
+void lc__elf_describe_offset(const struct lc__elf *elf, uint64_t off, char *where, size_t len);
 
 /* ---- ld.so search paths (search.c) -------------------------------------- */
 
@@ -122,6 +170,9 @@ struct lc__strv {
 /* Appends a copy of @len bytes of @s. Returns 0 or -ENOMEM. */
 int lc__strv_push(struct lc__strv *sv, const char *s, size_t len);
 
+/* Whether @s is in @sv. */
+int lc__strv_has(const struct lc__strv *sv, const char *s);
+
 /* Frees every string and the list. */
 void lc__strv_free(struct lc__strv *sv);
 
@@ -133,5 +184,129 @@ int lc__ldconf_load(const char *root, struct lc__strv *dirs);
 
 /* Parses one ld.so.conf-format file at @path into @dirs (see lc__ldconf_load). */
 int lc__ldconf_parse_file(const char *root, const char *path, int depth, struct lc__strv *dirs);
+
+/* ---- the checker's state (checker.c, search.c, family.c, imports.c) ------ */
+
+#define LC__NONE SIZE_MAX
+
+/* One object in the load graph: the file itself (index 0) or a library. */
+struct lc__obj {
+    char *name;    /* the DT_NEEDED string that loaded it; the label for index 0 */
+    char *path;    /* where it was found */
+    char *origin;  /* its directory, for $ORIGIN; NULL when unknown */
+    char *soname;  /* NULL when it has none */
+    char *rpath;   /* DT_RPATH, NULL when absent or overridden by DT_RUNPATH */
+    char *runpath; /* DT_RUNPATH */
+    int nodeflib;  /* DF_1_NODEFLIB: skip the default directories */
+    int forbidden; /* found to be a forbidden library: never descended into */
+    int conditional; /* found in a CPU-dependent folder (glibc-hwcaps, tls/, $PLATFORM) */
+    const char *forbidden_stem;
+    const char *forbidden_by; /* "SONAME", "file name" or "real path" */
+    size_t parent;            /* the object whose DT_NEEDED loaded it; LC__NONE for index 0 */
+    int has_id;
+    dev_t dev;
+    ino_t ino;
+    struct lc__strv needed;  /* DT_NEEDED, DT_FILTER, DT_AUXILIARY, DT_AUDIT names in order */
+    struct lc__strv aliases; /* other names it was asked for by */
+};
+
+/* A candidate file the search opened and mapped. */
+struct lc__found {
+    char *path;
+    void *map;
+    size_t size;
+    dev_t dev;
+    ino_t ino;
+    int conditional; /* only some CPUs would load this one */
+};
+
+/* At most this many files one name can resolve to across CPUs. */
+#define LC__MAX_CANDIDATES 16
+
+struct lc_checker {
+    struct lc__strv stems;
+    size_t fixed_stems;         /* how many of stems are the built-in floor */
+    struct lc__strv family_dirs; /* real paths of toolkit and driver library folders */
+    struct lc__strv family_from; /* where derived stems came from, for the report */
+    int family_looked;           /* lc_checker_forbid_installed() looked somewhere */
+    struct lc__strv imports;     /* allowed imports; empty: no allow-list */
+    char *imports_file;
+    char *ld_library_path;
+    char *root;
+    unsigned int flags;
+    lc_report_fn report;
+    void *report_arg;
+
+    /* One check's state, reset by lc__checker_begin(). */
+    const char *file;
+    struct lc__obj *objs;
+    size_t nobjs;
+    size_t cap;
+    struct lc__strv conf_dirs;
+    int conf_loaded;
+    int first_error;
+    size_t findings;
+    size_t libraries_forbidden;
+    size_t symbols_forbidden;
+    size_t strings_forbidden;
+    size_t symbol_strings_forbidden;
+    size_t imports_refused;
+    size_t not_found;
+    long long symbols_examined;
+    long long bytes_scanned;
+    size_t printed; /* findings printed for the current rule and object */
+    struct lc__strv reported_symbols; /* CUDA symbols reported for the current object */
+};
+
+/* Writes "linkcheck: <WORD> <file>: <message>" to the reporter. */
+__attribute__((format(printf, 3, 4))) void lc__say(struct lc_checker *c,
+                                                   enum lc_severity severity, const char *fmt,
+                                                   ...);
+
+/* "app -> libmid.so (/abs/libmid.so) -> <leaf>": how object @i was reached,
+ * then @leaf when given. A new string or NULL. */
+char *lc__chain(const struct lc_checker *c, size_t i, const char *leaf);
+
+/* A printable, quote-safe copy of @len bytes of @s, cut at @max bytes. */
+char *lc__escape(const char *s, size_t len, size_t max);
+
+/* The stem that makes the library name @name forbidden, or NULL. */
+const char *lc__checker_library_stem(const struct lc_checker *c, const char *name);
+
+/* Finds every file ld.so could load for @name needed by object @loader, in
+ * its order: CPU-dependent candidates (glibc-hwcaps, legacy hwcap folders,
+ * $PLATFORM and $LIB variants) up to and including the first candidate
+ * every CPU would take. Fills @found[0..] (at most LC__MAX_CANDIDATES) and
+ * returns how many (0: not found) or a negative errno. */
+int lc__search(struct lc_checker *c, size_t loader, const char *name, struct lc__found *found,
+               size_t *tried);
+
+/* Unmaps and frees one candidate; safe on a zeroed one. */
+void lc__found_release(struct lc__found *f);
+
+/* Whether @path (a file) lies in one of the toolkit or driver library
+ * folders; the folder in *dir_p when it does. */
+int lc__family_dir_of(const struct lc_checker *c, const char *path, const char **dir_p);
+
+/* The reason the ELF image @elf is itself CUDA (its SONAME, a fat binary
+ * section, DT_NEEDED on a forbidden name, a CUDA symbol when @symbols), as a
+ * new string in *why_p; 0 when clean, 1 when forbidden, -ENOMEM. */
+int lc__classify_image(const struct lc_checker *c, const struct lc__elf *elf, int symbols,
+                       char **why_p);
+
+/* Rules 2 and 3, as asked, on object @obj's image @elf, reported. Returns 0
+ * or a negative errno (reported). */
+int lc__image_rules(struct lc_checker *c, size_t obj, const struct lc__elf *elf, int symbols,
+                    int strings);
+
+/* Reports @elf's interpreter (PT_INTERP) when its name is forbidden. */
+void lc__interp(struct lc_checker *c, const struct lc__elf *elf);
+
+/* Rule 4, the allow-list of imports, on the checked file @elf. */
+int lc__rule_imports(struct lc_checker *c, const struct lc__elf *elf);
+
+/* Loads the allow-list in @path into @c. Returns 0, -errno, -EINVAL on a
+ * malformed line (reported). */
+int lc__imports_load(struct lc_checker *c, const char *path);
 
 #endif /* LINKCHECK_INTERNAL_H */

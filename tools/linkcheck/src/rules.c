@@ -1,4 +1,5 @@
-/* Rules 2 (CUDA symbols) and 3 (library names in data) on one parsed image. */
+/* Rule 2 (CUDA symbols) on one parsed image, the dynamic symbol walk rule 4
+ * reads imports with, and the matchers rule 3 uses. */
 #include "internal.h"
 
 #include <errno.h>
@@ -19,6 +20,56 @@ __attribute__((format(printf, 2, 3))) static int rules_fail(struct lc__err *err,
 
 /* ---- rule 2: symbols ---------------------------------------------------- */
 
+/* The CUDA family's API prefixes past the driver's and runtime's own: a
+ * prefix counts when an upper-case letter, digit or '_' follows it
+ * ("cublasCreate_v2", "ncclCommInitRank"), so an ordinary word does not. */
+static const struct {
+    const char *prefix;
+    const char *pattern;
+} rules_family_prefixes[] = {
+    {"cublas", "cublas*"},       {"cufft", "cufft*"},         {"curand", "curand*"},
+    {"cusparse", "cusparse*"},   {"cusolver", "cusolver*"},   {"cudnn", "cudnn*"},
+    {"cutensor", "cutensor*"},   {"cudss", "cudss*"},         {"cupti", "cupti*"},
+    {"nccl", "nccl*"},           {"nvml", "nvml*"},           {"nvJitLink", "nvJitLink*"},
+    {"nvPTXCompiler", "nvPTXCompiler*"}, {"nvFatbin", "nvFatbin*"}, {"nvvm", "nvvm*"},
+    {"nvjpeg", "nvjpeg*"},       {"nvtx", "nvtx*"},           {"nvshmem", "nvshmem*"},
+    {"nvcomp", "nvcomp*"},
+};
+
+static int rules_api_char(char ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* NPP's entry points: "npp", a few lower-case letters (the domain), then an
+ * upper-case one: nppiMalloc_8u_C1, nppsSum_32f, nppGetLibVersion. */
+static int rules_is_npp(const char *name, size_t len)
+{
+    if (len < 4 || strncmp(name, "npp", 3) != 0)
+        return 0;
+    for (size_t i = 3; i < len && i < 8; i++) {
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            return 1;
+        if (name[i] < 'a' || name[i] > 'z')
+            return 0;
+    }
+    return 0;
+}
+
+static const char *rules_family_pattern_of(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(rules_family_prefixes) / sizeof(rules_family_prefixes[0]);
+         i++) {
+        size_t n = strlen(rules_family_prefixes[i].prefix);
+        if (len > n && strncmp(name, rules_family_prefixes[i].prefix, n) == 0 &&
+            rules_api_char(name[n]))
+            return rules_family_prefixes[i].pattern;
+    }
+    if (rules_is_npp(name, len))
+        return "npp*";
+    return NULL;
+}
+
 const char *lc__symbol_pattern_of(const char *name)
 {
     if (name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z')
@@ -30,7 +81,27 @@ const char *lc__symbol_pattern_of(const char *name)
         return "__cuda*";
     if (strncmp(name, "nvrtc", 5) == 0)
         return "nvrtc*";
-    return NULL;
+    return rules_family_pattern_of(name, strlen(name));
+}
+
+const char *lc__symbol_api_pattern_of(const char *s, size_t len)
+{
+    if (len < 4 || len > 128)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || rules_api_char(ch)) || (i == 0 && ch >= '0' && ch <= '9'))
+            return NULL;
+    }
+    if (s[0] == 'c' && s[1] == 'u' && s[2] >= 'A' && s[2] <= 'Z')
+        return "cu[A-Z]*";
+    if (strncmp(s, "cuda", 4) == 0 && len > 4 && rules_api_char(s[4]))
+        return "cuda*";
+    if (len > 6 && strncmp(s, "__cuda", 6) == 0 && rules_api_char(s[6]))
+        return "__cuda*";
+    if (len > 5 && strncmp(s, "nvrtc", 5) == 0 && rules_api_char(s[5]))
+        return "nvrtc*";
+    return rules_family_pattern_of(s, len);
 }
 
 /* A symbol table's entries and the string table its names live in. */
@@ -42,7 +113,8 @@ struct rules_symtab {
     const char *label;
 };
 
-static int rules_symtab_walk(const struct lc__elf *elf, const struct rules_symtab *t,
+/* Hands @fn the CUDA symbols of table @t, or every symbol when @all. */
+static int rules_symtab_walk(const struct lc__elf *elf, const struct rules_symtab *t, int all,
                              lc__symbol_fn fn, void *arg, struct lc__err *err)
 {
     int examined = 0;
@@ -59,8 +131,8 @@ static int rules_symtab_walk(const struct lc__elf *elf, const struct rules_symta
                               t->label, i, sym.st_name, t->strsz);
         const char *name = t->strtab + sym.st_name;
         examined++;
-        const char *pattern = lc__symbol_pattern_of(name);
-        if (pattern && fn)
+        const char *pattern = all ? NULL : lc__symbol_pattern_of(name);
+        if ((pattern || all) && fn)
             fn(arg, name, sym.st_shndx != SHN_UNDEF, pattern, t->label);
     }
     return examined;
@@ -182,7 +254,8 @@ static int rules_dynamic_symtab(const struct lc__elf *elf, uint64_t symtab, stru
     return 0;
 }
 
-int lc__rule_symbols(const struct lc__elf *elf, lc__symbol_fn fn, void *arg, struct lc__err *err)
+static int rules_symbols(const struct lc__elf *elf, int all, lc__symbol_fn fn, void *arg,
+                         struct lc__err *err)
 {
     int examined = 0, rc;
     int dynsym_seen = 0;
@@ -195,7 +268,7 @@ int lc__rule_symbols(const struct lc__elf *elf, lc__symbol_fn fn, void *arg, str
         struct rules_symtab t;
         if ((rc = rules_section_symtab(elf, i, &t, err)) < 0)
             return rc;
-        if ((rc = rules_symtab_walk(elf, &t, fn, arg, err)) < 0)
+        if ((rc = rules_symtab_walk(elf, &t, all, fn, arg, err)) < 0)
             return rc;
         examined += rc;
         if (type == SHT_DYNSYM && has_dt_symtab && elf->shdrs[i].sh_addr == symtab)
@@ -207,14 +280,75 @@ int lc__rule_symbols(const struct lc__elf *elf, lc__symbol_fn fn, void *arg, str
         struct rules_symtab t;
         if ((rc = rules_dynamic_symtab(elf, symtab, &t, err)) < 0)
             return rc;
-        if ((rc = rules_symtab_walk(elf, &t, fn, arg, err)) < 0)
+        if ((rc = rules_symtab_walk(elf, &t, all, fn, arg, err)) < 0)
             return rc;
         examined += rc;
     }
     return examined;
 }
 
-/* ---- rule 3: strings ---------------------------------------------------- */
+int lc__rule_symbols(const struct lc__elf *elf, lc__symbol_fn fn, void *arg, struct lc__err *err)
+{
+    return rules_symbols(elf, 0, fn, arg, err);
+}
+
+int lc__rule_every_symbol(const struct lc__elf *elf, lc__symbol_fn fn, void *arg,
+                          struct lc__err *err)
+{
+    return rules_symbols(elf, 1, fn, arg, err);
+}
+
+/* Hands every entry of the dynamic symbol table to @fn. */
+static int rules_dynsym_walk(const struct lc__elf *elf, const struct rules_symtab *t,
+                             lc__dynsym_fn fn, void *arg, struct lc__err *err)
+{
+    int examined = 0;
+    for (size_t i = 1; i < t->count; i++) {
+        Elf64_Sym sym;
+        memcpy(&sym, elf->data + t->off + i * sizeof(sym), sizeof(sym));
+        unsigned type = ELF64_ST_TYPE(sym.st_info);
+        if (type == STT_SECTION || type == STT_FILE)
+            continue;
+        if (sym.st_name >= t->strsz)
+            return rules_fail(err,
+                              "%s symbol %zu: name offset 0x%x is past the end of its string "
+                              "table (0x%zx bytes)",
+                              t->label, i, sym.st_name, t->strsz);
+        const char *name = t->strtab + sym.st_name;
+        if (!name[0])
+            continue;
+        examined++;
+        fn(arg, name, sym.st_shndx != SHN_UNDEF);
+    }
+    return examined;
+}
+
+int lc__rule_dynamic_symbols(const struct lc__elf *elf, lc__dynsym_fn fn, void *arg,
+                             struct lc__err *err)
+{
+    uint64_t symtab = 0;
+    int has_dt_symtab = lc__elf_dyn_get(elf, DT_SYMTAB, &symtab) == 0;
+    int rc;
+    /* The loader reads DT_SYMTAB; a .dynsym section at that address is the
+     * same table with a checked size. */
+    for (size_t i = 1; i < elf->shnum; i++) {
+        if (elf->shdrs[i].sh_type != SHT_DYNSYM ||
+            (has_dt_symtab && elf->shdrs[i].sh_addr != symtab))
+            continue;
+        struct rules_symtab t;
+        if ((rc = rules_section_symtab(elf, i, &t, err)) < 0)
+            return rc;
+        return rules_dynsym_walk(elf, &t, fn, arg, err);
+    }
+    if (!has_dt_symtab)
+        return 0;
+    struct rules_symtab t;
+    if ((rc = rules_dynamic_symtab(elf, symtab, &t, err)) < 0)
+        return rc;
+    return rules_dynsym_walk(elf, &t, fn, arg, err);
+}
+
+/* ---- rule 3: the stem matcher (the scan is in strings.c) ---------------- */
 
 int lc__string_find_stem(const char *s, size_t len, const char *const *stems, size_t nstems,
                          size_t *pos_p)
@@ -240,177 +374,4 @@ int lc__string_find_stem(const char *s, size_t len, const char *const *stems, si
     if (best >= 0)
         *pos_p = best_pos;
     return best;
-}
-
-/* A byte range of the file and the half-open interval arithmetic on it. */
-struct rules_range {
-    uint64_t start;
-    uint64_t end;
-};
-
-static int rules_range_cmp(const void *a, const void *b)
-{
-    const struct rules_range *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* Sorts and merges overlapping or touching ranges in place; returns the new count. */
-static size_t rules_ranges_merge(struct rules_range *r, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(r, n, sizeof(*r), rules_range_cmp);
-    size_t out = 0;
-    for (size_t i = 1; i < n; i++) {
-        if (r[i].start <= r[out].end) {
-            if (r[i].end > r[out].end)
-                r[out].end = r[i].end;
-        } else {
-            r[++out] = r[i];
-        }
-    }
-    return out + 1;
-}
-
-static int rules_section_is_data(const Elf64_Shdr *sh)
-{
-    return sh->sh_type == SHT_PROGBITS && (sh->sh_flags & SHF_ALLOC) &&
-           !(sh->sh_flags & SHF_EXECINSTR) && sh->sh_size > 0;
-}
-
-/* Names where a string at file offset @off lives, for the report. */
-static void rules_describe(const struct lc__elf *elf, uint64_t off, char *where, size_t len)
-{
-    for (size_t pass = 0; pass < 2; pass++) {
-        for (size_t i = 1; i < elf->shnum; i++) {
-            const Elf64_Shdr *sh = &elf->shdrs[i];
-            if (sh->sh_type == SHT_NOBITS || off < sh->sh_offset ||
-                off - sh->sh_offset >= sh->sh_size)
-                continue;
-            if (pass == 0 && !rules_section_is_data(sh))
-                continue;
-            const char *name = lc__elf_section_name(elf, i);
-            if (name && name[0])
-                snprintf(where, len, "section %s", name);
-            else
-                snprintf(where, len, "section [%zu]", i);
-            return;
-        }
-    }
-    for (size_t i = 0; i < elf->phnum; i++) {
-        const Elf64_Phdr *ph = &elf->phdrs[i];
-        if (ph->p_type == PT_LOAD && off >= ph->p_offset && off - ph->p_offset < ph->p_filesz) {
-            snprintf(where, len, "segment [%zu] (PT_LOAD%s)", i,
-                     elf->shnum ? ", outside every section" : "");
-            return;
-        }
-    }
-    snprintf(where, len, "file");
-}
-
-/* A growable array of ranges. */
-struct rules_ranges {
-    struct rules_range *r;
-    size_t n;
-    size_t cap;
-};
-
-static int rules_ranges_push(struct rules_ranges *rs, uint64_t start, uint64_t end)
-{
-    if (rs->n == rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 16;
-        struct rules_range *r = realloc(rs->r, cap * sizeof(*r));
-        if (!r)
-            return -ENOMEM;
-        rs->r = r;
-        rs->cap = cap;
-    }
-    rs->r[rs->n].start = start;
-    rs->r[rs->n].end = end;
-    rs->n++;
-    return 0;
-}
-
-/* The ranges to scan: data sections, plus PT_LOAD bytes no section covers
- * (a string hidden between sections is still mapped and dlopen-able). Both
- * sides are merged first, so overlapping headers in a hostile file cost
- * nothing extra. */
-static int rules_string_ranges(const struct lc__elf *elf, struct rules_ranges *scan)
-{
-    struct rules_ranges covered = {0}, loads = {0};
-    int rc = 0;
-    for (size_t i = 1; i < elf->shnum && rc == 0; i++) {
-        const Elf64_Shdr *sh = &elf->shdrs[i];
-        if (sh->sh_type != SHT_NULL && sh->sh_type != SHT_NOBITS && sh->sh_size > 0)
-            rc = rules_ranges_push(&covered, sh->sh_offset, sh->sh_offset + sh->sh_size);
-        if (rc == 0 && rules_section_is_data(sh))
-            rc = rules_ranges_push(scan, sh->sh_offset, sh->sh_offset + sh->sh_size);
-    }
-    for (size_t i = 0; i < elf->phnum && rc == 0; i++) {
-        const Elf64_Phdr *ph = &elf->phdrs[i];
-        if (ph->p_type == PT_LOAD && ph->p_filesz > 0)
-            rc = rules_ranges_push(&loads, ph->p_offset, ph->p_offset + ph->p_filesz);
-    }
-    if (rc < 0)
-        goto out;
-    covered.n = rules_ranges_merge(covered.r, covered.n);
-    loads.n = rules_ranges_merge(loads.r, loads.n);
-    size_t c = 0;
-    for (size_t l = 0; l < loads.n && rc == 0; l++) {
-        uint64_t at = loads.r[l].start, end = loads.r[l].end;
-        while (c < covered.n && covered.r[c].end <= at)
-            c++;
-        for (size_t k = c; k < covered.n && at < end && rc == 0; k++) {
-            if (covered.r[k].start >= end)
-                break;
-            if (covered.r[k].start > at)
-                rc = rules_ranges_push(scan, at, covered.r[k].start);
-            if (covered.r[k].end > at)
-                at = covered.r[k].end;
-        }
-        if (at < end && rc == 0)
-            rc = rules_ranges_push(scan, at, end);
-    }
-    if (rc == 0)
-        scan->n = rules_ranges_merge(scan->r, scan->n);
-out:
-    free(covered.r);
-    free(loads.r);
-    return rc;
-}
-
-long long lc__rule_strings(const struct lc__elf *elf, const char *const *stems, size_t nstems,
-                           lc__string_fn fn, void *arg)
-{
-    struct rules_ranges ranges = {0};
-    int rc = rules_string_ranges(elf, &ranges);
-    if (rc < 0) {
-        free(ranges.r);
-        return rc;
-    }
-    long long scanned = 0;
-    size_t found = 0;
-    for (size_t r = 0; r < ranges.n; r++) {
-        const char *base = (const char *)elf->data;
-        uint64_t at = ranges.r[r].start, end = ranges.r[r].end;
-        scanned += (long long)(end - at);
-        while (at < end) {
-            const char *s = base + at;
-            const char *nul = memchr(s, '\0', (size_t)(end - at));
-            size_t len = nul ? (size_t)(nul - s) : (size_t)(end - at);
-            size_t pos;
-            int stem = len ? lc__string_find_stem(s, len, stems, nstems, &pos) : -1;
-            if (stem >= 0 && fn) {
-                /* Locating costs a pass over the headers; past the few a
-                 * report prints, a hostile file gets no more of them. */
-                char where[96] = "";
-                if (++found <= LC__STRING_FINDINGS_LOCATED)
-                    rules_describe(elf, at, where, sizeof(where));
-                fn(arg, s, len, pos, stems[stem], where, at);
-            }
-            at += len + 1;
-        }
-    }
-    free(ranges.r);
-    return scanned;
 }

@@ -1,14 +1,22 @@
 /* linkcheck: proves from an ELF file alone that a program never links, loads
- * or names CUDA (layer 3 of the boundary in DESIGN.md).
+ * or names CUDA (layer 3 of the boundary in DESIGN.md, docs/boundary.md).
  *
- * Three rules, each a finding when it fires:
+ * The rules, each a finding when it fires:
  *   1. needed: the file, or anything the dynamic loader would load for it
- *      (DT_NEEDED followed recursively with ld.so's search order), needs a
- *      forbidden library (see linkcheck/forbidden.h);
- *   2. symbols: the file defines or imports a CUDA symbol (cu[A-Z]*, cuda*,
- *      __cuda*, nvrtc*) in .dynsym or .symtab;
- *   3. strings: its allocated data holds a string naming a forbidden library,
- *      the argument of a dlopen() that would bypass rule 1.
+ *      (DT_NEEDED, DT_FILTER, DT_AUXILIARY, DT_AUDIT, DT_DEPAUDIT followed
+ *      recursively with ld.so's search order, on every CPU: glibc-hwcaps,
+ *      legacy hwcap folders and every $PLATFORM), is or needs a forbidden
+ *      library, by name, SONAME or real path (see linkcheck/forbidden.h);
+ *   2. symbols: it defines or imports a CUDA symbol (cu[A-Z]*, cuda*,
+ *      __cuda*, nvrtc*, cublas*, nccl*, ...) in .dynsym or .symtab;
+ *   3. strings: any of its bytes (any section, notes and code included, or
+ *      none) hold a string naming a forbidden library, as bytes, UTF-16 or
+ *      UTF-32 (a dlopen() bypass), or naming a CUDA entry point (a dlsym()
+ *      bypass);
+ *   4. imports: with an allow-list, it imports (or links in statically) a
+ *      symbol the list lacks: dlopen and dlmopen are never on stagingd's.
+ * The forbidden set is a fixed floor plus every library found installed with
+ * a CUDA toolkit or the NVIDIA driver (lc_checker_forbid_installed()).
  *
  * Reads ELF64 little-endian x86-64 only; every offset and size in the file is
  * checked against the file's size. libc only. */
@@ -41,6 +49,22 @@ enum {
     LC_FLAG_NO_SEARCH = 1u << 2,         /* never touch the file system for DT_NEEDED:
                                           * names are still checked, nothing is loaded */
     LC_FLAG_VERBOSE = 1u << 3,           /* LC_SEVERITY_INFO lines for each loaded object */
+    LC_FLAG_STRICT = 1u << 4,            /* a dependency not found is a finding: at run time
+                                          * it could be anything */
+};
+
+/* How lc_checker_forbid_installed() looks. */
+enum {
+    LC_INSTALLED_DEFAULT_ROOTS = 1u << 0, /* also $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT,
+                                           * /usr/local/cuda*, /opt/cuda */
+    LC_INSTALLED_DRIVER = 1u << 1,        /* the driver's folders, and nvidia-named
+                                           * libraries in the system folders */
+    LC_INSTALLED_SONAMES = 1u << 2,       /* read each library's SONAME, not only its name */
+};
+
+/* How lc_checker_classify_file() looks. */
+enum {
+    LC_CLASSIFY_SYMBOLS = 1u << 0, /* a CUDA symbol, defined or imported, makes it CUDA */
 };
 
 struct lc_checker;
@@ -54,9 +78,45 @@ int lc_checker_create(struct lc_checker **checker_p);
 void lc_checker_destroy(struct lc_checker *checker);
 
 /* Adds @stem (copied) to the forbidden library stems, matched like the
- * defaults: a name whose last component starts with the stem and has ".so"
- * after it. Returns 0, -EINVAL for an empty stem or one holding '/', -ENOMEM. */
+ * defaults (linkcheck/forbidden.h). Returns 0, -EINVAL for an empty stem or
+ * one holding '/', -ENOMEM. */
 int lc_checker_forbid(struct lc_checker *checker, const char *stem);
+
+/* Adds the stems of every lib*.so* and lib*.a found in the library folders
+ * of the CUDA toolkits under @roots (a ':' list, may be NULL: lib64, lib,
+ * their stubs, targets/(arch)/lib, extras/CUPTI, nvvm) and, with
+ * LC_INSTALLED_DRIVER, of the driver's libraries. The folders are kept: a
+ * file in one is forbidden whatever its name. Generic names (libc, libm,
+ * libstdc++, ...) are never added. Returns the number of stems added (0 on a
+ * machine with neither: the fixed floor alone) or -ENOMEM. */
+int lc_checker_forbid_installed(struct lc_checker *checker, const char *roots, unsigned int how);
+
+/* Adds one stem per line of the file at @path ('#' starts a comment).
+ * Returns the number added, -errno when unreadable, -EINVAL for a bad line. */
+int lc_checker_forbid_file(struct lc_checker *checker, const char *path);
+
+/* How many stems are forbidden now. */
+size_t lc_checker_stem_count(const struct lc_checker *checker);
+
+/* The stem that makes the library name @name (a file name, path, SONAME or
+ * DT_NEEDED entry) forbidden, or NULL; valid while @checker lives. */
+const char *lc_checker_library_stem(const struct lc_checker *checker, const char *name);
+
+/* Turns on rule 4 with the allow-list in the file at @path: one symbol name
+ * per line, '#' comments, a trailing '*' matches any suffix. Returns 0,
+ * -errno when unreadable, -EINVAL for a bad line (reported). */
+int lc_checker_allow_imports(struct lc_checker *checker, const char *path);
+
+/* Whether the file at @path -- an ELF file or an ar archive; anything else
+ * is not judged -- is or carries CUDA: its name, real path, folder (a toolkit
+ * or driver library folder) or SONAME is forbidden, it needs a forbidden library by name, it holds a fat
+ * binary section, or (with LC_CLASSIFY_SYMBOLS) it or an archive member
+ * defines or imports a CUDA symbol. Returns 1 with *why_p set to a new
+ * string saying why (caller frees), 0 when clean, -ENOEXEC when it is
+ * neither ELF nor an archive (a linker script, say), another -errno when it
+ * cannot be read. Reports nothing. */
+int lc_checker_classify_file(struct lc_checker *checker, const char *path, unsigned int how,
+                             char **why_p);
 
 /* Searches @dirs (copied; a ':' or ';' separated list, an empty entry meaning
  * the current directory) where ld.so searches LD_LIBRARY_PATH. NULL turns the

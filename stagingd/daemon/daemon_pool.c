@@ -1,0 +1,105 @@
+/* Sizing the daemon's staging pool: from the settings, or (a one-shot job
+ * with pinned-pool 0) from the largest buffer the store's shards need. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon_internal.h"
+#include "stagingd/shard.h"
+
+#define SD_DAEMON__RUN_PINNED_DEFAULT (512ull << 20)
+#define SD_DAEMON__RUN_SEGMENT_DEFAULT (128ull << 20)
+
+/* The jemalloc size class a request of @s bytes lands in: four classes per
+ * power of two above 16 KiB. */
+static uint64_t sd_daemon__size_class(uint64_t s)
+{
+    uint64_t p = 1;
+    while (p * 2 <= s)
+        p *= 2;
+    uint64_t step = p / 4 < 4096 ? 4096 : p / 4;
+    return sd_daemon__round_up(s, step);
+}
+
+/* The largest staging buffer any shard of @store needs (the job's layout:
+ * payload, checksum table, query), or 0 and a message. */
+uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log)
+{
+    char err[SD_ERR_LEN];
+    struct sd_store *st = NULL;
+    if (sd_store_open(store, err, sizeof err, &st) < 0) {
+        base_log(log, BASE_LOG_ERROR, "", "%s", err);
+        return 0;
+    }
+    uint64_t most = 0;
+    for (size_t i = 0; i < sd_store_count(st); i++) {
+        const struct sd_store_entry *e = sd_store_entry_get(st, i);
+        uint64_t need = sd_daemon__round_up(e->payload_len, SD_SHARD_ALIGN) +
+                        sd_daemon__round_up(8 * e->blocks, 64) + 4ull * e->dim;
+        need = sd_daemon__round_up(need, SD_POOL_BUF_ALIGN);
+        if (need > most)
+            most = need;
+    }
+    sd_store_close(st);
+    return most;
+}
+
+int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode,
+                           unsigned words_slots, uint64_t largest, struct sd_pool **pool_p)
+{
+    struct sd_pool *pool = NULL;
+    const uint64_t align = SD_POOL_SEGMENT_ALIGN;
+    uint64_t seg = cfg->segment_size ? sd_daemon__round_up(cfg->segment_size, align)
+                   : largest ? sd_daemon__round_up(sd_daemon__size_class(largest) + 4096, align)
+                             : SD_DAEMON__RUN_SEGMENT_DEFAULT;
+    uint64_t mapped = sd_daemon__round_up(cfg->mapped_pool ? cfg->mapped_pool : align, align);
+    uint64_t words = sd_daemon__round_up(64ull * words_slots, SD_POOL_BUF_ALIGN);
+    if (mapped < sd_daemon__round_up(words, align))
+        mapped = sd_daemon__round_up(words, align);
+    int rc = -ENOMEM;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        uint64_t pinned = cfg->pinned_pool            ? sd_daemon__round_up(cfg->pinned_pool, align)
+                          : mode == SD_DAEMON_ONESHOT ? seg * cfg->job.inflight
+                                                      : SD_DAEMON__RUN_PINNED_DEFAULT;
+        struct sd_pool_config pc;
+        if (sd_pool_config_default(&pc) < 0) {
+            memset(&pc, 0, sizeof pc);
+            pc.prefault_threads = 1;
+        }
+        memset(pc.class_bytes, 0, sizeof pc.class_bytes);
+        pc.class_bytes[LT_CLASS_PINNED] = pinned;
+        pc.class_bytes[LT_CLASS_MAPPED] = mapped;
+        pc.segment_bytes = seg < pinned ? seg : pinned;
+        pc.pages = cfg->pages;
+        pc.log = cfg->log;
+        rc = sd_pool_create(&pc, &pool);
+        if (rc < 0) {
+            char p[32];
+            sd_daemon__bytes(pinned, p, sizeof p);
+            base_log(&cfg->log, BASE_LOG_ERROR, "",
+                     "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
+                     pc.segment_bytes, strerror(-rc));
+            return rc;
+        }
+        if (!largest || cfg->segment_size)
+            break;
+        struct sd_pool_buf probe;
+        if (sd_pool_alloc(pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
+            sd_pool_free(pool, &probe);
+            break;
+        }
+        /* jemalloc's classes and padding did not fit: larger segments. */
+        sd_pool_destroy(pool);
+        pool = NULL;
+        seg = sd_daemon__round_up(seg + seg / 4, align);
+        rc = -ENOMEM;
+    }
+    if (!pool) {
+        base_log(&cfg->log, BASE_LOG_ERROR, "",
+                 "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
+        return rc;
+    }
+    *pool_p = pool;
+    return 0;
+}

@@ -1,0 +1,276 @@
+/* The job's private structures and the functions its files share. The
+ * files depend one way, top to bottom:
+ *   job.c         life cycle, the step the loop calls, cancel and abandon
+ *   job_batch.c   leases: batched requests and releases, and the agent's
+ *                 answers to them (grants, release completions, errors,
+ *                 a lost agent)
+ *   job_slot.c    a slot's state machine: start, read, submit, results,
+ *                 finish (the comment at its top draws it)
+ *   job_report.c  progress, the report and its top-k merge, the verdict
+ * tests/stagingd/job reaches the report's pure functions through here. */
+#ifndef STAGINGD_JOB_INTERNAL_H
+#define STAGINGD_JOB_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/time.h"
+#include "stagingd/job.h"
+#include "stagingd/pool.h"
+#include "stagingd/shard.h"
+
+#define SD_JOB__OP_VERIFY 1u
+#define SD_JOB__OP_SCAN 2u
+
+/* Tag kinds (bits 0..3), slot (4..15), job id (16..23), seq or batch (24..63). */
+enum {
+    SD_JOB__TAG_LEASE = 1,
+    SD_JOB__TAG_VERIFY = 2,
+    SD_JOB__TAG_SCAN = 3,
+    SD_JOB__TAG_RELEASE = 4,
+};
+#define SD_JOB__SLOTS_MAX 4096u
+#define SD_JOB__WHY_LEN 320
+#define SD_JOB__TOPK_SHOWN 10
+#define SD_JOB__NOT_RUN_SHOWN 3 /* names in the one line for shards not run */
+#define SD_JOB__PATH_MAX 4096
+
+enum sd_job__read { SD_JOB__READ_NONE, SD_JOB__READ_RUNNING, SD_JOB__READ_DONE };
+
+enum sd_job__lease {
+    SD_JOB__L_NONE,         /* no lease; none asked for */
+    SD_JOB__L_WANT,         /* to be asked for in the next batch */
+    SD_JOB__L_REQUESTED,    /* in a LEASE_REQUEST awaiting its grant */
+    SD_JOB__L_HELD,         /* granted */
+    SD_JOB__L_RELEASE_WANT, /* to be released in the next batch */
+    SD_JOB__L_RELEASING,    /* LEASE_RELEASE sent, RELEASE_COMPLETE awaited */
+};
+
+enum sd_job__res_state {
+    SD_JOB__RES_PENDING = 0,
+    SD_JOB__RES_DONE,
+    SD_JOB__RES_FAILED,
+    SD_JOB__RES_SKIPPED,
+};
+
+struct sd_job__result {
+    enum sd_job__res_state state;
+    unsigned got; /* ops whose completion was taken */
+    uint32_t completions;
+    uint32_t duplicates;
+    char *why;
+    /* verify */
+    uint32_t vstatus;
+    struct lt_checksum_result v;
+    int cpu_checked, cpu_bad;
+    uint64_t cpu_block;
+    /* scan */
+    int has_hit;
+    struct kn_scan_hit hit;
+    struct kn_scan_hit *hits; /* the shard's top min(records, k), best first */
+    size_t nhits;
+    uint64_t records;
+};
+
+struct sd_job;
+
+struct sd_job__slot {
+    struct sd_job *job;
+    unsigned idx;
+    int active;
+    uint64_t seq; /* this assignment: tags, and the doorbell's sequence */
+    size_t shard;
+    struct sd_shard *sh;
+    struct sd_pool_buf buf;
+    int have_buf;
+    int quarantine; /* the agent did not give the bytes back: never reuse */
+    uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
+    uint32_t k; /* scan: hits the agent writes at hits_off */
+    uint32_t block_size, dim, type;
+    unsigned ops_todo;     /* ops still without a result */
+    unsigned ops_inflight; /* submitted and unanswered */
+    int failed;
+    /* the read */
+    enum sd_job__read read;
+    int using_bell; /* the read's completion rings the bell */
+    int read_rc;    /* written by the staging thread, read after it posts */
+    uint64_t read_bytes;
+    char read_err[256];
+    int cpu_rc;
+    struct sd_shard_fault cpu_fault;
+    char cpu_err[256];
+    /* completions that arrived before the read was taken (doorbell path) */
+    unsigned early_mask;
+    uint32_t early_status[2];
+    union lt_op_result early_result[2];
+    /* the lease */
+    enum sd_job__lease lease;
+    struct sd_client_lease l;
+    unsigned lease_agent;
+    uint64_t lease_batch;
+    unsigned lease_pos;
+    uint64_t *bell, *done;
+    uint64_t word_off;
+};
+
+struct sd_job__agent {
+    int ready;
+    uint32_t caps;
+    unsigned max_batch;
+    int stats_valid;
+    char name[LT_NAME_LEN];
+    struct lt_client_stats me;
+    uint64_t uptime_ns;
+};
+
+struct sd_job {
+    struct sd_job_env env;
+    struct sd_job_config cfg;
+    char store_path[SD_JOB__PATH_MAX];
+    struct sd_store *st;
+    size_t nshards;
+    enum sd_job_op op;
+    unsigned ops;
+    int doorbell; /* pre-submit behind the bell where the agent grants it */
+    int doorbell_decided;
+    unsigned nslots;
+    struct sd_job__slot *slots;
+    struct sd_job__result *res;
+    struct sd_job__agent *agents;
+    unsigned rr; /* round-robin start among ready agents */
+    size_t next_shard;
+    unsigned active;
+    int alloc_blocked;
+
+    /* reads that landed, posted by staging threads */
+    pthread_mutex_t qmu;
+    unsigned *q;
+    unsigned qhead, qlen;
+    unsigned reads_active;
+    uint64_t busy_start_ns, busy_ns;
+
+    /* the scan's query, for the last (type, dim) */
+    float *query;
+    uint32_t query_dim, query_type;
+
+    uint64_t t_start, t_end;
+    uint64_t bytes_total, bytes_started, bytes_staged, bytes_done;
+    uint64_t leases_granted, leases_released, leases_lost, leases_refused, leases_abandoned;
+    uint64_t lease_batches, release_batches, next_batch;
+    uint64_t submits, bell_submits, completions, stale, duplicates, resubmits;
+    uint64_t done_words_seen, staged_fallback, bad_blocks;
+    uint64_t no_agent_since;
+    uint64_t last_status_ns;
+    unsigned progress_quarter;
+    int cancelled, abandoned, finished;
+    char fail_last[SD_JOB__WHY_LEN]; /* the last failure reason logged */
+    uint64_t fail_repeats;           /* shards failed for it since, not logged one by one */
+    char cancel_why[SD_JOB__WHY_LEN];
+    struct kn_scan_hit *topk;
+    size_t ntopk;
+};
+
+/* Logs one line through the sink the daemon lent: no subsystem, as every
+ * job line starts with "job N". */
+#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "", __VA_ARGS__)
+
+/* ---- helpers ---- */
+
+static inline uint64_t sd_job__round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static inline uint64_t sd_job__tag(const struct sd_job *job, unsigned kind, unsigned slot,
+                                   uint64_t seq)
+{
+    return (seq << 24) | ((uint64_t)(job->env.id & 0xffu) << 16) | ((uint64_t)slot << 4) | kind;
+}
+
+static inline unsigned sd_job__tag_kind(uint64_t tag)
+{
+    return (unsigned)(tag & SD_JOB_TAG_KIND_MASK);
+}
+
+static inline unsigned sd_job__tag_slot(uint64_t tag)
+{
+    return (unsigned)((tag >> 4) & 0xfffu);
+}
+
+static inline uint64_t sd_job__tag_seq(uint64_t tag)
+{
+    return tag >> 24;
+}
+
+static inline int sd_job__tag_mine(const struct sd_job *job, uint64_t tag)
+{
+    return ((tag >> 16) & 0xffu) == (job->env.id & 0xffu);
+}
+
+static inline const char *sd_job__shard_name(const struct sd_job *job, size_t idx)
+{
+    const struct sd_store_entry *e = sd_store_entry_get(job->st, idx);
+    return e ? e->name : "?";
+}
+
+static inline int sd_job__transient(int rc)
+{
+    return rc == -ENOTCONN || rc == -ECONNRESET || rc == -EPIPE || rc == -ESTALE ||
+           rc == -ETIMEDOUT || rc == -ECONNREFUSED;
+}
+
+/* ---- job_slot.c ---- */
+
+/* Records why shard @idx has no (complete) result; the first reason wins. */
+void sd_job__result_fail(struct sd_job *job, size_t idx, enum sd_job__res_state state,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Logs how many shards failed for the last reason logged since it was
+ * (result_fail logs a repeated reason once). */
+void sd_job__fail_repeats_log(struct sd_job *job);
+/* The slot's shard fails: no more submits; work in flight still drains. */
+void sd_job__slot_fail(struct sd_job__slot *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Starts shard @idx in slot @s. Returns 1 when the shard is consumed
+ * (started, or failed for good), 0 when it must wait for pool room. */
+int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx);
+/* Moves one slot as far as it can go without an answer. */
+void sd_job__advance(struct sd_job__slot *s);
+/* The slot a tag names, if the tag is this job's and the slot still holds
+ * the assignment it was made for; else NULL. */
+struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag);
+
+/* ---- job_batch.c ---- */
+
+/* Refreshes which agents are ready (and their caps and batch limits). */
+void sd_job__agents_refresh(struct sd_job *job, unsigned *nready_p);
+/* Sends the wanted leases and releases in as few requests as the batch
+ * limits allow. */
+void sd_job__flush_leases(struct sd_job *job, unsigned nready);
+void sd_job__flush_releases(struct sd_job *job);
+
+/* ---- job_report.c ---- */
+
+/* @b as "12.3 MiB". */
+void sd_job__bytes_fmt(uint64_t b, char *buf, size_t len);
+
+/* How the results add up. */
+struct sd_job__tally {
+    size_t clean, bad, failed, skipped, pending;
+    size_t exact; /* shards with exactly one result per op */
+};
+void sd_job__tally(const struct sd_job__result *res, size_t n, unsigned ops,
+                   struct sd_job__tally *t_p);
+
+/* The exit status of results @res[0, n): as sd_job_exit_status. */
+int sd_job__status(const struct sd_job__result *res, size_t n);
+
+/* The top @k of every shard's hits, merged: writes up to @k hits (their
+ * shard field the result's index) to a new array in *@hits_p and their
+ * number in *@n_p. Returns 0 (an empty result with no hits: *@hits_p
+ * NULL) or -ENOMEM. The caller frees *@hits_p. */
+int sd_job__topk_merge(const struct sd_job__result *res, size_t n, size_t k,
+                       struct kn_scan_hit **hits_p, size_t *n_p);
+
+#endif /* STAGINGD_JOB_INTERNAL_H */

@@ -1,0 +1,420 @@
+/* A job's results (see job_internal.h): progress lines, the agents' stats,
+ * the report with its rows and the top-k merged across shards, the
+ * verdict line and the exit status. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job_internal.h"
+#include "kernels/scan_ref.h"
+
+void sd_job__bytes_fmt(uint64_t b, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    unsigned u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " B", b);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+void sd_job_progress(const struct sd_job *job, char *buf, size_t len)
+{
+    size_t done = 0;
+    for (size_t i = 0; i < job->nshards; i++)
+        done += job->res[i].state != SD_JOB__RES_PENDING;
+    uint64_t now = job->t_end ? job->t_end : base_now_ns();
+    double secs = (double)(now - job->t_start) / 1e9;
+    char b[32];
+    sd_job__bytes_fmt(job->bytes_done, b, sizeof b);
+    snprintf(buf, len, "job %u %s: %zu/%zu shards, %s, %.2f GB/s, %" PRIu64 " leases granted",
+             job->env.id, sd_job_op_name(job->op), done, job->nshards, b,
+             secs > 0 ? (double)job->bytes_done / secs / 1e9 : 0.0, job->leases_granted);
+}
+
+void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
+{
+    for (unsigned a = 0; a < job->env.nagents; a++) {
+        struct sd_client_agent_info info;
+        struct sd_job__agent *ag = &job->agents[a];
+        if (sd_client_agent_info(job->env.client, a, &info) < 0 || info.state != SD_CLIENT_READY)
+            continue;
+        snprintf(ag->name, sizeof ag->name, "%s", info.hello.agent_name);
+        ag->caps = info.hello.caps;
+        struct lt_msg_stats_request m;
+        lt_msg_init(&m, sizeof m, LT_MSG_STATS_REQUEST, 1);
+        union lt_msg_buffer reply;
+        if (sd_client_call(job->env.client, a, &m, sizeof m, timeout_ms, &reply) < 0) {
+            sd_job__log(job, BASE_LOG_WARN, "job %u: agent %u stats: %s", job->env.id, a,
+                        sd_client_last_error(job->env.client));
+            continue;
+        }
+        const struct lt_msg_stats_reply *sr = (const struct lt_msg_stats_reply *)(void *)&reply;
+        ag->uptime_ns = sr->uptime_ns;
+        for (uint32_t k = 0; k < sr->client_count; k++) {
+            if (sr->clients[k].client_id == info.hello.client_id) {
+                ag->me = sr->clients[k];
+                ag->stats_valid = 1;
+            }
+        }
+    }
+}
+
+/* ---- pure functions over results ---- */
+
+int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, size_t k,
+                       struct kn_scan_hit **hits_p, size_t *n_p)
+{
+    size_t n = 0, total = 0;
+    for (size_t i = 0; i < nres; i++) {
+        n += res[i].has_hit;
+        total += res[i].has_hit ? res[i].nhits : 0;
+    }
+    /* Each shard's top min(k, LT_SCAN_MAX_K): the merge is the true
+     * top-k of all records for k up to LT_SCAN_MAX_K. */
+    if (k > total)
+        k = total;
+    if (n == 0 || k == 0) {
+        *hits_p = NULL;
+        *n_p = 0;
+        return 0;
+    }
+    const struct kn_scan_hit **lists = calloc(n, sizeof *lists);
+    size_t *counts = calloc(n, sizeof *counts);
+    uint32_t *ids = calloc(n, sizeof *ids);
+    struct kn_scan_hit *hits = calloc(k, sizeof *hits);
+    int rc = -ENOMEM;
+    if (!lists || !counts || !ids || !hits) {
+        free(hits);
+        goto out;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < nres; i++) {
+        if (!res[i].has_hit)
+            continue;
+        lists[j] = res[i].hits;
+        counts[j] = res[i].nhits;
+        ids[j] = (uint32_t)i;
+        j++;
+    }
+    long got = kr_topk_merge(lists, counts, n, ids, (uint32_t)k, hits);
+    *hits_p = hits;
+    *n_p = got > 0 ? (size_t)got : 0;
+    rc = 0;
+out:
+    free(lists);
+    free(counts);
+    free(ids);
+    return rc;
+}
+
+void sd_job__tally(const struct sd_job__result *res, size_t n, unsigned ops,
+                   struct sd_job__tally *t_p)
+{
+    struct sd_job__tally t = {0};
+    for (size_t i = 0; i < n; i++) {
+        const struct sd_job__result *r = &res[i];
+        if (r->state == SD_JOB__RES_FAILED)
+            t.failed++;
+        else if (r->state == SD_JOB__RES_SKIPPED)
+            t.skipped++;
+        else if (r->vstatus == LT_E_CHECKSUM_MISMATCH)
+            t.bad++;
+        else if (r->state == SD_JOB__RES_DONE)
+            t.clean++;
+        else
+            t.pending++;
+        t.exact += r->got == ops && r->completions == (unsigned)__builtin_popcount(ops);
+    }
+    *t_p = t;
+}
+
+int sd_job__status(const struct sd_job__result *res, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].state != SD_JOB__RES_DONE)
+            return 1;
+        bad |= res[i].vstatus == LT_E_CHECKSUM_MISMATCH;
+    }
+    return bad ? 3 : 0;
+}
+
+/* ---- the report ---- */
+
+static void sd_job__merge_topk(struct sd_job *job)
+{
+    if (job->topk)
+        return;
+    /* Out of memory: the report shows no merged rows. */
+    if (sd_job__topk_merge(job->res, job->nshards, job->cfg.k, &job->topk, &job->ntopk) < 0)
+        job->ntopk = 0;
+}
+
+static void sd_job__row(const struct sd_job *job, size_t i, FILE *out)
+{
+    const struct sd_job__result *r = &job->res[i];
+    const char *name = sd_job__shard_name(job, i);
+    if (r->got & SD_JOB__OP_VERIFY) {
+        if (r->vstatus == LT_OK) {
+            fprintf(out, "  %-18s verify ok: %" PRIu64 " blocks\n", name, r->v.blocks_checked);
+        } else if (r->vstatus == LT_E_CHECKSUM_MISMATCH) {
+            const struct sd_store_entry *e = sd_store_entry_get(job->st, i);
+            uint64_t lo = r->v.first_bad_block * e->block_size;
+            uint64_t hi = lo + e->block_size < e->payload_len ? lo + e->block_size : e->payload_len;
+            fprintf(out,
+                    "  %-18s verify BAD: block %" PRIu64 " of %" PRIu64 " (payload bytes %" PRIu64
+                    "..%" PRIu64 ") expected %016" PRIx64 ", found %016" PRIx64 "; %" PRIu64
+                    " bad block(s)\n",
+                    name, r->v.first_bad_block, r->v.blocks_checked, lo, hi - 1, r->v.expected,
+                    r->v.actual, r->v.bad_blocks);
+        }
+        if (r->cpu_checked) {
+            int gpu_bad = r->vstatus == LT_E_CHECKSUM_MISMATCH;
+            if (gpu_bad != r->cpu_bad || (gpu_bad && r->cpu_block != r->v.first_bad_block)) {
+                if (r->cpu_bad)
+                    fprintf(out,
+                            "  %-18s verify DISAGREES with the CPU check, which found block "
+                            "%" PRIu64 " bad\n",
+                            name, r->cpu_block);
+                else
+                    fprintf(out,
+                            "  %-18s verify DISAGREES with the CPU check, which found no bad "
+                            "block\n",
+                            name);
+            }
+        }
+    }
+    if ((r->got & SD_JOB__OP_SCAN) && r->has_hit)
+        fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records\n",
+                name, r->hit.index, (double)r->hit.score, r->records);
+    if (r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED)
+        fprintf(out, "  %-18s %s: %s\n", name,
+                r->state == SD_JOB__RES_FAILED ? "FAILED" : "NOT RUN", r->why ? r->why : "?");
+}
+
+/* ---- shards that share a reason ---- */
+
+struct sd_job__member {
+    const char *why;
+    size_t idx;
+    int skipped;
+};
+
+static int sd_job__member_cmp(const void *a, const void *b)
+{
+    const struct sd_job__member *x = a, *y = b;
+    if (x->skipped != y->skipped)
+        return y->skipped - x->skipped; /* NOT RUN first */
+    int c = strcmp(x->why, y->why);
+    if (c)
+        return c;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* One line for @n shards @m[0, n) that share a reason: the count, the
+ * first few names (in shard order) and the reason. */
+static void sd_job__group_line(const struct sd_job *job, const struct sd_job__member *m, size_t n,
+                               FILE *out)
+{
+    char names[SD_JOB__NOT_RUN_SHOWN * (SD_STORE_NAME_MAX + 2)] = "";
+    size_t used = 0, shown = n < SD_JOB__NOT_RUN_SHOWN ? n : SD_JOB__NOT_RUN_SHOWN;
+    for (size_t i = 0; i < shown; i++) {
+        int w = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                         sd_job__shard_name(job, m[i].idx));
+        if (w > 0 && (size_t)w < sizeof names - used)
+            used += (size_t)w;
+    }
+    char more[48] = "";
+    if (n > shown)
+        snprintf(more, sizeof more, " and %zu more", n - shown);
+    fprintf(out, "  %s: %zu shard(s) (%s%s): %s\n", m[0].skipped ? "NOT RUN" : "FAILED", n, names,
+            more, m[0].why);
+}
+
+/* Finds the shards not run, and those that failed with no result where
+ * more than SD_JOB__NOT_RUN_SHOWN share a reason: marks them in @grouped
+ * (their rows are left out) and, when @out is not NULL, prints one line per
+ * reason. Returns 0, or -ENOMEM (nothing printed or marked). */
+static int sd_job__groups(const struct sd_job *job, unsigned char *grouped, FILE *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < job->nshards; i++) {
+        const struct sd_job__result *r = &job->res[i];
+        n += r->why &&
+             (r->state == SD_JOB__RES_SKIPPED || (r->state == SD_JOB__RES_FAILED && r->got == 0));
+    }
+    if (n == 0)
+        return 0;
+    struct sd_job__member *m = calloc(n, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    n = 0;
+    for (size_t i = 0; i < job->nshards; i++) {
+        const struct sd_job__result *r = &job->res[i];
+        int skipped = r->state == SD_JOB__RES_SKIPPED;
+        if (r->why && (skipped || (r->state == SD_JOB__RES_FAILED && r->got == 0)))
+            m[n++] = (struct sd_job__member){r->why, i, skipped};
+    }
+    qsort(m, n, sizeof *m, sd_job__member_cmp);
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && m[j].skipped == m[i].skipped && strcmp(m[j].why, m[i].why) == 0;
+             j++)
+            ;
+        if (!m[i].skipped && j - i <= SD_JOB__NOT_RUN_SHOWN)
+            continue; /* a few failures: their own rows */
+        if (out)
+            sd_job__group_line(job, m + i, j - i, out);
+        for (size_t k = i; k < j; k++)
+            grouped[m[k].idx] = 1;
+    }
+    free(m);
+    return 0;
+}
+
+void sd_job_report(struct sd_job *job, FILE *out)
+{
+    sd_job__merge_topk(job);
+    struct sd_job__tally t;
+    sd_job__tally(job->res, job->nshards, job->ops, &t);
+    const size_t clean = t.clean, bad = t.bad, failed = t.failed, skipped = t.skipped,
+                 exact = t.exact;
+    char total[32];
+    sd_job__bytes_fmt(job->bytes_total, total, sizeof total);
+    fprintf(out, "job %u: %s of %s: %zu shard(s), %s, doorbell %s, inflight %u\n", job->env.id,
+            sd_job_op_name(job->op), job->store_path, job->nshards, total,
+            job->doorbell ? "on" : "off", job->nslots);
+    /* Shards that share a reason for having no result get one line per
+     * reason, unless every row was asked for. */
+    unsigned char *grouped = job->cfg.list ? NULL : calloc(job->nshards ? job->nshards : 1, 1);
+    if (grouped && sd_job__groups(job, grouped, NULL) < 0) {
+        free(grouped);
+        grouped = NULL;
+    }
+    for (size_t i = 0; i < job->nshards; i++) {
+        const struct sd_job__result *r = &job->res[i];
+        int notable = r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED ||
+                      r->vstatus == LT_E_CHECKSUM_MISMATCH;
+        if ((job->cfg.list || notable) && !(grouped && grouped[i]))
+            sd_job__row(job, i, out);
+    }
+    if (grouped)
+        sd_job__groups(job, grouped, out);
+    free(grouped);
+    if (job->ops & SD_JOB__OP_SCAN) {
+        size_t shown =
+            job->cfg.list || job->ntopk <= SD_JOB__TOPK_SHOWN ? job->ntopk : SD_JOB__TOPK_SHOWN;
+        fprintf(out,
+                "top-%u by dot product (query seed %" PRIu64 "; each shard's top-k, "
+                "merged across shards)%s\n",
+                job->cfg.k, job->cfg.query_seed, shown < job->ntopk ? ", first rows" : "");
+        fprintf(out, "  %-5s %-18s %-12s %s\n", "rank", "shard", "record", "score");
+        for (size_t i = 0; i < shown; i++)
+            fprintf(out, "  #%-4zu %-18s %-12" PRIu64 " %.9g\n", i + 1,
+                    sd_job__shard_name(job, job->topk[i].shard), job->topk[i].index,
+                    (double)job->topk[i].score);
+    }
+    uint64_t end = job->t_end ? job->t_end : base_now_ns();
+    double e2e = (double)(end - job->t_start) / 1e9;
+    double busy = (double)job->busy_ns / 1e9;
+    char staged[32];
+    sd_job__bytes_fmt(job->bytes_staged, staged, sizeof staged);
+    fprintf(out, "summary\n");
+    fprintf(out,
+            "  %-14s %zu of %zu done: %zu clean, %zu with bad blocks, %zu failed, %zu not run\n",
+            "shards", clean + bad, job->nshards, clean, bad, failed, skipped);
+    fprintf(out, "  %-14s %" PRIu64 " staged (%s) of %" PRIu64 "\n", "bytes", job->bytes_staged,
+            staged, job->bytes_total);
+    fprintf(out, "  %-14s %.2f GB/s (%.3f s with reads in flight)\n", "staged",
+            busy > 0 ? (double)job->bytes_staged / busy / 1e9 : 0.0, busy);
+    fprintf(out, "  %-14s %.2f GB/s (%.3f s from start to last result)\n", "end to end",
+            e2e > 0 ? (double)job->bytes_staged / e2e / 1e9 : 0.0, e2e);
+    if (job->ops & SD_JOB__OP_VERIFY)
+        fprintf(out, "  %-14s %" PRIu64 "\n", "bad blocks", job->bad_blocks);
+    fprintf(out,
+            "  %-14s %" PRIu64 " granted, %" PRIu64 " released, %" PRIu64
+            " lost with an agent, %" PRIu64 " refused; %" PRIu64 " request and %" PRIu64
+            " release batch(es)%s\n",
+            "leases", job->leases_granted, job->leases_released, job->leases_lost,
+            job->leases_refused, job->lease_batches, job->release_batches,
+            job->staged_fallback ? " (some served STAGED: the pin budget was spent)" : "");
+    if (job->leases_abandoned)
+        fprintf(out, "  %-14s %" PRIu64 " lease(s) left to the agent at shutdown\n", "abandoned",
+                job->leases_abandoned);
+    fprintf(out,
+            "  %-14s %" PRIu64 " submits (%" PRIu64 " behind the doorbell), %" PRIu64
+            " completions, %" PRIu64 " done words seen\n",
+            "work", job->submits, job->bell_submits, job->completions, job->done_words_seen);
+    fprintf(out,
+            "  %-14s %s: %zu of %zu shard(s) with one result per op; %" PRIu64
+            " op(s) resubmitted after agent loss, %" PRIu64 " duplicate(s) ignored\n",
+            "exactly once", exact == job->nshards ? "yes" : "no", exact, job->nshards,
+            job->resubmits, job->duplicates + job->stale);
+    for (unsigned a = 0; a < job->env.nagents; a++) {
+        const struct sd_job__agent *ag = &job->agents[a];
+        if (!ag->stats_valid) {
+            fprintf(out, "  %-14s %u: no stats (not ready at the end)\n", "agent", a);
+            continue;
+        }
+        char reg[32];
+        sd_job__bytes_fmt(ag->me.bytes_registered, reg, sizeof reg);
+        fprintf(out,
+                "  %-14s %u \"%s\"%s: this client: %" PRIu64 " segment(s), %s registered, "
+                "%" PRIu64 " live lease(s), %" PRIu64 " granted, %" PRIu64 " submits\n",
+                "agent", a, ag->name, (ag->caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND)" : "",
+                ag->me.segments, reg, ag->me.live_leases, ag->me.leases_granted, ag->me.submits);
+    }
+    if (job->cancelled)
+        fprintf(out, "  %-14s %s\n", "cancelled", job->cancel_why);
+}
+
+int sd_job_exit_status(const struct sd_job *job)
+{
+    return sd_job__status(job->res, job->nshards);
+}
+
+/* The reason the first shard not run was given (they share one: the
+ * cancel's), or NULL. */
+static const char *sd_job__not_run_why(const struct sd_job *job)
+{
+    for (size_t i = 0; i < job->nshards; i++)
+        if (job->res[i].state == SD_JOB__RES_SKIPPED)
+            return job->res[i].why;
+    return NULL;
+}
+
+void sd_job_outcome(const struct sd_job *job, char *buf, size_t len)
+{
+    struct sd_job__tally t;
+    sd_job__tally(job->res, job->nshards, job->ops, &t);
+    const int status = sd_job__status(job->res, job->nshards);
+    char bytes[32];
+    sd_job__bytes_fmt(job->bytes_done, bytes, sizeof bytes);
+    uint64_t end = job->t_end ? job->t_end : base_now_ns();
+    double secs = (double)(end - job->t_start) / 1e9;
+    double rate = secs > 0 ? (double)job->bytes_done / secs / 1e9 : 0.0;
+    const char *op = sd_job_op_name(job->op);
+    if (status == 0) {
+        snprintf(buf, len, "job %u %s: OK: %zu of %zu shard(s) clean, %s, %.2f GB/s", job->env.id,
+                 op, t.clean, job->nshards, bytes, rate);
+    } else if (status == 3) {
+        snprintf(buf, len,
+                 "job %u %s: CORRUPT: %zu of %zu shard(s) with bad blocks (%" PRIu64
+                 " bad block(s)), %zu clean; exit status 3",
+                 job->env.id, op, t.bad, job->nshards, job->bad_blocks, t.clean);
+    } else {
+        const char *why = t.skipped ? sd_job__not_run_why(job) : NULL;
+        snprintf(buf, len,
+                 "job %u %s: FAILED: %zu of %zu shard(s) done, %zu failed, %zu not run%s%s; exit "
+                 "status 1",
+                 job->env.id, op, t.clean + t.bad, job->nshards, t.failed, t.skipped,
+                 why ? ": " : "", why ? why : "");
+    }
+}
