@@ -1,5 +1,5 @@
 /* lease-agent with the CUDA backend, over its socket: a real agent process
- * per test on a private socket (tests/server/harness.c), sealed memfd
+ * per test on a private socket (tests/gpu/server/harness.c), sealed memfd
  * segments written by the test, and every op on every memory path checked
  * against the C references. Needs an NVIDIA GPU: run through gpu_gate,
  * skipped (77) elsewhere. */
