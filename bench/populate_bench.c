@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "bench_cuda.h"
 
 #ifndef MADV_POPULATE_READ
@@ -33,13 +34,6 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cu_ok(CUresult r, const char *what)
 {
@@ -180,7 +174,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            double t0 = now_s();
+            double t0 = base_now_s();
             struct slice st[16];
             if (v[i].overlapped) {
                 for (unsigned t = 0; t < v[i].threads; t++) {
@@ -198,7 +192,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "populate-bench: %s: madvise failed\n", v[i].name);
                 return 1;
             }
-            double t1 = now_s();
+            double t1 = base_now_s();
             if (!cu_ok(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE),
                        "cuMemHostRegister"))
                 return 1;
@@ -212,7 +206,7 @@ int main(int argc, char **argv)
                     }
                 }
             }
-            double t2 = now_s();
+            double t2 = base_now_s();
             if (!cu_ok(cuMemHostUnregister(p), "cuMemHostUnregister"))
                 return 1;
             if (p != daemon)

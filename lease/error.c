@@ -5,8 +5,6 @@
 
 #include "internal.h"
 
-#define LEASE__SUBSYS "lease"
-
 /* Refusals are answers to a peer: info. The agent that sends one on logs
  * it at warning where an operator can act (the pin budget, RLIMIT_MEMLOCK),
  * with the option that changes it, which only the agent knows. */
@@ -19,14 +17,6 @@ static int refusal_level(uint32_t code)
 static const struct base_log_sink *sink_of(const struct lease_service *svc)
 {
     return svc ? &svc->cfg.log : NULL;
-}
-
-void lease__log(const struct lease_service *svc, int level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    base_vlog(sink_of(svc), level, LEASE__SUBSYS, fmt, ap);
-    va_end(ap);
 }
 
 int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint32_t code, int err,

@@ -50,9 +50,9 @@ static inline void *lease__next(const struct base_idtab *t, uint32_t *cursor_p)
 
 /* ---- errors and logging ----------------------------------------------- */
 
-/* One line through the service's sink (subsystem "lease"). */
-void lease__log(const struct lease_service *svc, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The service's log subsystem: lines go to base_log(&svc->cfg.log, ...). */
+#define LEASE__SUBSYS "lease"
+
 /* Decides a failure: fills *why_p (NULL: not wanted) with @code, @err (0:
  * lt_error_errno(code)) and the message, logs the message once through
  * @svc, and returns the errno. */

@@ -487,10 +487,10 @@ void lease_service_destroy(struct lease_service *svc)
     for (uint32_t cur = 0; (obj = lease__next(&svc->clients, &cur));)
         free(obj);
     if (leases || pending)
-        lease__log(svc, BASE_LOG_WARN,
-                   "service destroyed with %" PRIu64 " leases not release-complete and %" PRIu64
-                   " GPU work items pending, treated as done",
-                   leases, pending);
+        base_log(&svc->cfg.log, BASE_LOG_WARN, LEASE__SUBSYS,
+                 "service destroyed with %" PRIu64 " leases not release-complete and %" PRIu64
+                 " GPU work items pending, treated as done",
+                 leases, pending);
     base_idtab_fini(&svc->clients);
     base_idtab_fini(&svc->segs);
     base_idtab_fini(&svc->leases);
@@ -703,11 +703,11 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     uint64_t id = seg->id;
     pthread_mutex_unlock(&svc->mu);
     if (needs_reg(cls))
-        lease__log(svc, BASE_LOG_INFO,
-                   "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
-                   "-byte pages, registered in %.1f ms (%.1f GB/s)",
-                   id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
-                   t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
+        base_log(&svc->cfg.log, BASE_LOG_INFO, LEASE__SUBSYS,
+                 "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
+                 "-byte pages, registered in %.1f ms (%.1f GB/s)",
+                 id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
+                 t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
     *seg_id_p = lt_segment_id_from_u64(id);
     return 0;
 
@@ -810,8 +810,8 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                 svc->st.cls[seg->cls].budget_refusals++;
                 return lease__fail_logged(svc, why, &f);
             }
-            lease__log(svc, BASE_LOG_NOTICE, "%s lease served as STAGED: %s", lt_class_name(cls),
-                       f.message);
+            base_log(&svc->cfg.log, BASE_LOG_NOTICE, LEASE__SUBSYS, "%s lease served as STAGED: %s",
+                     lt_class_name(cls), f.message);
             svc->st.cls[seg->cls].fallbacks++;
             cls = LT_CLASS_STAGED;
             fell_back = 1;

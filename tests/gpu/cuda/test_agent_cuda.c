@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "harness.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/scan_ref.h"
@@ -30,13 +31,6 @@
  * steps; budgets large enough for the 1 GiB segment. */
 static const char *const agent_args[] = {
     "--pinned-budget", "3G", "--mapped-budget", "256M", "--chunk-bytes", "1M", NULL};
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- a segment the test writes --------------------------------------------- */
 
@@ -480,7 +474,7 @@ START_TEST(release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it)
         struct lt_lease_id lease = lease_ok(fd, &p, 0, p.size, LT_CLASS_PINNED);
         union lt_op_args args = checksum_args(0, len, sums_off, bs);
         uint64_t rid = submit(fd, lease, S0, LT_OP_CHECKSUM_VERIFY, &args, 0, NULL);
-        uint64_t t_release = now_ns();
+        uint64_t t_release = base_now_ns();
         uint64_t rel = th_release_send(fd, lease);
         /* The instant the release completes the bytes are reused: were the
          * GPU still reading, the op would see the pattern and fail. */
@@ -499,7 +493,7 @@ START_TEST(release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it)
                 ck_assert_uint_eq(b.hdr.type, LT_MSG_COMPLETION);
                 ck_assert_uint_eq(b.hdr.request_id, rid);
                 memcpy(&c, b.bytes, sizeof c);
-                t_done = now_ns();
+                t_done = base_now_ns();
                 got_completion = true;
             }
         }
