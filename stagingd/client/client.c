@@ -17,6 +17,7 @@
 #include "base/rand.h"
 #include "base/time.h"
 #include "client_internal.h"
+#include "leasec/log.h"
 
 #define LEASEC_CLIENT_RX_BATCH 64 /* messages read from one agent per process call */
 
@@ -190,10 +191,7 @@ int leasec_client_create(const struct leasec_client_config *config, struct lease
     c->tfd = -1;
     c->cb = config->cb;
     c->cb_ctx = config->cb_ctx;
-    /* The public sink is base's, field for field (lease/client.h keeps
-     * base/ out of the installed headers). */
-    c->log = (struct base_log_sink){
-        .fn = config->log.fn, .ctx = config->log.ctx, .max_level = config->log.max_level};
+    c->log = leasec__log_sink(&config->log);
     c->caps = config->caps;
     c->backoff_min_ms = config->backoff_min_ms;
     c->backoff_max_ms = config->backoff_max_ms;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "leasec/log.h"
 #include "pool_internal.h"
 
 #define SD_GIB ((uint64_t)1 << 30)
@@ -62,13 +63,6 @@ int leasec_pool_pages_parse(const char *text, enum leasec_pool_pages *pages_p)
     return rc;
 }
 
-/* The public sink is base's, field for field (lease/client.h keeps base/
- * out of the installed headers). */
-static struct base_log_sink leasec__pool_sink(const struct leasec_log *log)
-{
-    return (struct base_log_sink){.fn = log->fn, .ctx = log->ctx, .max_level = log->max_level};
-}
-
 static int leasec__class_valid(enum lt_class mem_class)
 {
     return lt_class_is_valid((uint32_t)mem_class);
@@ -117,7 +111,7 @@ int leasec_pool_config_default(struct leasec_pool_config *config_p)
 
 static int leasec__config_check(const struct leasec_pool_config *c)
 {
-    const struct leasec__pool_ctx log_only = {.log = leasec__pool_sink(&c->log)};
+    const struct leasec__pool_ctx log_only = {.log = leasec__log_sink(&c->log)};
     const struct leasec__pool_ctx *ctx = &log_only;
     if (c->segment_bytes == 0 || c->segment_bytes % LEASEC_POOL_SEGMENT_ALIGN) {
         leasec__ctx_log(
@@ -218,7 +212,7 @@ int leasec_pool_create(const struct leasec_pool_config *config, struct leasec_po
 
     struct leasec_pool *pool = calloc(1, sizeof(*pool));
     if (!pool) {
-        const struct leasec__pool_ctx log_only = {.log = leasec__pool_sink(&config->log)};
+        const struct leasec__pool_ctx log_only = {.log = leasec__log_sink(&config->log)};
         leasec__ctx_log(&log_only, "creating pool: out of memory");
         return -ENOMEM;
     }
@@ -227,7 +221,7 @@ int leasec_pool_create(const struct leasec_pool_config *config, struct leasec_po
         .prefault_threads = config->prefault_threads,
         .flags = config->flags,
         .pages = config->pages,
-        .log = leasec__pool_sink(&config->log),
+        .log = leasec__log_sink(&config->log),
         .fault_hit = leasec__pool_fault_hit,
     };
     pool->locks_ready = LT_CLASS_STAGED;
