@@ -124,8 +124,8 @@ static int run(const char *sock, uint64_t bytes, struct leasec_pool *pool, struc
     for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
         struct leasec_pool_segment seg;
         if ((rc = leasec_pool_segment_at(pool, i, &seg)) < 0 ||
-            (rc = leasec_client_segment_add(c, seg.id, seg.fd, seg.base, seg.size,
-                                            seg.mem_class)) < 0)
+            (rc = leasec_client_segment_add(c, seg.id, seg.fd, seg.base, seg.size, seg.mem_class)) <
+                0)
             return fail_rc("segment add", rc, c);
     }
     unsigned agent;
@@ -188,9 +188,8 @@ static int run(const char *sock, uint64_t bytes, struct leasec_pool *pool, struc
            "as %s, copied%s%s, released and reusable\n",
            sock, info.hello.agent_name,
            (info.hello.caps & LEASEC_CAP_HOST_BACKEND) ? ", host backend" : "",
-           info.segments_accepted, (unsigned long long)data.len,
-           lt_class_name(s->lease.mem_class), bells ? " behind the doorbell" : "",
-           words_ok ? ", done word seen" : "");
+           info.segments_accepted, (unsigned long long)data.len, lt_class_name(s->lease.mem_class),
+           bells ? " behind the doorbell" : "", words_ok ? ", done word seen" : "");
     return 0;
 }
 

@@ -67,9 +67,9 @@ int main(void)
 
     /* Nothing of jemalloc or base is visible from outside the library. */
     void *self = dlopen(NULL, RTLD_NOW);
-    static const char *const hidden[] = {"mallocx", "dallocx", "mallctl", "je_malloc",
-                                         "base_log", "base_u64map_put", "base_send_fds",
-                                         "lc_checker_create", "sd_selfcheck_no_cuda"};
+    static const char *const hidden[] = {
+        "mallocx",         "dallocx",       "mallctl",           "je_malloc",           "base_log",
+        "base_u64map_put", "base_send_fds", "lc_checker_create", "sd_selfcheck_no_cuda"};
     for (size_t k = 0; k < sizeof hidden / sizeof hidden[0]; k++) {
         void *p = self ? dlsym(self, hidden[k]) : NULL;
         if (p && strstr(object_of(p), "lease-client")) {

@@ -62,6 +62,28 @@ done
 
 [ "$only" = "--build-only" ] && exit 0
 
+echo "== dlopen after start-up, with room for jemalloc's initial-exec TLS"
+cat >"$out/alloc/late.c" <<'LATE'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
+    const char *(*version)(void) = h ? (const char *(*)(void))dlsym(h, "leasec_version") : NULL;
+    if (!version) {
+        printf("FAIL: dlopen: %s\n", dlerror());
+        return 1;
+    }
+    printf("PASS: dlopen'ed liblease-client %s\n", version());
+    return 0;
+}
+LATE
+# shellcheck disable=SC2046
+cc -std=gnu11 -Wall -Werror -o "$out/alloc/late" "$out/alloc/late.c" \
+    $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags lease-client) -ldl
+GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
+    "$out/alloc/late" "$out/$(cat "$out/libdir")/liblease-client.so.0"
+
 echo "== alloc_mix: the program's allocator stays its own"
 for b in "$out"/alloc/alloc_mix-shared "$out"/alloc/alloc_mix-static $with_jemalloc; do
     LD_LIBRARY_PATH="$out/$(cat "$out/libdir")" "$b"

@@ -158,6 +158,10 @@ static void on_error(void *ctx, const struct leasec_client_error *x)
     e->code = x->code;
     e->index = x->index;
     snprintf(e->msg, sizeof(e->msg), "%s", x->message);
+    if (x->refusal) {
+        e->refused = 1;
+        e->refusal = *x->refusal;
+    }
 }
 
 static void on_reply(void *ctx, const struct leasec_client_reply *r)
@@ -167,6 +171,19 @@ static void on_reply(void *ctx, const struct leasec_client_reply *r)
     e->agent = r->agent;
     e->rid = r->request_id;
     e->tag = r->tag;
+    e->type = r->request_type;
+    e->stream = r->stream;
+    e->event = r->event;
+    e->ready = r->ready;
+    e->elapsed_ms = r->elapsed_ms;
+    if (r->stats) {
+        e->has_stats = 1;
+        e->stats_clients = r->stats->client_count;
+        e->stats_have_self = (uint32_t)r->stats->have_self;
+        e->stats_self_id = r->stats->self.client_id;
+        e->stats_uptime_ns = r->stats->uptime_ns;
+        e->stats_self_submits = r->stats->self.submits;
+    }
 }
 
 static void on_ready(void *ctx, unsigned agent, uint32_t epoch)

@@ -33,6 +33,17 @@ struct ev {
     unsigned count;
     struct leasec_client_grant_entry ents[8];
     int nested_rc;
+    /* on_error: the agent's refusal, when it made one */
+    int refused;
+    struct lt_failure refusal;
+    /* on_reply */
+    struct lt_stream_id stream;
+    struct lt_event_id event;
+    uint32_t ready;
+    float elapsed_ms;
+    int has_stats;
+    uint32_t stats_clients, stats_have_self, stats_self_id;
+    uint64_t stats_uptime_ns, stats_self_submits;
 };
 
 extern struct ev evs[512];
@@ -121,5 +132,6 @@ void client_tests_agents(TCase *tc);    /* agent death, two agents, send queue, 
 void client_tests_malformed(TCase *tc); /* malformed replies */
 void client_tests_doorbell(TCase *tc);  /* doorbells across processes */
 void client_tests_restart(TCase *tc);   /* the agent killed and restarted mid-run */
+void client_tests_api(TCase *tc);       /* the library's typed calls, reconnect, names */
 
 #endif /* CLIENT_TEST_UTIL_H */

@@ -18,7 +18,6 @@
 #include "base/log.h"
 #include "lease/client.h"
 
-
 static inline void leasec__log_stderr(void *ctx, int level, const char *subsys, const char *line)
 {
     (void)ctx;
