@@ -29,6 +29,9 @@
  * Threads: see each section. In short, a pool may be used from any thread;
  * a client is driven by one thread at a time, and its callbacks run there.
  *
+ * The library's one header by design (issue #14): every call with its
+ * ownership and errnos, hence its length (over 800 lines).
+ *
  * Link with `pkg-config --cflags --libs lease-client` (shared) or
  * `pkg-config --static ...` against the archive. Either exports only the
  * leasec_ names below; jemalloc is inside and never becomes the program's
