@@ -66,7 +66,7 @@ one_job() {
     local label=$1 op=$2 sock dir pid args=() st gbs
     dir=$(mktemp -d)
     sock=$dir/agent.sock
-    "${agent[$label]}" --backend cuda --socket "$sock" --pinned-budget 8G --mapped-budget 1G \
+    "${agent[$label]}" --backend cuda --socket "$sock" --pinned-budget 8GiB --mapped-budget 1GiB \
         >"$logs/agent-$label-$op.log" 2>&1 &
     pid=$!
     for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
