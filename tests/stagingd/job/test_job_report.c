@@ -124,7 +124,11 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
     uint64_t rng = 0x70b4;
     for (int round = 0; round < 50; round++) {
         struct sd_job__result res[6];
+        struct sd_job__scan scans[6];
         memset(res, 0, sizeof res);
+        memset(scans, 0, sizeof scans);
+        for (size_t s = 0; s < 6; s++)
+            res[s].scan = &scans[s];
         struct kn_scan_hit all[6 * 12];
         size_t nall = 0;
         for (size_t s = 0; s < 6; s++) {
@@ -144,15 +148,15 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
                 all[nall].shard = (uint32_t)s;
                 nall++;
             }
-            res[s].has_hit = 1;
-            res[s].hits = h;
-            res[s].nhits = n;
+            scans[s].has_hit = 1;
+            scans[s].hits = h;
+            scans[s].nhits = n;
         }
         qsort(all, nall, sizeof *all, key_desc);
         size_t k = 1 + rng_next(&rng) % 20;
         struct kn_scan_hit *got = NULL;
         size_t ngot = 99;
-        ck_assert_int_eq(sd_job__topk_merge(res, 6, k, &got, &ngot), 0);
+        ck_assert_int_eq(sd_job__topk_merge(res, 6, 0, k, &got, &ngot), 0);
         size_t want = k < nall ? k : nall;
         ck_assert_uint_eq(ngot, want);
         for (size_t i = 0; i < want; i++) {
@@ -162,13 +166,17 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
         }
         free(got);
         for (size_t s = 0; s < 6; s++)
-            free(res[s].hits);
+            free(scans[s].hits);
     }
     struct sd_job__result none[3];
+    struct sd_job__scan none_scans[3];
     memset(none, 0, sizeof none);
+    memset(none_scans, 0, sizeof none_scans);
+    for (size_t s = 0; s < 3; s++)
+        none[s].scan = &none_scans[s];
     struct kn_scan_hit *got = (struct kn_scan_hit *)none;
     size_t ngot = 99;
-    ck_assert_int_eq(sd_job__topk_merge(none, 3, 10, &got, &ngot), 0);
+    ck_assert_int_eq(sd_job__topk_merge(none, 3, 0, 10, &got, &ngot), 0);
     ck_assert_ptr_null(got);
     ck_assert_uint_eq(ngot, 0);
 }
@@ -306,24 +314,27 @@ START_TEST(scan_report_lists_the_merged_top_k)
         r->got = job->ops;
         r->completions = 1;
         r->records = 64;
-        r->nhits = 5;
-        r->hits = calloc(5, sizeof *r->hits);
-        ck_assert_ptr_nonnull(r->hits);
+        r->scans_got = 1;
+        struct sd_job__scan *sc = &r->scan[0];
+        sc->got = 1;
+        sc->nhits = 5;
+        sc->hits = calloc(5, sizeof *sc->hits);
+        ck_assert_ptr_nonnull(sc->hits);
         for (size_t i = 0; i < 5; i++) {
-            r->hits[i].score = (float)(rng_next(&rng) % 100000) / 7.0f;
-            r->hits[i].index = i;
+            sc->hits[i].score = (float)(rng_next(&rng) % 100000) / 7.0f;
+            sc->hits[i].index = i;
         }
-        qsort(r->hits, 5, sizeof *r->hits, key_desc);
-        r->has_hit = 1;
-        r->hit = r->hits[0];
+        qsort(sc->hits, 5, sizeof *sc->hits, key_desc);
+        sc->has_hit = 1;
+        sc->hit = sc->hits[0];
     }
     job->next_shard = SHARDS;
     char *text = report_of(job);
     ck_assert_ptr_nonnull(strstr(text, "top-5 by dot product (query seed 1"));
     ck_assert_uint_eq(count(text, "\n  #"), 5);
-    ck_assert_uint_eq(job->ntopk, 5);
-    for (size_t i = 1; i < job->ntopk; i++) /* best first */
-        ck_assert(job->topk[i].score <= job->topk[i - 1].score);
+    ck_assert_uint_eq(job->ntopk[0], 5);
+    for (size_t i = 1; i < job->ntopk[0]; i++) /* best first */
+        ck_assert(job->topk[0][i].score <= job->topk[0][i - 1].score);
     free(text);
     sd_job_destroy(job);
 }
