@@ -201,24 +201,32 @@ static int import_inputs_open(struct import_run *r, char *err, size_t err_len)
 {
     const struct sd_import_opts *o = r->o;
     int all_f16 = 1;
+    size_t first = o->ninputs; /* the first input of data (not .ivecs) */
     for (size_t i = 0; i < o->ninputs; i++) {
         int rc = sd_vec_open(o->inputs[i], o->format, err, err_len, &r->files[i]);
         if (rc < 0)
             return rc;
         const struct sd_vec_info *in = sd_vec_info_get(r->files[i]);
-        if (in->elem == SD_VEC_I32 && !o->check_only)
-            return base_errf(err, err_len, -EINVAL,
-                             "%s: .ivecs holds int32 vectors (an ANN benchmark's ground-truth "
-                             "neighbour ids), not data: a store holds f32 or f16 records; nothing "
-                             "written (stagingd import --check validates an .ivecs file)",
-                             o->inputs[i]);
-        if (i == 0)
+        if (in->elem == SD_VEC_I32) {
+            if (!o->check_only)
+                return sd_vec__errf(o->inputs[i], 0, err, err_len, -EINVAL,
+                                    ".ivecs holds int32 vectors (an ANN benchmark's ground-truth "
+                                    "neighbour ids), not data: a store holds f32 or f16 records; "
+                                    "nothing written (stagingd import --check validates an "
+                                    ".ivecs file)");
+            if (r->dim == 0)
+                r->dim = in->dim; /* only ground truth: its dim sizes the chunk */
+            continue;
+        }
+        if (first == o->ninputs) {
+            first = i;
             r->dim = in->dim;
-        else if (in->dim != r->dim && !(o->check_only && in->elem == SD_VEC_I32))
+        } else if (in->dim != r->dim) {
             return sd_vec__errf(o->inputs[i], in->dim_offset, err, err_len, -EINVAL,
                                 "dim %u disagrees with %s's dim %u: the inputs of one store "
                                 "share one dim",
-                                in->dim, o->inputs[0], r->dim);
+                                in->dim, o->inputs[first], r->dim);
+        }
         if (r->rows > UINT64_MAX - in->rows)
             return base_errf(err, err_len, -EOVERFLOW, "%s: over 2^64 rows in all",
                              o->inputs[i]);
@@ -410,7 +418,12 @@ int sd_import_store(const struct sd_import_opts *o, char *err, size_t err_len,
         return base_errf(err, err_len, -ENOMEM, "out of memory");
     if ((rc = import_inputs_open(&r, err, err_len)) < 0)
         goto out;
-    size_t rec = (size_t)r.dim * 4; /* the widest a row is in the chunk (f32, i32) */
+    /* The widest a row is in the chunk (f32, i32), of any input. */
+    uint32_t widest = r.dim;
+    for (size_t i = 0; i < o->ninputs; i++)
+        if (sd_vec_info_get(r.files[i])->dim > widest)
+            widest = sd_vec_info_get(r.files[i])->dim;
+    size_t rec = (size_t)widest * 4;
     r.chunk_rows = SD_VEC__CHUNK / rec ? SD_VEC__CHUNK / rec : 1;
     r.chunk = malloc(r.chunk_rows * rec);
     if (!r.chunk) {
@@ -453,7 +466,8 @@ int sd_import_store(const struct sd_import_opts *o, char *err, size_t err_len,
         for (size_t i = 0; i < o->ninputs; i++) {
             inputs_p[i].info = *sd_vec_info_get(r.files[i]);
             inputs_p[i].first_row = first;
-            first += inputs_p[i].info.rows;
+            if (inputs_p[i].info.elem != SD_VEC_I32)
+                first += inputs_p[i].info.rows;
         }
     }
     if (res_p)

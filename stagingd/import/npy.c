@@ -62,6 +62,8 @@ static void npy_found(const struct npy_parser *p, size_t at, char *buf, size_t l
     size_t k = 0;
     while (at + k < p->n && k < 16 && p->s[at + k] >= 0x20 && p->s[at + k] < 0x7f)
         k++;
+    while (k > 1 && p->s[at + k - 1] == ' ')
+        k--; /* the padding says nothing */
     snprintf(buf, len, "'%.*s'", (int)k, p->s + at);
 }
 

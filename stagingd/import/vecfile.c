@@ -394,10 +394,9 @@ int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type
                 char *err, size_t err_len)
 {
     if (f->info.elem == SD_VEC_I32)
-        return base_errf(err, err_len, -EINVAL,
-                         "%s: .ivecs holds int32 vectors (an ANN benchmark's ground-truth "
-                         "neighbour ids), not vectors to scan",
-                         f->path);
+        return sd_vec__errf(f->path, 0, err, err_len, -EINVAL,
+                            ".ivecs holds int32 vectors (an ANN benchmark's ground-truth "
+                            "neighbour ids), not vectors to scan");
     if (type != SD_RECORD_F32 && type != SD_RECORD_F16)
         return base_errf(err, err_len, -EINVAL, "%s: record type %u: expected f32 or f16",
                          f->path, type);

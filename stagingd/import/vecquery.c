@@ -128,10 +128,9 @@ int sd_vec_queries_load(const char *path, uint32_t format, const char *select, s
     const struct sd_vec_info *in = sd_vec_info_get(f);
     if (in->elem == SD_VEC_I32) {
         sd_vec_close(f);
-        return base_errf(err, err_len, -EINVAL,
-                         "%s: .ivecs holds int32 neighbour ids (ground truth), not queries: "
-                         "expected .npy, .fvecs or .bvecs",
-                         path);
+        return sd_vec__errf(path, 0, err, err_len, -EINVAL,
+                            ".ivecs holds int32 neighbour ids (ground truth), not queries: "
+                            "expected .npy, .fvecs or .bvecs");
     }
     struct vq_range *ranges = NULL;
     size_t nr = 0, total = 0;
