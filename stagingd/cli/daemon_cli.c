@@ -183,32 +183,37 @@ static void sd_cli__daemon_usage(FILE *to, enum sd_daemon_mode mode)
                 "--query FILE", "the scan's queries: rows of a .npy, .fvecs or .bvecs file",
                 "--query-index LIST", "which rows: 0,5-9 (default: every row, --all)", "--all",
                 "every row of the query file (at most 10000)", "--query-format FMT",
-                "auto (by the name), npy, fvecs or bvecs",
-                "--json", "the report as one JSON document on stdout");
+                "auto (by the name), npy, fvecs or bvecs", "--json",
+                "the report as one JSON document on stdout");
     fprintf(to, "  %-32s %s\n", "-h, --help", "this text");
 }
 
 /* `job --query`: loads the queries @jo names into @q and points the job's
  * settings at them, after checking them against the store. Returns 0, or
  * -1 after saying why (a usage error). */
-static int sd_cli__queries(const char *cmd, const struct sd_cli_job_opts *jo,
-                           struct sd_config *cfg, struct sd_vec_queries *q)
+static int sd_cli__queries(const char *cmd, const struct sd_cli_job_opts *jo, struct sd_config *cfg,
+                           struct sd_vec_queries *q)
 {
     if (!jo->query) {
-        const char *lone = jo->query_index ? "--query-index" : jo->all ? "--all"
+        const char *lone = jo->query_index    ? "--query-index"
+                           : jo->all          ? "--all"
                            : jo->query_format ? "--query-format"
                                               : NULL;
         if (lone) {
-            fprintf(stderr, "stagingd %s: %s picks rows of a query file: expected --query FILE, "
-                            "found none\n", cmd, lone);
+            fprintf(stderr,
+                    "stagingd %s: %s picks rows of a query file: expected --query FILE, "
+                    "found none\n",
+                    cmd, lone);
             return -1;
         }
         cfg->job.json = jo->json;
         return 0;
     }
     if (!(cfg->op & SD_JOB_SCAN)) {
-        fprintf(stderr, "stagingd %s: --query: the queries are the scan's: expected --op scan or "
-                        "both, found %s\n", cmd, sd_job_op_name(cfg->op));
+        fprintf(stderr,
+                "stagingd %s: --query: the queries are the scan's: expected --op scan or "
+                "both, found %s\n",
+                cmd, sd_job_op_name(cfg->op));
         return -1;
     }
     if (jo->all && jo->query_index) {
@@ -218,13 +223,15 @@ static int sd_cli__queries(const char *cmd, const struct sd_cli_job_opts *jo,
     }
     uint32_t format = 0;
     if (jo->query_format && sd_vec_format_parse(jo->query_format, &format) < 0) {
-        fprintf(stderr, "stagingd %s: --query-format: expected auto, npy, fvecs or bvecs, found "
-                        "'%s'\n", cmd, jo->query_format);
+        fprintf(stderr,
+                "stagingd %s: --query-format: expected auto, npy, fvecs or bvecs, found "
+                "'%s'\n",
+                cmd, jo->query_format);
         return -1;
     }
     char err[SD_ERR_LEN];
-    if (sd_vec_queries_load(jo->query, format, jo->all ? NULL : jo->query_index,
-                            SD_JOB_QUERIES_MAX, err, sizeof err, q) < 0) {
+    if (sd_vec_queries_load(jo->query, format, jo->all ? NULL : jo->query_index, SD_JOB_QUERIES_MAX,
+                            err, sizeof err, q) < 0) {
         fprintf(stderr, "stagingd %s: --query: %s\n", cmd, err);
         return -1;
     }

@@ -88,8 +88,10 @@ static int import_bar_draw(void *arg, uint64_t done, uint64_t total)
     unsigned quarter = total ? (unsigned)(done * 4 / total) : 4;
     if (quarter > b->quarter && quarter < 4) {
         b->quarter = quarter;
-        base_log(&b->log, BASE_LOG_INFO, "", "import: %s %" PRIu64 " of %" PRIu64 " rows (%.0f%%), "
-                 "%.0f rows/s", b->verb, done, total, pct, rate);
+        base_log(&b->log, BASE_LOG_INFO, "",
+                 "import: %s %" PRIu64 " of %" PRIu64 " rows (%.0f%%), "
+                 "%.0f rows/s",
+                 b->verb, done, total, pct, rate);
     }
     return 0;
 }
@@ -115,8 +117,8 @@ static void import_summary(const struct sd_import_opts *o, const struct sd_impor
         fprintf(stderr,
                 "import: wrote %" PRIu64 " shard(s) to %s: %" PRIu64 " rows of %u x %s, %" PRIu64
                 " payload bytes, from %zu file(s) in %.2f s\n",
-                res->shards, o->out_dir, res->rows, res->dim,
-                sd_record_type_name(res->record_type), res->payload_bytes, o->ninputs, secs);
+                res->shards, o->out_dir, res->rows, res->dim, sd_record_type_name(res->record_type),
+                res->payload_bytes, o->ninputs, secs);
     }
     for (size_t i = 0; i < o->ninputs; i++) {
         const struct sd_vec_info *v = &in[i].info;

@@ -66,8 +66,7 @@ static int import_target_state(const char *dir, int force, char *err, size_t err
             continue;
         if (!force) {
             rc = base_errf(err, err_len, -EEXIST,
-                           "%s is not empty: --force replaces a store there; nothing written",
-                           dir);
+                           "%s is not empty: --force replaces a store there; nothing written", dir);
             break;
         }
         if (!import_store_file(de->d_name)) {
@@ -176,8 +175,8 @@ static int import_install(const char *tmp, const char *out, const char *parent, 
     if (rename(tmp, out) < 0) {
         int rc = -errno;
         rename(old, out);
-        return base_errf(err, err_len, rc, "%s: rename to %s: %s (the old store is back)", tmp,
-                         out, strerror(-rc));
+        return base_errf(err, err_len, rc, "%s: rename to %s: %s (the old store is back)", tmp, out,
+                         strerror(-rc));
     }
     import_dir_remove(old);
     return 0;
@@ -228,8 +227,7 @@ static int import_inputs_open(struct import_run *r, char *err, size_t err_len)
                                 in->dim, o->inputs[first], r->dim);
         }
         if (r->rows > UINT64_MAX - in->rows)
-            return base_errf(err, err_len, -EOVERFLOW, "%s: over 2^64 rows in all",
-                             o->inputs[i]);
+            return base_errf(err, err_len, -EOVERFLOW, "%s: over 2^64 rows in all", o->inputs[i]);
         r->rows += in->rows;
         all_f16 &= in->elem == SD_VEC_F16;
     }
@@ -321,8 +319,8 @@ static int import_shard(struct import_run *r, const char *dir, uint64_t index, u
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return base_errf(err, err_len, -ENAMETOOLONG, "%s: path too long", dir);
     struct sd_shard_writer *w = NULL;
-    int rc = sd_shard_writer_create(path, r->type, r->dim, records, r->o->block_size, err,
-                                    err_len, &w);
+    int rc =
+        sd_shard_writer_create(path, r->type, r->dim, records, r->o->block_size, err, err_len, &w);
     if (rc < 0)
         return rc;
     const size_t rec = (size_t)r->dim * sd_record_elem_size(r->type);
@@ -336,8 +334,9 @@ static int import_shard(struct import_run *r, const char *dir, uint64_t index, u
         done += n;
         if ((rc = import_progress(r, n)) < 0) {
             sd_shard_writer_abort(w);
-            return base_errf(err, err_len, rc, "import cancelled after %" PRIu64 " of %" PRIu64
-                                               " rows; nothing written",
+            return base_errf(err, err_len, rc,
+                             "import cancelled after %" PRIu64 " of %" PRIu64
+                             " rows; nothing written",
                              r->done, r->rows);
         }
     }
@@ -433,8 +432,7 @@ int sd_import_store(const struct sd_import_opts *o, char *err, size_t err_len,
     if (o->check_only) {
         rc = import_check_all(&r, &res, err, err_len);
     } else {
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.import-XXXXXX", parent, base) >=
-            sizeof tmp) {
+        if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.import-XXXXXX", parent, base) >= sizeof tmp) {
             rc = base_errf(err, err_len, -ENAMETOOLONG, "%s: path too long", o->out_dir);
             goto out;
         }

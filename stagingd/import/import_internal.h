@@ -29,8 +29,8 @@ struct sd_vec_file {
 };
 
 /* Formats "PATH: byte OFF: MESSAGE" into @err and returns @rc. */
-int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int rc,
-                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int rc, const char *fmt,
+                 ...) __attribute__((format(printf, 6, 7)));
 
 /* pread until @len bytes or end of file, retrying EINTR: the bytes read
  * or -errno. */

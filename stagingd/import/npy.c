@@ -136,8 +136,10 @@ static int npy_uint(struct npy_parser *p, uint64_t *v_p)
     if (p->pos == at) {
         char found[64];
         npy_found(p, at, found, sizeof found);
-        return npy_fail(p, at, -EPROTO, "bad .npy header: expected a shape entry (an integer), "
-                                        "found %s", found);
+        return npy_fail(p, at, -EPROTO,
+                        "bad .npy header: expected a shape entry (an integer), "
+                        "found %s",
+                        found);
     }
     *v_p = v;
     return 0;
@@ -177,10 +179,9 @@ static int npy_shape(struct npy_parser *p, uint64_t *dims_p, unsigned *ndims_p, 
             p->pos++;
         else if (nd == 1 && p->pos < p->n && p->s[p->pos] == ')')
             /* "(5)" is the integer 5 to Python, not a tuple. */
-            return npy_fail(p, p->pos, -EPROTO,
-                            "bad .npy header: a one-entry shape is written '(%" PRIu64
-                            ",)', found no ','",
-                            v);
+            return npy_fail(
+                p, p->pos, -EPROTO,
+                "bad .npy header: a one-entry shape is written '(%" PRIu64 ",)', found no ','", v);
     }
     *ndims_p = nd;
     *end_p = p->pos;
@@ -329,7 +330,8 @@ static int npy_dict_parse(struct npy_parser *p, struct npy_dict *d)
                         "found %s",
                         found);
     }
-    const char *missing = !d->have_descr ? "descr" : !d->have_order ? "fortran_order"
+    const char *missing = !d->have_descr   ? "descr"
+                          : !d->have_order ? "fortran_order"
                           : !d->have_shape ? "shape"
                                            : NULL;
     if (missing)
@@ -366,12 +368,11 @@ static int npy_check(struct npy_parser *p, const struct npy_dict *d, struct sd_v
                         "shape %.*s: dim %" PRIu64 ": expected 1..%u (the scan's maximum)",
                         shape_len, shape, dim, SD_SHARD_DIM_MAX);
     if (rows == 0)
-        return npy_fail(p, d->shape_at, -ENODATA, "shape %.*s holds no vectors", shape_len,
-                        shape);
+        return npy_fail(p, d->shape_at, -ENODATA, "shape %.*s holds no vectors", shape_len, shape);
     const uint64_t es = sd_vec__elem_size(info->elem);
     if (rows > UINT64_MAX / (dim * es))
-        return npy_fail(p, d->shape_at, -EOVERFLOW,
-                        "shape %.*s: the data would be over 2^64 bytes", shape_len, shape);
+        return npy_fail(p, d->shape_at, -EOVERFLOW, "shape %.*s: the data would be over 2^64 bytes",
+                        shape_len, shape);
     info->rows = rows;
     info->dim = (uint32_t)dim;
     info->dim_offset = p->base + d->shape_at;
@@ -392,8 +393,8 @@ int sd_vec__npy_parse(struct sd_vec_file *f, char *err, size_t err_len)
         char found[64] = "";
         size_t used = 0;
         for (size_t i = 0; i < cmp && used + 4 < sizeof found; i++)
-            used += (size_t)snprintf(found + used, sizeof found - used, "%s%02x", i ? " " : "",
-                                     pre[i]);
+            used +=
+                (size_t)snprintf(found + used, sizeof found - used, "%s%02x", i ? " " : "", pre[i]);
         return sd_vec__errf(f->path, 0, err, err_len, -EPROTO,
                             "not a .npy file: expected the magic \\x93NUMPY (93 4e 55 4d 50 59), "
                             "found %s",
@@ -472,7 +473,6 @@ int sd_vec__npy_parse(struct sd_vec_file *f, char *err, size_t err_len)
         return sd_vec__errf(f->path, hend + want, err, err_len, -EIO,
                             "%" PRIu64 " bytes after the data (%" PRIu64 " rows of %u x %s end "
                             "here): expected the file to end",
-                            data - want, f->info.rows, f->info.dim,
-                            sd_vec_elem_name(f->info.elem));
+                            data - want, f->info.rows, f->info.dim, sd_vec_elem_name(f->info.elem));
     return 0;
 }

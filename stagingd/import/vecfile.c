@@ -66,8 +66,8 @@ uint32_t sd_vec__elem_size(uint32_t elem)
     }
 }
 
-int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int rc,
-                 const char *fmt, ...)
+int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int rc, const char *fmt,
+                 ...)
 {
     char msg[768];
     va_list ap;
@@ -141,8 +141,7 @@ static int vec_chunk_read(struct sd_vec_file *f, uint64_t first, uint64_t n, cha
     const size_t len = (size_t)(n * in->row_bytes);
     ssize_t got = sd_vec__pread(f->fd, f->buf, len, off);
     if (got < 0)
-        return sd_vec__errf(f->path, off, err, err_len, (int)got, "read: %s",
-                            strerror((int)-got));
+        return sd_vec__errf(f->path, off, err, err_len, (int)got, "read: %s", strerror((int)-got));
     if ((size_t)got != len)
         return sd_vec__errf(f->path, off + (uint64_t)got, err, err_len, -EIO,
                             "truncated: the file ends at byte %" PRIu64 "; it was %" PRIu64
@@ -189,7 +188,9 @@ static int xvecs_parse(struct sd_vec_file *f, uint32_t format, char *err, size_t
 {
     struct sd_vec_info *in = &f->info;
     in->format = format;
-    in->elem = format == SD_VEC_BVECS ? SD_VEC_U8 : format == SD_VEC_IVECS ? SD_VEC_I32 : SD_VEC_F32;
+    in->elem = format == SD_VEC_BVECS   ? SD_VEC_U8
+               : format == SD_VEC_IVECS ? SD_VEC_I32
+                                        : SD_VEC_F32;
     const uint64_t size = in->file_size;
     const char *name = sd_vec_format_name(format);
     if (size == 0)
@@ -240,8 +241,10 @@ int sd_vec_open(const char *path, uint32_t format, char *err, size_t err_len,
                 struct sd_vec_file **f_p)
 {
     if (format > SD_VEC_IVECS)
-        return base_errf(err, err_len, -EINVAL, "%s: format %u: expected npy, fvecs, bvecs or "
-                                                "ivecs", path, format);
+        return base_errf(err, err_len, -EINVAL,
+                         "%s: format %u: expected npy, fvecs, bvecs or "
+                         "ivecs",
+                         path, format);
     struct sd_vec_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
@@ -398,8 +401,8 @@ int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type
                             ".ivecs holds int32 vectors (an ANN benchmark's ground-truth "
                             "neighbour ids), not vectors to scan");
     if (type != SD_RECORD_F32 && type != SD_RECORD_F16)
-        return base_errf(err, err_len, -EINVAL, "%s: record type %u: expected f32 or f16",
-                         f->path, type);
+        return base_errf(err, err_len, -EINVAL, "%s: record type %u: expected f32 or f16", f->path,
+                         type);
     return vec_read(f, first, n, type, out, err, err_len);
 }
 
@@ -407,7 +410,7 @@ int sd_vec_read_i32(struct sd_vec_file *f, uint64_t first, uint64_t n, int32_t *
                     size_t err_len)
 {
     if (f->info.elem != SD_VEC_I32)
-        return base_errf(err, err_len, -EINVAL, "%s: expected an .ivecs file, found .%s",
-                         f->path, sd_vec_format_name(f->info.format));
+        return base_errf(err, err_len, -EINVAL, "%s: expected an .ivecs file, found .%s", f->path,
+                         sd_vec_format_name(f->info.format));
     return vec_read(f, first, n, 0, out, err, err_len);
 }

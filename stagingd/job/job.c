@@ -76,8 +76,8 @@ static int sd_job__queries_check(const struct sd_job *job, char *err, size_t err
                      "%s: query %" PRIu64 " element %zu is %g: over f16's largest finite value "
                      "65504, and the store holds f16 records (the scan takes its query in the "
                      "records' type)",
-                     src, sd_job__query_id(job, (uint32_t)(j / cfg->query_dim)),
-                     j % cfg->query_dim, (double)v);
+                     src, sd_job__query_id(job, (uint32_t)(j / cfg->query_dim)), j % cfg->query_dim,
+                     (double)v);
             return -EINVAL;
         }
     }

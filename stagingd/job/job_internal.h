@@ -94,9 +94,9 @@ struct sd_job__result {
 
 /* Where a slot's scan of one query stands. */
 enum sd_job__qstate {
-    SD_JOB__Q_TODO = 0,  /* to be submitted */
-    SD_JOB__Q_INFLIGHT,  /* submitted, unanswered */
-    SD_JOB__Q_EARLY,     /* answered before the read was taken: the answer waits in early */
+    SD_JOB__Q_TODO = 0, /* to be submitted */
+    SD_JOB__Q_INFLIGHT, /* submitted, unanswered */
+    SD_JOB__Q_EARLY,    /* answered before the read was taken: the answer waits in early */
     SD_JOB__Q_DONE,
 };
 
@@ -120,7 +120,7 @@ struct sd_job__slot {
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
     uint64_t query_stride; /* bytes from one query to the next at query_off */
-    uint32_t k; /* scan: hits the agent writes for each query, from hits_off on */
+    uint32_t k;            /* scan: hits the agent writes for each query, from hits_off on */
     uint32_t block_size, dim, type;
     unsigned ops_todo;     /* ops still without a result */
     unsigned ops_inflight; /* submitted and unanswered */
@@ -302,9 +302,8 @@ void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate 
  * to do with room in the window. */
 static inline int sd_job__work_left(const struct sd_job__slot *s)
 {
-    return !s->failed &&
-           ((s->ops_todo & ~s->ops_inflight & SD_JOB__OP_VERIFY) != 0 ||
-            (s->scan_todo > 0 && s->scan_busy < SD_JOB__SCAN_WINDOW));
+    return !s->failed && ((s->ops_todo & ~s->ops_inflight & SD_JOB__OP_VERIFY) != 0 ||
+                          (s->scan_todo > 0 && s->scan_busy < SD_JOB__SCAN_WINDOW));
 }
 /* The slot a work tag (sd_job__work_tag) names, if the tag is this job's
  * and the slot still holds the assignment it was made for; else NULL. */

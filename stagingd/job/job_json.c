@@ -30,9 +30,10 @@ static json_t *sd_job__json_hit(const struct sd_job *job, const struct kn_scan_h
         json_object_set_new(o, "score", json_real((double)h->score));
     } else {
         json_object_set_new(o, "score", json_null());
-        json_object_set_new(o, "score_text", json_string(isnan(h->score) ? "nan"
-                                                         : h->score > 0   ? "inf"
-                                                                          : "-inf"));
+        json_object_set_new(o, "score_text",
+                            json_string(isnan(h->score) ? "nan"
+                                        : h->score > 0  ? "inf"
+                                                        : "-inf"));
     }
     return o;
 }
@@ -59,8 +60,8 @@ static json_t *sd_job__json_problems(const struct sd_job *job)
     json_t *a = json_array();
     for (size_t i = 0; i < job->nshards; i++) {
         const struct sd_job__result *r = &job->res[i];
-        const char *state = r->state == SD_JOB__RES_FAILED    ? "failed"
-                            : r->state == SD_JOB__RES_SKIPPED ? "not run"
+        const char *state = r->state == SD_JOB__RES_FAILED         ? "failed"
+                            : r->state == SD_JOB__RES_SKIPPED      ? "not run"
                             : r->vstatus == LT_E_CHECKSUM_MISMATCH ? "bad blocks"
                                                                    : NULL;
         if (!state)
@@ -126,9 +127,9 @@ void sd_job__report_json(struct sd_job *job, FILE *out)
         json_object_set_new(root, "metric", json_string("dot"));
         json_object_set_new(root, "k", sd_job__json_u64(job->cfg.k));
         if (job->cfg.nqueries) {
-            json_object_set_new(root, "query_source", job->cfg.query_source
-                                                          ? json_string(job->cfg.query_source)
-                                                          : json_null());
+            json_object_set_new(root, "query_source",
+                                job->cfg.query_source ? json_string(job->cfg.query_source)
+                                                      : json_null());
         } else {
             json_object_set_new(root, "query_seed", sd_job__json_u64(job->cfg.query_seed));
         }

@@ -450,12 +450,11 @@ static int sd_job__hits_take(struct sd_job__slot *s, uint32_t q, struct sd_job__
                  kn_scan_key(hits[i - 1].score, hits[i - 1].index);
         if (!ok) {
             free(hits);
-            sd_job__slot_fail(s,
-                              "the agent's top-%u hits for query %" PRIu64
-                              " are inconsistent: hit %" PRIu64 " (record %" PRIu64
-                              " of %" PRIu64 ") out of range or order",
-                              s->k, sd_job__query_id(s->job, q), i, h.index,
-                              r->scan.records_scanned);
+            sd_job__slot_fail(
+                s,
+                "the agent's top-%u hits for query %" PRIu64 " are inconsistent: hit %" PRIu64
+                " (record %" PRIu64 " of %" PRIu64 ") out of range or order",
+                s->k, sd_job__query_id(s->job, q), i, h.index, r->scan.records_scanned);
             return -1;
         }
     }
@@ -576,9 +575,9 @@ void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion 
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
     const uint32_t q = sd_job__tag_query(c->tag);
     struct sd_job__slot *s = sd_job__slot_of(job, c->tag);
-    const int waited = s && (op == SD_JOB__OP_VERIFY
-                                 ? (s->ops_inflight & op) != 0 && q == 0
-                                 : q < job->nq && s->qstate[q] == SD_JOB__Q_INFLIGHT);
+    const int waited =
+        s && (op == SD_JOB__OP_VERIFY ? (s->ops_inflight & op) != 0 && q == 0
+                                      : q < job->nq && s->qstate[q] == SD_JOB__Q_INFLIGHT);
     if ((kind != SD_JOB__TAG_VERIFY && kind != SD_JOB__TAG_SCAN) || !waited) {
         job->stale++;
         sd_job__log(job, BASE_LOG_DEBUG,

@@ -168,9 +168,16 @@ START_TEST(job_takes_query_and_json_options_run_does_not)
     struct sd_config c;
     struct sd_cli_job_opts jo;
     int help;
-    char *argv[] = {(char *)"job",         (char *)"--query",      (char *)"/q.fvecs",
-                    (char *)"--query-index=1,4-6", (char *)"--json", (char *)"--all",
-                    (char *)"--query-format", (char *)"fvecs", (char *)"--op", (char *)"scan",
+    char *argv[] = {(char *)"job",
+                    (char *)"--query",
+                    (char *)"/q.fvecs",
+                    (char *)"--query-index=1,4-6",
+                    (char *)"--json",
+                    (char *)"--all",
+                    (char *)"--query-format",
+                    (char *)"fvecs",
+                    (char *)"--op",
+                    (char *)"scan",
                     NULL};
     sd_config_default(&c);
     ck_assert_msg(sd_cli_job_parse(10, argv, &c, &jo, err, sizeof err, &help) == 0, "%s", err);
@@ -225,12 +232,8 @@ START_TEST(every_subcommand_prints_its_usage_for_h_and_help)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"run", sd_run_cli},
-                {"job", sd_job_cli},
-                {"ctl", sd_ctl_cli},
-                {"gen", sd_gen_cli},
-                {"verify", sd_verify_cli},
-                {"import", sd_import_cli}};
+    } cmds[] = {{"run", sd_run_cli}, {"job", sd_job_cli},       {"ctl", sd_ctl_cli},
+                {"gen", sd_gen_cli}, {"verify", sd_verify_cli}, {"import", sd_import_cli}};
     static const char *const flags[] = {"-h", "--help"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         for (size_t f = 0; f < 2; f++) {
@@ -323,8 +326,14 @@ START_TEST(import_takes_its_options_and_refuses_what_it_cannot_use)
     char *check[] = {(char *)"import", (char *)"--check", (char *)"--quiet", gt, file, NULL};
     ck_assert_int_eq(sd_import_cli(5, check), 0);
     /* Options either way, files anywhere among them. */
-    char *good[] = {(char *)"import",     file,       (char *)"--shard-size", (char *)"128",
-                    (char *)"--type=f16", out,        (char *)"--no-fsync",   (char *)"--quiet",
+    char *good[] = {(char *)"import",
+                    file,
+                    (char *)"--shard-size",
+                    (char *)"128",
+                    (char *)"--type=f16",
+                    out,
+                    (char *)"--no-fsync",
+                    (char *)"--quiet",
                     NULL};
     ck_assert_int_eq(sd_import_cli(8, good), 0);
     char e[SD_ERR_LEN];

@@ -141,9 +141,9 @@ void *it_store_read(const char *dir, uint64_t *rows_p, uint32_t *dim_p, uint32_t
         struct sd_shard *sh = NULL;
         ck_assert_int_eq(sd_store_shard_open(st, i, err, sizeof err, &sh), 0);
         const struct sd_shard_header *h = sd_shard_header_get(sh);
-        ck_assert_int_eq(pread(sd_shard_fd(sh), out + at, h->payload_len,
-                               (off_t)sd_shard_payload_offset(sh)),
-                         (ssize_t)h->payload_len);
+        ck_assert_int_eq(
+            pread(sd_shard_fd(sh), out + at, h->payload_len, (off_t)sd_shard_payload_offset(sh)),
+            (ssize_t)h->payload_len);
         at += h->payload_len;
         *dim_p = h->dim;
         *type_p = h->record_type;

@@ -70,8 +70,9 @@ static void expect_refused(const char *file, int rc, uint64_t offset, const char
                   err);
     char want[256];
     snprintf(want, sizeof want, "%s: byte %" PRIu64 ": ", file, offset);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "expected the message to start '%s', "
-                                                         "found '%s'",
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+                  "expected the message to start '%s', "
+                  "found '%s'",
                   want, err);
     ck_assert_msg(strstr(err, phrase), "expected '%s' in '%s'", phrase, err);
     ck_assert_int_eq(it_dir_count(dir), before);
@@ -89,16 +90,14 @@ START_TEST(npy_versions_1_2_3_import_every_row_in_order_across_shards)
     const uint64_t rows = 95;
     float *v = it_random_f32(rows * dim, 11);
     char dict[128];
-    snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%" PRIu64
-                                ", %u), }",
-             rows, dim);
+    snprintf(dict, sizeof dict,
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (%" PRIu64 ", %u), }", rows, dim);
     for (unsigned major = 1; major <= 3; major++) {
         it_npy_write(in("a.npy"), major, dict, v, rows * dim * 4);
         const char *files[] = {in("a.npy")};
         struct sd_import_result res;
         /* Ten records a shard: 48 * 10 bytes plus a little. */
-        ck_assert_msg(import_files(files, 1, 0, 10 * dim * 4 + 5, major > 1, &res) == 0, "%s",
-                      err);
+        ck_assert_msg(import_files(files, 1, 0, 10 * dim * 4 + 5, major > 1, &res) == 0, "%s", err);
         ck_assert_uint_eq(res.shards, 10);
         ck_assert_uint_eq(res.rows, rows);
         ck_assert_uint_eq(res.record_type, SD_RECORD_F32);
@@ -205,8 +204,8 @@ START_TEST(fvecs_bvecs_and_u8_npy_import_as_their_values)
     for (size_t i = 0; i < rows * dim; i++)
         b[i] = (unsigned char)(i * 37 % 256);
     it_xvecs_write(in("b.bvecs"), rows, dim, b, 1);
-    it_npy_write(in("u.npy"), 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (30, 16), }",
-                 b, rows * dim);
+    it_npy_write(in("u.npy"), 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (30, 16), }", b,
+                 rows * dim);
     /* Three inputs, one store: their rows one after another. */
     const char *files[] = {in("a.fvecs"), in("b.bvecs"), in("u.npy")};
     struct sd_import_input inputs[3];
@@ -582,8 +581,8 @@ START_TEST(query_rows_are_picked_by_list_and_range)
     float *v = it_random_f32(10 * 4, 21);
     it_xvecs_write(in("q.fvecs"), 10, 4, v, 4);
     struct sd_vec_queries q;
-    ck_assert_msg(sd_vec_queries_load(in("q.fvecs"), 0, "7,2-4", 0, err, sizeof err, &q) == 0,
-                  "%s", err);
+    ck_assert_msg(sd_vec_queries_load(in("q.fvecs"), 0, "7,2-4", 0, err, sizeof err, &q) == 0, "%s",
+                  err);
     ck_assert_uint_eq(q.n, 4);
     ck_assert_uint_eq(q.dim, 4);
     const uint64_t want[] = {7, 2, 3, 4};
@@ -599,16 +598,13 @@ START_TEST(query_rows_are_picked_by_list_and_range)
                      -EINVAL);
     ck_assert_msg(strstr(err, "row 10 is past the end") && strstr(err, "holds 10 vectors"), "%s",
                   err);
-    ck_assert_int_eq(sd_vec_queries_load(in("q.fvecs"), 0, "3-x", 0, err, sizeof err, &q),
-                     -EINVAL);
+    ck_assert_int_eq(sd_vec_queries_load(in("q.fvecs"), 0, "3-x", 0, err, sizeof err, &q), -EINVAL);
     ck_assert_msg(strstr(err, "expected row numbers and ranges"), "%s", err);
-    ck_assert_int_eq(sd_vec_queries_load(in("q.fvecs"), 0, "all", 5, err, sizeof err, &q),
-                     -EINVAL);
+    ck_assert_int_eq(sd_vec_queries_load(in("q.fvecs"), 0, "all", 5, err, sizeof err, &q), -EINVAL);
     ck_assert_msg(strstr(err, "at most 5 queries"), "%s", err);
     const int32_t ids[4] = {1, 2, 3, 4};
     it_xvecs_write(in("g.ivecs"), 1, 4, ids, 4);
-    ck_assert_int_eq(sd_vec_queries_load(in("g.ivecs"), 0, NULL, 0, err, sizeof err, &q),
-                     -EINVAL);
+    ck_assert_int_eq(sd_vec_queries_load(in("g.ivecs"), 0, NULL, 0, err, sizeof err, &q), -EINVAL);
     free(v);
 }
 END_TEST

@@ -118,9 +118,8 @@ static int run_stagingd(struct run *r, const char *const *args)
 
 static void import_store(struct run *r, const char *store, const char *file, const char *type)
 {
-    const char *args[] = {"import",     "--out",     store,         "--shard-size", "64000",
-                          "--block-size", "4096",    "--type",      type,           "--no-fsync",
-                          file,         NULL};
+    const char *args[] = {"import", "--out",  store, "--shard-size", "64000", "--block-size",
+                          "4096",   "--type", type,  "--no-fsync",   file,    NULL};
     int st = run_stagingd(r, args);
     ck_assert_msg(st == 0, "stagingd import exited %d\n%s", st, r->err_text);
     ck_assert_msg(strstr(r->err_text, "wrote 6 shard(s)"), "%s", r->err_text);
@@ -207,8 +206,8 @@ START_TEST(imported_npy_f32_gives_the_references_top_k_for_every_query)
     snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%u, %u), }",
              ROWS, DIM);
     it_npy_write(file, 1, dict, base, (size_t)ROWS * DIM * 4);
-    snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%u, %u), }",
-             NQ, DIM);
+    snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%u, %u), }", NQ,
+             DIM);
     it_npy_write(qfile, 3, dict, q, (size_t)NQ * DIM * 4);
     import_store(&r, store, file, "f32");
 
@@ -220,10 +219,9 @@ START_TEST(imported_npy_f32_gives_the_references_top_k_for_every_query)
     ck_assert_uint_eq(ref[0][1].row, 1000);
     ck_assert_uint_eq(ref[0][2].row, 2300);
 
-    const char *args[] = {"job",       "--store", store,      "--agent", r.e.sock,
-                          "--op",      "both",    "--query",  qfile,     "--all",
-                          "--k",       "12",      "--json",   "--inflight", "3",
-                          "--agent-timeout", "20", NULL};
+    const char *args[] = {"job",    "--store",    store, "--agent",         r.e.sock, "--op",
+                          "both",   "--query",    qfile, "--all",           "--k",    "12",
+                          "--json", "--inflight", "3",   "--agent-timeout", "20",     NULL};
     int st = run_stagingd(&r, args);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
     const uint32_t ids[NQ] = {0, 1, 2, 3, 4, 5};
@@ -257,8 +255,8 @@ START_TEST(imported_npy_f16_gives_the_references_top_k_with_queries_rounded_to_f
     it_npy_write(file, 2, dict, h, (size_t)ROWS * DIM * 2);
     it_xvecs_write(qfile, NQ, DIM, q, 4);
     /* 32000-byte shards of f16 rows hold 400 rows each, as the f32 stores'. */
-    const char *iargs[] = {"import", "--out",  store,  "--shard-size", "32000", "--block-size",
-                           "4096",   "--no-fsync", file, NULL};
+    const char *iargs[] = {"import",       "--out", store,        "--shard-size", "32000",
+                           "--block-size", "4096",  "--no-fsync", file,           NULL};
     int st = run_stagingd(&r, iargs);
     ck_assert_msg(st == 0, "stagingd import exited %d\n%s", st, r.err_text);
     ck_assert_msg(strstr(r.err_text, "wrote 6 shard(s)") && strstr(r.err_text, "x f16"), "%s",
@@ -266,9 +264,10 @@ START_TEST(imported_npy_f16_gives_the_references_top_k_with_queries_rounded_to_f
 
     static struct ref_hit ref[NQ][K];
     references(base, q, 1, ref);
-    const char *args[] = {"job",   "--store", store,  "--agent", r.e.sock, "--op", "scan",
-                          "--query", qfile,   "--query-index", "0-1,3,5", "--k", "12",
-                          "--json", "--inflight", "3", "--doorbell", "off", NULL};
+    const char *args[] = {"job",     "--store",    store,     "--agent", r.e.sock,
+                          "--op",    "scan",       "--query", qfile,     "--query-index",
+                          "0-1,3,5", "--k",        "12",      "--json",  "--inflight",
+                          "3",       "--doorbell", "off",     NULL};
     st = run_stagingd(&r, args);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
     const uint32_t ids[] = {0, 1, 3, 5};
@@ -296,9 +295,9 @@ START_TEST(imported_fvecs_gives_the_references_top_k_in_the_table)
 
     static struct ref_hit ref[NQ][K];
     references(base, q, 0, ref);
-    const char *args[] = {"job",     "--store", store, "--agent",    r.e.sock, "--op",
-                          "scan",    "--query", qfile, "--k",        "12",     "--inflight",
-                          "3",       "--batch", "2",   NULL};
+    const char *args[] = {"job",  "--store", store, "--agent", r.e.sock, "--op",
+                          "scan", "--query", qfile, "--k",     "12",     "--inflight",
+                          "3",    "--batch", "2",   NULL};
     int st = run_stagingd(&r, args);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
     ck_assert_ptr_nonnull(strstr(r.out_text, "top-12 by dot product for 6 queries from"));
@@ -350,8 +349,8 @@ START_TEST(job_query_mistakes_are_usage_errors_that_name_the_file)
     import_store(&r, store, file, "f32");
     /* Queries of another dim. */
     it_xvecs_write(qfile, 2, DIM / 2, base, 4);
-    const char *dims[] = {"job", "--store", store, "--agent", r.e.sock, "--op", "scan",
-                          "--query", qfile, NULL};
+    const char *dims[] = {"job",  "--store", store,     "--agent", r.e.sock,
+                          "--op", "scan",    "--query", qfile,     NULL};
     ck_assert_int_eq(run_stagingd(&r, dims), 2);
     ck_assert_msg(strstr(r.err_text, "queries of dim 20") && strstr(r.err_text, "dim 40"), "%s",
                   r.err_text);
@@ -368,8 +367,8 @@ START_TEST(job_query_mistakes_are_usage_errors_that_name_the_file)
     const char *lone[] = {"job", "--store", store, "--op", "scan", "--query-index", "1", NULL};
     ck_assert_int_eq(run_stagingd(&r, lone), 2);
     ck_assert_msg(strstr(r.err_text, "expected --query FILE"), "%s", r.err_text);
-    const char *past[] = {"job", "--store", store, "--op", "scan", "--query", qfile,
-                          "--query-index", "2-3", NULL};
+    const char *past[] = {"job",     "--store", store,           "--op", "scan",
+                          "--query", qfile,     "--query-index", "2-3",  NULL};
     ck_assert_int_eq(run_stagingd(&r, past), 2);
     ck_assert_msg(strstr(r.err_text, "row 3 is past the end"), "%s", r.err_text);
     free(base);

@@ -393,8 +393,12 @@ START_TEST(file_queries_report_each_querys_top_k_by_global_row)
     /* The store has 8 shards of 256 records of dim 16. */
     float queries[3 * 16] = {0};
     const uint64_t ids[3] = {4, 9, 2};
-    struct sd_job_config cfg = {.k = 5, .queries = queries, .query_ids = ids, .nqueries = 3,
-                                .query_dim = 16, .query_source = "q.npy"};
+    struct sd_job_config cfg = {.k = 5,
+                                .queries = queries,
+                                .query_ids = ids,
+                                .nqueries = 3,
+                                .query_dim = 16,
+                                .query_source = "q.npy"};
     struct sd_job *job = NULL;
     char e[SD_ERR_LEN];
     ck_assert_msg(job_make(&cfg, SD_JOB_SCAN, e, sizeof e, &job) == 0, "%s", e);
@@ -413,8 +417,8 @@ START_TEST(file_queries_report_each_querys_top_k_by_global_row)
         uint64_t qid, rank, row, rec;
         unsigned shard;
         float score;
-        if (sscanf(line, " %" SCNu64 " %" SCNu64 " %" SCNu64 " shard-%6u.sds %" SCNu64 " %f",
-                   &qid, &rank, &row, &shard, &rec, &score) != 6)
+        if (sscanf(line, " %" SCNu64 " %" SCNu64 " %" SCNu64 " shard-%6u.sds %" SCNu64 " %f", &qid,
+                   &rank, &row, &shard, &rec, &score) != 6)
             continue;
         ck_assert(qid == 4 || qid == 9 || qid == 2);
         const uint32_t q = qid == 4 ? 0 : qid == 9 ? 1 : 2;
@@ -476,8 +480,8 @@ END_TEST
 START_TEST(file_queries_of_another_dim_are_refused_and_buffers_hold_every_query)
 {
     float queries[2 * 8] = {0};
-    struct sd_job_config cfg = {.k = 5, .queries = queries, .nqueries = 2, .query_dim = 8,
-                                .query_source = "q.fvecs"};
+    struct sd_job_config cfg = {
+        .k = 5, .queries = queries, .nqueries = 2, .query_dim = 8, .query_source = "q.fvecs"};
     struct sd_job *job = NULL;
     char e[SD_ERR_LEN];
     ck_assert_int_eq(job_make(&cfg, SD_JOB_SCAN, e, sizeof e, &job), -EINVAL);
@@ -489,8 +493,12 @@ START_TEST(file_queries_of_another_dim_are_refused_and_buffers_hold_every_query)
 
     /* A shard's buffer: the payload, the table (verify), then each query
      * on 64 bytes and k hits of 16 bytes for each. */
-    struct sd_store_entry ent = {.record_type = SD_RECORD_F32, .dim = 16, .records = 256,
-                                 .payload_len = 16 * 1024, .blocks = 4, .block_size = 4096};
+    struct sd_store_entry ent = {.record_type = SD_RECORD_F32,
+                                 .dim = 16,
+                                 .records = 256,
+                                 .payload_len = 16 * 1024,
+                                 .blocks = 4,
+                                 .block_size = 4096};
     struct sd_job_config one = {.k = 5};
     struct sd_job_config three = {.k = 5, .nqueries = 3};
     const uint64_t base = 16 * 1024 + 64; /* payload, then the table rounded to 64 */

@@ -134,16 +134,16 @@ void sd_vec_queries_free(struct sd_vec_queries *q);
 typedef int (*sd_import_progress_fn)(void *arg, uint64_t done, uint64_t total);
 
 struct sd_import_opts {
-    const char *out_dir;        /* the store to write; its parent must exist */
-    const char *const *inputs;  /* files, imported in order: their rows follow each other */
-    size_t ninputs;             /* >= 1 */
-    uint32_t format;            /* enum sd_vec_format for every input; 0: each by its name */
-    uint32_t record_type;       /* SD_RECORD_F32 or _F16; 0: f16 when every input is f16 */
-    uint64_t shard_size;        /* payload bytes per shard at most, in whole records (>= 1) */
-    uint32_t block_size;        /* checksum block size */
-    int force;                  /* replace the store at out_dir (only a store) */
-    int do_fsync;               /* fsync every file and directory before the rename */
-    int check_only;             /* validate every row of every input (ivecs too); write nothing */
+    const char *out_dir;       /* the store to write; its parent must exist */
+    const char *const *inputs; /* files, imported in order: their rows follow each other */
+    size_t ninputs;            /* >= 1 */
+    uint32_t format;           /* enum sd_vec_format for every input; 0: each by its name */
+    uint32_t record_type;      /* SD_RECORD_F32 or _F16; 0: f16 when every input is f16 */
+    uint64_t shard_size;       /* payload bytes per shard at most, in whole records (>= 1) */
+    uint32_t block_size;       /* checksum block size */
+    int force;                 /* replace the store at out_dir (only a store) */
+    int do_fsync;              /* fsync every file and directory before the rename */
+    int check_only;            /* validate every row of every input (ivecs too); write nothing */
     sd_import_progress_fn progress; /* may be NULL */
     void *progress_arg;
 };
