@@ -257,7 +257,7 @@ static int import_rows_next(struct import_run *r, uint64_t n, char *err, size_t 
             continue;
         }
         uint64_t take = in->rows - r->cur_row < n ? in->rows - r->cur_row : n;
-        int rc = sd_vec_read(r->files[r->cur], r->cur_row, take, r->type, at, err, err_len);
+        int rc = sd_vec_read(r->files[r->cur], r->cur_row, take, r->type, err, err_len, at);
         if (rc < 0)
             return rc;
         r->cur_row += take;
@@ -283,7 +283,7 @@ static int import_check_all(struct import_run *r, struct sd_import_result *res, 
             int rc;
             if (in->elem == SD_VEC_I32) {
                 int32_t *v = (int32_t *)(void *)r->chunk;
-                rc = sd_vec_read_i32(f, row, n, v, err, err_len);
+                rc = sd_vec_read_i32(f, row, n, err, err_len, v);
                 for (uint64_t j = 0; rc == 0 && j < n * in->dim; j++) {
                     if (v[j] < 0)
                         rc = sd_vec__errf(r->o->inputs[i],
@@ -297,7 +297,7 @@ static int import_check_all(struct import_run *r, struct sd_import_result *res, 
                     res->ivecs_max = v[j] > res->ivecs_max ? v[j] : res->ivecs_max;
                 }
             } else {
-                rc = sd_vec_read(f, row, n, r->type, r->chunk, err, err_len);
+                rc = sd_vec_read(f, row, n, r->type, err, err_len, r->chunk);
             }
             if (rc == 0)
                 rc = import_progress(r, n);

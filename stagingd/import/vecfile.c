@@ -393,8 +393,8 @@ static int vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t 
     return 0;
 }
 
-int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type, void *out,
-                char *err, size_t err_len)
+int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type, char *err,
+                size_t err_len, void *out_p)
 {
     if (f->info.elem == SD_VEC_I32)
         return sd_vec__errf(f->path, 0, err, err_len, -EINVAL,
@@ -403,14 +403,14 @@ int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type
     if (type != SD_RECORD_F32 && type != SD_RECORD_F16)
         return base_errf(err, err_len, -EINVAL, "%s: record type %u: expected f32 or f16", f->path,
                          type);
-    return vec_read(f, first, n, type, out, err, err_len);
+    return vec_read(f, first, n, type, out_p, err, err_len);
 }
 
-int sd_vec_read_i32(struct sd_vec_file *f, uint64_t first, uint64_t n, int32_t *out, char *err,
-                    size_t err_len)
+int sd_vec_read_i32(struct sd_vec_file *f, uint64_t first, uint64_t n, char *err, size_t err_len,
+                    int32_t *out_p)
 {
     if (f->info.elem != SD_VEC_I32)
         return base_errf(err, err_len, -EINVAL, "%s: expected an .ivecs file, found .%s", f->path,
                          sd_vec_format_name(f->info.format));
-    return vec_read(f, first, n, 0, out, err, err_len);
+    return vec_read(f, first, n, 0, out_p, err, err_len);
 }

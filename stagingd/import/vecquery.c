@@ -150,7 +150,7 @@ int sd_vec_queries_load(const char *path, uint32_t format, const char *select, s
     size_t at = 0;
     for (size_t i = 0; i < nr && rc == 0; i++) {
         const uint64_t n = ranges[i].hi - ranges[i].lo + 1;
-        rc = sd_vec_read(f, ranges[i].lo, n, SD_RECORD_F32, q.v + at * in->dim, err, err_len);
+        rc = sd_vec_read(f, ranges[i].lo, n, SD_RECORD_F32, err, err_len, q.v + at * in->dim);
         for (uint64_t j = 0; j < n; j++)
             q.ids[at + j] = ranges[i].lo + j;
         at += (size_t)n;

@@ -133,7 +133,7 @@ START_TEST(header_spellings_python_writes_are_all_taken)
         ck_assert_uint_eq(sd_vec_info_get(f)->rows, 3);
         ck_assert_uint_eq(sd_vec_info_get(f)->dim, 2);
         float back[6];
-        ck_assert_int_eq(sd_vec_read(f, 0, 3, SD_RECORD_F32, back, err, sizeof err), 0);
+        ck_assert_int_eq(sd_vec_read(f, 0, 3, SD_RECORD_F32, err, sizeof err, back), 0);
         ck_assert(memcmp(back, v, sizeof v) == 0);
         sd_vec_close(f);
     }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -31,6 +32,9 @@
 #define K 12u
 #define NQ 6u
 #define RUN_MS 60000
+/* The agent-loss test's larger store and query set. */
+#define BIG_ROWS 24000u
+#define BIG_NQ 400u
 
 struct ref_hit {
     float score;
@@ -46,18 +50,19 @@ static int ref_cmp(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
-/* The top @k of @data (ROWS x DIM floats) against @q. */
-static void reference_topk(const float *data, const float *q, struct ref_hit *top_p)
+/* The top K of @data (@rows x DIM floats) against @q. */
+static void reference_topk(const float *data, uint64_t rows, const float *q, struct ref_hit *top_p)
 {
-    static struct ref_hit all[ROWS];
-    for (uint64_t r = 0; r < ROWS; r++) {
+    static struct ref_hit all[BIG_ROWS];
+    ck_assert_uint_le(rows, BIG_ROWS);
+    for (uint64_t r = 0; r < rows; r++) {
         double sum = 0.0;
         for (uint32_t i = 0; i < DIM; i++)
             sum += (double)data[r * DIM + i] * (double)q[i];
         all[r].score = (float)sum;
         all[r].row = r;
     }
-    qsort(all, ROWS, sizeof all[0], ref_cmp);
+    qsort(all, rows, sizeof all[0], ref_cmp);
     memcpy(top_p, all, K * sizeof *top_p);
 }
 
@@ -125,32 +130,35 @@ static void import_store(struct run *r, const char *store, const char *file, con
     ck_assert_msg(strstr(r->err_text, "wrote 6 shard(s)"), "%s", r->err_text);
 }
 
-/* Each query's reference for a store of @base with queries @q, rounded to
- * f16 (as the job sends them to an f16 store) when @f16. */
-static void references(const float *base, const float *q, int f16, struct ref_hit (*ref)[K])
+/* Each of @nq queries' reference for a store of @base (@rows rows) with
+ * queries @q, rounded to f16 (as the job sends them to an f16 store) when
+ * @f16. */
+static void references(const float *base, uint64_t rows, const float *q, uint32_t nq, int f16,
+                       struct ref_hit (*ref)[K])
 {
     float qq[DIM];
-    for (uint32_t j = 0; j < NQ; j++) {
+    for (uint32_t j = 0; j < nq; j++) {
         for (uint32_t i = 0; i < DIM; i++)
             qq[i] = f16 ? sd_f16_to_f32(sd_f16_from_f32(q[j * DIM + i])) : q[j * DIM + i];
-        reference_topk(base, qq, ref[j]);
+        reference_topk(base, rows, qq, ref[j]);
     }
 }
 
-/* The JSON report holds, for the queries @ids (rows of the query file),
- * exactly the reference's top-K, rank by rank, score bit for bit. */
-static void expect_json(const struct run *r, const struct ref_hit (*ref)[K], const uint32_t *ids,
-                        size_t nids)
+/* The JSON report of a clean job over @rows rows holds, for the queries
+ * @ids (rows of the query file), exactly the reference's top-K, rank by
+ * rank, score bit for bit. Shards hold 400 rows. */
+static void expect_json(const struct run *r, uint64_t rows, const struct ref_hit (*ref)[K],
+                        const uint32_t *ids, size_t nids)
 {
     json_error_t jerr;
     json_t *root = json_loads(r->out_text, 0, &jerr);
     ck_assert_msg(root, "the report is not JSON: %s (line %d)\n%s", jerr.text, jerr.line,
                   r->out_text);
     ck_assert_int_eq(json_integer_value(json_object_get(root, "status")), 0);
-    ck_assert_int_eq(json_integer_value(json_object_get(root, "rows")), ROWS);
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "rows")), (json_int_t)rows);
     ck_assert_int_eq(json_integer_value(json_object_get(root, "k")), K);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(root, "shards"), "clean")),
-                     6);
+                     (json_int_t)(rows / 400));
     ck_assert(json_is_true(json_object_get(json_object_get(root, "summary"), "exactly_once")));
     json_t *qs = json_object_get(root, "queries");
     ck_assert_uint_eq(json_array_size(qs), nids);
@@ -212,7 +220,7 @@ START_TEST(imported_npy_f32_gives_the_references_top_k_for_every_query)
     import_store(&r, store, file, "f32");
 
     static struct ref_hit ref[NQ][K];
-    references(base, q, 0, ref);
+    references(base, ROWS, q, NQ, 0, ref);
     /* The tie rule, spelled out: equal scores, lower row first. */
     ck_assert(ref[0][0].score == ref[0][1].score && ref[0][1].score == ref[0][2].score);
     ck_assert_uint_eq(ref[0][0].row, 100);
@@ -225,7 +233,7 @@ START_TEST(imported_npy_f32_gives_the_references_top_k_for_every_query)
     int st = run_stagingd(&r, args);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
     const uint32_t ids[NQ] = {0, 1, 2, 3, 4, 5};
-    expect_json(&r, (const struct ref_hit(*)[K])ref, ids, NQ);
+    expect_json(&r, ROWS, (const struct ref_hit(*)[K])ref, ids, NQ);
     free(q);
     free(base);
     env_stop(&r);
@@ -263,7 +271,7 @@ START_TEST(imported_npy_f16_gives_the_references_top_k_with_queries_rounded_to_f
                   r.err_text);
 
     static struct ref_hit ref[NQ][K];
-    references(base, q, 1, ref);
+    references(base, ROWS, q, NQ, 1, ref);
     const char *args[] = {"job",     "--store",    store,     "--agent", r.e.sock,
                           "--op",    "scan",       "--query", qfile,     "--query-index",
                           "0-1,3,5", "--k",        "12",      "--json",  "--inflight",
@@ -271,7 +279,7 @@ START_TEST(imported_npy_f16_gives_the_references_top_k_with_queries_rounded_to_f
     st = run_stagingd(&r, args);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
     const uint32_t ids[] = {0, 1, 3, 5};
-    expect_json(&r, (const struct ref_hit(*)[K])ref, ids, 4);
+    expect_json(&r, ROWS, (const struct ref_hit(*)[K])ref, ids, 4);
     free(h);
     free(q);
     free(base);
@@ -294,7 +302,7 @@ START_TEST(imported_fvecs_gives_the_references_top_k_in_the_table)
     import_store(&r, store, file, "f32");
 
     static struct ref_hit ref[NQ][K];
-    references(base, q, 0, ref);
+    references(base, ROWS, q, NQ, 0, ref);
     const char *args[] = {"job",  "--store", store, "--agent", r.e.sock, "--op",
                           "scan", "--query", qfile, "--k",     "12",     "--inflight",
                           "3",    "--batch", "2",   NULL};
@@ -328,6 +336,91 @@ START_TEST(imported_fvecs_gives_the_references_top_k_in_the_table)
     free(copy);
     for (uint32_t j = 0; j < NQ; j++)
         ck_assert_msg(seen[j] == K, "query %u: %u rows in the table\n%s", j, seen[j], r.out_text);
+    free(q);
+    free(base);
+    env_stop(&r);
+}
+END_TEST
+
+START_TEST(agent_killed_mid_job_every_query_of_every_shard_counts_once)
+{
+    struct run r = {0};
+    env_start(&r);
+    float *base = it_random_f32((size_t)BIG_ROWS * DIM, 0x5a5a);
+    for (uint32_t i = 0; i < DIM; i++) {
+        base[100 * DIM + i] *= 4.0f;
+        base[23000 * DIM + i] = base[100 * DIM + i];
+    }
+    /* Far more queries than a shard keeps in flight (32), the first a tie:
+     * each shard's scans keep the agent busy longer than the rate limit
+     * takes to start the next shard, so scans are in flight when it dies. */
+    float *q = it_random_f32((size_t)BIG_NQ * DIM, 0x77);
+    memcpy(q, base + 100 * DIM, DIM * sizeof(float));
+    char file[256], qfile[256], store[256];
+    snprintf(file, sizeof file, "%s/big.fvecs", r.e.dir);
+    snprintf(qfile, sizeof qfile, "%s/q.fvecs", r.e.dir);
+    snprintf(store, sizeof store, "%s/store", r.e.dir);
+    it_xvecs_write(file, BIG_ROWS, DIM, base, 4);
+    it_xvecs_write(qfile, BIG_NQ, DIM, q, 4);
+    const char *iargs[] = {"import",  "--out",        store,  "--shard-size",
+                           "64000",   "--block-size", "4096", "--no-fsync",
+                           "--quiet", file,           NULL};
+    ck_assert_int_eq(run_stagingd(&r, iargs), 0);
+    static struct ref_hit ref[BIG_NQ][K];
+    references(base, BIG_ROWS, q, BIG_NQ, 0, ref);
+    ck_assert(ref[0][0].row == 100 && ref[0][1].row == 23000);
+
+    /* Rate-limited, so the agent can die with shards half scanned. */
+    const char *argv[] = {e2e_stagingd,
+                          "job",
+                          "--store",
+                          store,
+                          "--agent",
+                          r.e.sock,
+                          "--op",
+                          "scan",
+                          "--query",
+                          qfile,
+                          "--k",
+                          "12",
+                          "--json",
+                          "-v",
+                          "--inflight",
+                          "3",
+                          "--rate-limit",
+                          "8M",
+                          "--agent-timeout",
+                          "30",
+                          NULL};
+    unlink(r.out);
+    unlink(r.err);
+    pid_t sd = e2e_spawn(argv, r.out, r.err);
+    const char *done = "scan done (400 queries over 400 records)";
+    ck_assert_msg(e2e_wait_count(r.err, done, 6, 30000), "stagingd never scanned 6 shards");
+    ck_assert_int_eq(kill(r.e.agent, SIGSTOP), 0);
+    int status;
+    ck_assert_msg(waitpid(sd, &status, WNOHANG) == 0, "the job ended before the agent died");
+    e2e_sleep_ms(100);
+    ck_assert_int_eq(kill(r.e.agent, SIGKILL), 0);
+    ck_assert_int_eq(e2e_wait(r.e.agent, 5000), 128 + SIGKILL);
+    r.e.agent = 0;
+    e2e_agent_start(&r.e);
+    int st = e2e_wait(sd, RUN_MS);
+    run_free(&r);
+    r.out_text = e2e_slurp(r.out);
+    r.err_text = e2e_slurp(r.err);
+    ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, r.out_text, r.err_text);
+    ck_assert_ptr_nonnull(strstr(r.err_text, "agent 0 lost"));
+    /* Every shard's scan taken once: all 400 queries of it, never twice. */
+    ck_assert_uint_eq(e2e_count(r.err_text, done), BIG_ROWS / 400);
+    uint32_t ids[BIG_NQ];
+    for (uint32_t j = 0; j < BIG_NQ; j++)
+        ids[j] = j;
+    expect_json(&r, BIG_ROWS, (const struct ref_hit(*)[K])ref, ids, BIG_NQ);
+    /* For the log: how much was in flight when the agent died. */
+    const char *resub = strstr(r.out_text, "\"resubmits\"");
+    fprintf(stderr, "agent killed mid-job; %.*s\n", resub ? (int)strcspn(resub, ",\n") : 0,
+            resub ? resub : "");
     free(q);
     free(base);
     env_stop(&r);
@@ -408,6 +501,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, imported_npy_f32_gives_the_references_top_k_for_every_query);
     tcase_add_test(tc, imported_npy_f16_gives_the_references_top_k_with_queries_rounded_to_f16);
     tcase_add_test(tc, imported_fvecs_gives_the_references_top_k_in_the_table);
+    tcase_add_test(tc, agent_killed_mid_job_every_query_of_every_shard_counts_once);
     tcase_add_test(tc, job_query_mistakes_are_usage_errors_that_name_the_file);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -88,21 +88,22 @@ const struct sd_vec_info *sd_vec_info_get(const struct sd_vec_file *f);
 /* The path given to sd_vec_open; valid until sd_vec_close. */
 const char *sd_vec_path(const struct sd_vec_file *f);
 
-/* Reads rows [@first, @first + @n) into @out as @n x dim elements of
+/* Reads rows [@first, @first + @n) into @out_p as @n x dim elements of
  * @type (SD_RECORD_F32 or SD_RECORD_F16, stagingd/shard.h): f32, f16 and
  * u8 widen exactly; f32 to f16 rounds to nearest even. Returns 0; -EINVAL
  * for an ivecs file or a bad range or type; -EBADMSG for an xvecs vector
  * whose dim word differs from the first's; -ERANGE for a finite value
  * that f16 cannot hold (the import would turn it into infinity); -EIO
- * for a short read (the file shrank); -errno. */
-int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type, void *out,
-                char *err, size_t err_len);
+ * for a short read (the file shrank); -errno. On failure @out_p may hold
+ * the rows before the bad one. */
+int sd_vec_read(struct sd_vec_file *f, uint64_t first, uint64_t n, uint32_t type, char *err,
+                size_t err_len, void *out_p);
 
-/* Reads rows [@first, @first + @n) of an .ivecs file as int32 into @out.
+/* Reads rows [@first, @first + @n) of an .ivecs file as int32 into @out_p.
  * Returns 0; -EINVAL for any other format or a bad range; -EBADMSG, -EIO
  * or -errno as sd_vec_read. */
-int sd_vec_read_i32(struct sd_vec_file *f, uint64_t first, uint64_t n, int32_t *out, char *err,
-                    size_t err_len);
+int sd_vec_read_i32(struct sd_vec_file *f, uint64_t first, uint64_t n, char *err, size_t err_len,
+                    int32_t *out_p);
 
 /* ---- Queries ---- */
 
