@@ -464,8 +464,8 @@ static int sd_job__hits_take(struct sd_job__slot *s, uint32_t q, struct sd_job__
     return 0;
 }
 
-/* Query @q of slot @s leaves @from (INFLIGHT or EARLY) for @to; the
- * counts and the op bits follow. */
+/* The counts follow the state; the scan op is in flight while any query
+ * is (or waits, answered, in EARLY), and done once every query is. */
 void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate to)
 {
     const unsigned char from = s->qstate[q];
