@@ -31,7 +31,7 @@
 #include "stagingd/reader.h"
 
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t q, uint32_t status,
-                          const union lt_op_result *r);
+                          const union leasec_op_result *r);
 
 /* ---- failures ---- */
 
@@ -146,7 +146,7 @@ static void sd_job__layout_of(const struct sd_job_config *cfg, unsigned ops, uin
     l->k = cfg->k < LT_SCAN_MAX_K ? (uint32_t)cfg->k : LT_SCAN_MAX_K;
     l->hits_off = l->query_off + nq * l->query_stride;
     l->lease_len = (ops & SD_JOB__OP_SCAN)
-                       ? l->hits_off + nq * l->k * (uint64_t)sizeof(struct lt_scan_hit)
+                       ? l->hits_off + nq * l->k * (uint64_t)sizeof(struct leasec_scan_hit)
                        : l->query_off;
 }
 
@@ -157,7 +157,7 @@ uint64_t sd_job_buffer_size(const struct sd_job_config *cfg, enum sd_job_op op,
         (op & SD_JOB_VERIFY ? SD_JOB__OP_VERIFY : 0) | (op & SD_JOB_SCAN ? SD_JOB__OP_SCAN : 0);
     struct sd_job__layout l;
     sd_job__layout_of(cfg, ops, e->record_type, e->dim, e->payload_len, e->blocks, &l);
-    return sd_job__round_up(l.lease_len, SD_POOL_BUF_ALIGN);
+    return sd_job__round_up(l.lease_len, LEASEC_POOL_BUF_ALIGN);
 }
 
 /* ---- reads ---- */
@@ -171,7 +171,7 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     s->read_rc = result;
     s->read_bytes = bytes;
     if (s->using_bell)
-        sd_client_ring(s->bell, s->seq);
+        leasec_client_ring(s->bell, s->seq);
     s->cpu_rc = 0;
     if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY))
         s->cpu_rc = sd_shard_verify_mem(s->sh, s->buf.base, 0, s->payload_len, s->cpu_err,
@@ -223,7 +223,7 @@ static void sd_job__read_start(struct sd_job__slot *s, int bell)
         s->read_rc = rc;
         /* Work queued behind the bell must not wait forever. */
         if (bell)
-            sd_client_ring(s->bell, s->seq);
+            leasec_client_ring(s->bell, s->seq);
         sd_job__slot_fail(s, "staging read refused: %s",
                           s->read_err[0] ? s->read_err : strerror(-rc));
     }
@@ -305,17 +305,17 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
         sd_shard_close(sh);
         return 1;
     }
-    struct sd_pool_buf buf;
-    rc = sd_pool_alloc(job->env.pool, LT_CLASS_PINNED,
-                       (size_t)sd_job__round_up(lease_len, SD_POOL_BUF_ALIGN), &buf);
+    struct leasec_pool_buf buf;
+    rc = leasec_pool_alloc(job->env.pool, LT_CLASS_PINNED,
+                           (size_t)sd_job__round_up(lease_len, LEASEC_POOL_BUF_ALIGN), &buf);
     if (rc == -ENOMEM && job->active > 0) {
         job->alloc_blocked = 1; /* until a slot frees its buffer */
         sd_shard_close(sh);
         return 0;
     }
     if (rc < 0) {
-        struct sd_pool_class_stats ps = {0};
-        sd_pool_stats(job->env.pool, LT_CLASS_PINNED, &ps);
+        struct leasec_pool_class_stats ps = {0};
+        leasec_pool_stats(job->env.pool, LT_CLASS_PINNED, &ps);
         char need[32], cap[32];
         sd_job__bytes_fmt(lease_len, need, sizeof need);
         sd_job__bytes_fmt(ps.capacity, cap, sizeof cap);
@@ -404,7 +404,7 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
     if (s->read == SD_JOB__READ_DONE && s->read_rc == 0 && !s->failed)
         job->bytes_done += s->payload_len;
     if (s->have_buf && !s->quarantine)
-        sd_pool_free(job->env.pool, &s->buf);
+        leasec_pool_free(job->env.pool, &s->buf);
     if (s->quarantine)
         sd_job__log(job, BASE_LOG_WARN,
                     "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
@@ -426,18 +426,18 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
  * falling in rank, the first the completion's best. Returns 0, or -1 (the
  * slot failed with a message) when they are not that or memory runs out. */
 static int sd_job__hits_take(struct sd_job__slot *s, uint32_t q, struct sd_job__scan *sc,
-                             const union lt_op_result *r)
+                             const union leasec_op_result *r)
 {
     const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
     const unsigned char *at = (const unsigned char *)s->buf.base + s->hits_off +
-                              (uint64_t)q * s->k * sizeof(struct lt_scan_hit);
+                              (uint64_t)q * s->k * sizeof(struct leasec_scan_hit);
     struct kn_scan_hit *hits = calloc(n ? n : 1, sizeof *hits);
     if (!hits) {
         sd_job__slot_fail(s, "out of memory for %" PRIu64 " scan hits", n);
         return -1;
     }
     for (uint64_t i = 0; i < n; i++) {
-        struct lt_scan_hit h;
+        struct leasec_scan_hit h;
         memcpy(&h, at + i * sizeof h, sizeof h);
         hits[i].score = lt_f32_from_bits(h.score_bits);
         hits[i].index = h.index;
@@ -485,7 +485,7 @@ void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate 
 }
 
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t q, uint32_t status,
-                          const union lt_op_result *r)
+                          const union leasec_op_result *r)
 {
     struct sd_job *job = s->job;
     struct sd_job__result *res = &job->res[s->shard];
@@ -569,7 +569,7 @@ struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag)
     return s->active && (s->seq & SD_JOB__TAG_WORK_SEQ_MASK) == seq ? s : NULL;
 }
 
-void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion *c)
+void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c)
 {
     unsigned kind = sd_job__tag_kind(c->tag);
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
@@ -586,7 +586,7 @@ void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion 
         return;
     }
     if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) &&
-        sd_client_done_word_read(s->done) >= s->seq)
+        leasec_client_done_word_read(s->done) >= s->seq)
         job->done_words_seen++;
     if (s->read == SD_JOB__READ_RUNNING) {
         /* The bell rang but the staging thread has not posted the slot yet:
@@ -615,10 +615,10 @@ static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
 {
     struct sd_job *job = s->job;
     const struct sd_job__agent *ag = &job->agents[s->l.agent];
-    struct sd_client_work w = {.stream = *stream};
+    struct leasec_client_work w = {.stream = *stream};
     if (op == SD_JOB__OP_VERIFY) {
         w.op = LT_OP_CHECKSUM_VERIFY;
-        w.args.checksum = (struct lt_op_checksum_verify){
+        w.args.checksum = (struct leasec_op_checksum){
             .offset = 0,
             .length = s->payload_len,
             .sums_offset = s->sums_off,
@@ -626,25 +626,25 @@ static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
         };
     } else {
         w.op = LT_OP_VECTOR_SCAN;
-        w.args.scan = (struct lt_op_vector_scan){
+        w.args.scan = (struct leasec_op_scan){
             .offset = 0,
             .length = s->payload_len,
             .query_offset = s->query_off + q * s->query_stride,
             .dim = s->dim,
             .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
             .metric = LT_SCAN_DOT,
-            .hits_offset = s->hits_off + (uint64_t)q * s->k * sizeof(struct lt_scan_hit),
+            .hits_offset = s->hits_off + (uint64_t)q * s->k * sizeof(struct leasec_scan_hit),
             .k = s->k,
         };
     }
     if (bell)
-        w.bell = (struct sd_client_word){job->env.words_segment, s->word_off, s->seq};
+        w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
     if (ag->caps & LT_CAP_DONE_WORD)
-        w.done = (struct sd_client_word){job->env.words_segment, s->word_off + 8, s->seq};
+        w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
     unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
     uint64_t rid = 0;
-    int rc = sd_client_submit(job->env.client, &s->l, &w,
-                              sd_job__work_tag(job, kind, s->idx, s->seq, q), &rid);
+    int rc = leasec_client_submit(job->env.client, &s->l, &w,
+                                  sd_job__work_tag(job, kind, s->idx, s->seq, q), &rid);
     if (rc == 0) {
         if (op == SD_JOB__OP_SCAN)
             sd_job__query_move(s, q, SD_JOB__Q_INFLIGHT);
@@ -659,7 +659,7 @@ static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
         return -1;
     s->ops_todo &= ~op;
     sd_job__slot_fail(s, "%s not submitted: %s", op == SD_JOB__OP_VERIFY ? "verify" : "scan",
-                      sd_client_last_error(job->env.client));
+                      leasec_client_last_error(job->env.client));
     return 0;
 }
 
@@ -683,7 +683,7 @@ static void sd_job__submit(struct sd_job__slot *s)
     } else if (s->read == SD_JOB__READ_RUNNING && !s->using_bell) {
         return; /* a plain read is landing (agent switched): submit after it */
     } else if (s->read == SD_JOB__READ_DONE) {
-        sd_client_ring(s->bell, s->seq); /* the bytes are in already */
+        leasec_client_ring(s->bell, s->seq); /* the bytes are in already */
     }
     if (s->read == SD_JOB__READ_DONE && s->read_rc < 0)
         return;

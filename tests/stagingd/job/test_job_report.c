@@ -503,11 +503,11 @@ START_TEST(file_queries_of_another_dim_are_refused_and_buffers_hold_every_query)
     struct sd_job_config three = {.k = 5, .nqueries = 3};
     const uint64_t base = 16 * 1024 + 64; /* payload, then the table rounded to 64 */
     ck_assert_uint_eq(sd_job_buffer_size(&one, SD_JOB_BOTH, &ent),
-                      (base + 64 + 5 * 16 + SD_POOL_BUF_ALIGN - 1) / SD_POOL_BUF_ALIGN *
-                          SD_POOL_BUF_ALIGN);
+                      (base + 64 + 5 * 16 + LEASEC_POOL_BUF_ALIGN - 1) / LEASEC_POOL_BUF_ALIGN *
+                          LEASEC_POOL_BUF_ALIGN);
     ck_assert_uint_eq(sd_job_buffer_size(&three, SD_JOB_BOTH, &ent),
-                      (base + 3 * 64 + 3 * 5 * 16 + SD_POOL_BUF_ALIGN - 1) / SD_POOL_BUF_ALIGN *
-                          SD_POOL_BUF_ALIGN);
+                      (base + 3 * 64 + 3 * 5 * 16 + LEASEC_POOL_BUF_ALIGN - 1) /
+                          LEASEC_POOL_BUF_ALIGN * LEASEC_POOL_BUF_ALIGN);
     struct sd_job_config many = {.k = 64, .nqueries = 1000};
     ck_assert_uint_ge(sd_job_buffer_size(&many, SD_JOB_SCAN, &ent),
                       16 * 1024 + 1000 * (64 + 64 * 16));
