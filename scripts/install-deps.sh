@@ -13,7 +13,7 @@ cuda_root=${LEASE_CUDA_ROOT:-/usr/local/cuda}
 # What a bare Debian 12 (debootstrap --variant=minbase) lacks for configure,
 # build and every test: binutils (readelf, in the demo) and the sanitizer
 # runtimes come with gcc.
-packages=(cmake make gcc libc6-dev pkg-config liburing-dev libjemalloc-dev check libsubunit-dev)
+packages=(cmake make gcc libc6-dev pkg-config liburing-dev libjemalloc-dev libjansson-dev check libsubunit-dev)
 
 # The same rule as cmake/CudaDriver.cmake: the toolkit's nvcc, else (for the
 # default root only) one on PATH. nvcc runs g++ even for cubins, and

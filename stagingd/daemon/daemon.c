@@ -449,7 +449,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
 
     uint64_t largest = 0;
     if (mode == SD_DAEMON_ONESHOT && cfg->store[0]) {
-        largest = sd_daemon__largest_buffer(cfg->store, &d->cfg.log);
+        largest = sd_daemon__largest_buffer(cfg->store, &cfg->job, cfg->op, &d->cfg.log);
         if (!largest) {
             rc = -EINVAL;
             goto fail;

@@ -97,9 +97,10 @@ void sd_daemon__agents_watch(struct sd_daemon *d);
 
 /* ---- daemon_pool.c ---- */
 
-/* The largest staging buffer any shard of @store needs (the job's layout:
- * payload, checksum table, query), or 0 after logging why not. */
-uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log);
+/* The largest staging buffer any shard of @store needs in a job of @op
+ * with @job (sd_job_buffer_size), or 0 after logging why not. */
+uint64_t sd_daemon__largest_buffer(const char *store, const struct sd_job_config *job,
+                                   enum sd_job_op op, const struct base_log_sink *log);
 
 /* Creates the pool for @cfg in @mode, with MAPPED room for @words_slots
  * doorbell slots. With @largest known, segments are sized so one segment

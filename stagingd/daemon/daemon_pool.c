@@ -22,9 +22,11 @@ static uint64_t sd_daemon__size_class(uint64_t s)
     return sd_daemon__round_up(s, step);
 }
 
-/* The largest staging buffer any shard of @store needs (the job's layout:
- * payload, checksum table, query), or 0 and a message. */
-uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log)
+/* The largest staging buffer any shard of @store needs in a job of @op
+ * (sd_job_buffer_size: payload, checksum table, queries and their hits),
+ * or 0 and a message. */
+uint64_t sd_daemon__largest_buffer(const char *store, const struct sd_job_config *job,
+                                   enum sd_job_op op, const struct base_log_sink *log)
 {
     char err[SD_ERR_LEN];
     struct sd_store *st = NULL;
@@ -35,9 +37,7 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink
     uint64_t most = 0;
     for (size_t i = 0; i < sd_store_count(st); i++) {
         const struct sd_store_entry *e = sd_store_entry_get(st, i);
-        uint64_t need = sd_daemon__round_up(e->payload_len, SD_SHARD_ALIGN) +
-                        sd_daemon__round_up(8 * e->blocks, 64) + 4ull * e->dim;
-        need = sd_daemon__round_up(need, LEASEC_POOL_BUF_ALIGN);
+        uint64_t need = sd_job_buffer_size(job, op, e);
         if (need > most)
             most = need;
     }
