@@ -7,7 +7,7 @@
  * with its index key stepped by an add instead of a multiply, and add the
  * lanes up at the end. Only the two 64-bit multiplies of the mix differ in
  * cost between instruction sets: AVX-512DQ has vpmullq; SSE2 and AVX2 build
- * one from three 32x32-bit vpmuludq, which the compiler emits for a plain
+ * one from three 32x32-bit (v)pmuludq, which the compiler emits for a plain
  * vector multiply. */
 #include "kernels/blockhash_ref.h"
 
