@@ -194,6 +194,16 @@ int lm_family_add(struct lm_registry *reg, enum lm_type type, const char *name, 
     return 0;
 }
 
+struct lm_family *lm_family_find(struct lm_registry *reg, const char *name)
+{
+    pthread_mutex_lock(&reg->mu);
+    struct lm_family *f = reg->first;
+    while (f && strcmp(f->name, name) != 0)
+        f = f->next;
+    pthread_mutex_unlock(&reg->mu);
+    return f;
+}
+
 int lm_series_get(struct lm_family *f, const char *const *values, struct lm_series **s_p)
 {
     if (f->nlabels == 0 && values && values[0])

@@ -75,6 +75,9 @@ int lm_family_add(struct lm_registry *reg, enum lm_type type, const char *name, 
                   const char *const *labels, const double *buckets, size_t nbuckets,
                   struct lm_family **fam_p);
 
+/* The family declared as @name, or NULL. */
+struct lm_family *lm_family_find(struct lm_registry *reg, const char *name);
+
 /* The series of @fam with @values (one per label name, any UTF-8 up to
  * LM_VALUE_MAX-1 bytes; NULL for a family without labels), made on first
  * use. Keep the pointer: it is valid until lm_registry_destroy.
