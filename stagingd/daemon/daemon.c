@@ -242,9 +242,14 @@ static void sd_daemon__command(void *ctx, uint64_t conn, char *line)
             "  job [STORE] [verify|scan|both] run a job; the report follows when it ends\n"
             "  quit                           stop as on SIGTERM (drain, release, exit)\n"
             "ok\n");
-    } else if ((strcmp(words[0], "stats") == 0 && n == 2 && strcmp(words[1], "json") == 0) ||
-               ((strcmp(words[0], "leases") == 0 || strcmp(words[0], "segments") == 0) &&
-                (n == 1 || (n == 2 && strcmp(words[1], "json") == 0)))) {
+    } else if ((strcmp(words[0], "stats") == 0 || strcmp(words[0], "leases") == 0 ||
+                strcmp(words[0], "segments") == 0) &&
+               (n > 2 || (n == 2 && strcmp(words[1], "json") != 0))) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "error: expected '%s' or '%s json'\n", words[0], words[0]);
+        sd_daemon__reply(d, conn, msg);
+    } else if ((strcmp(words[0], "stats") == 0 && n == 2) || strcmp(words[0], "leases") == 0 ||
+               strcmp(words[0], "segments") == 0) {
         char *text = NULL;
         if (sd_daemon__json(d, words[0], &text) < 0) {
             sd_daemon__reply(d, conn, "error: out of memory\n");
@@ -253,7 +258,7 @@ static void sd_daemon__command(void *ctx, uint64_t conn, char *line)
         sd_daemon__reply(d, conn, text);
         sd_daemon__reply(d, conn, "ok\n");
         free(text);
-    } else if (strcmp(words[0], "stats") == 0 && n == 1) {
+    } else if (strcmp(words[0], "stats") == 0) {
         char *text = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&text, &len);

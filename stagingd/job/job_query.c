@@ -59,8 +59,9 @@ int sd_job_slot_get(const struct sd_job *job, unsigned slot, struct sd_job_slot_
     if (i.has_lease)
         i.lease = s->l;
     i.read = (unsigned)s->read < sizeof reads / sizeof reads[0] ? reads[s->read] : "?";
-    i.ops_todo = s->ops_todo;
-    i.ops_inflight = s->ops_inflight;
+    /* Both are masks of op bits in the slot: count them. */
+    i.ops_todo = (unsigned)__builtin_popcount(s->ops_todo);
+    i.ops_inflight = (unsigned)__builtin_popcount(s->ops_inflight);
     *info_p = i;
     return 0;
 }

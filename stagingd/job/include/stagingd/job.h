@@ -187,8 +187,8 @@ struct sd_job_slot_info {
     int has_lease;            /* @lease is valid: held or being released */
     struct sd_client_lease lease;
     const char *read;         /* "none", "running", "done" */
-    unsigned ops_todo;        /* ops still without a result */
-    unsigned ops_inflight;    /* submitted and unanswered */
+    unsigned ops_todo;        /* ops (verify, scan) still without a result: 0..2 */
+    unsigned ops_inflight;    /* of those, submitted and unanswered */
 };
 
 /* The number of slots (the job's inflight). */
