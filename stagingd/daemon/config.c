@@ -205,9 +205,14 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         char why[256];
         /* The form only: whether a remote address is allowed is decided at
          * start, once metrics-remote is known wherever it stands. */
-        if (lm_listen_parse(value, LM_SERVER_ALLOW_REMOTE, &ss, sizeof ss, &alen, why,
-                            sizeof why) < 0 ||
-            strlen(value) >= SD_CONFIG_ADDR_MAX) {
+        int prc =
+            lm_listen_parse(value, LM_SERVER_ALLOW_REMOTE, &ss, sizeof ss, &alen, why, sizeof why);
+        if (prc == 0 && strlen(value) >= SD_CONFIG_ADDR_MAX) {
+            snprintf(why, sizeof why, "expected at most %d bytes, found %zu",
+                     SD_CONFIG_ADDR_MAX - 1, strlen(value));
+            prc = -EINVAL;
+        }
+        if (prc < 0) {
             sd_config__err(err, err_len, "%s: %s", key, why);
             return -EINVAL;
         }

@@ -594,7 +594,8 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
                  d->ctl ? cfg->control : "(no control socket)", (long)getpid());
         int nrc = sd_daemon__notify(st);
         if (nrc < 0)
-            sd_daemon__log(d, BASE_LOG_WARN, "NOTIFY_SOCKET is set but READY=1 could not be sent: %s",
+            sd_daemon__log(d, BASE_LOG_WARN,
+                           "NOTIFY_SOCKET is set but READY=1 could not be sent: %s",
                            strerror(-nrc));
     }
     *d_p = d;

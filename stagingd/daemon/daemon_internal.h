@@ -62,7 +62,7 @@ struct sd_daemon {
     /* Per agent: lease id (lt_lease_id_to_u64) -> when it was granted
      * (base_now_ns), for `leases` and the hold-time histogram. */
     struct base_u64map lease_since[SD_CONFIG_AGENTS_MAX];
-    struct sd_job_counters done; /* summed over the jobs that finished */
+    struct sd_job_counters done;        /* summed over the jobs that finished */
     struct sd_daemon__metrics *metrics; /* NULL: no /metrics endpoint */
 };
 

@@ -64,19 +64,18 @@ static json_t *sd_daemon__json_totals(const struct sd_daemon *d)
 {
     struct sd_job_counters t;
     sd_daemon__totals(d, &t);
-    return json_pack("{sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI}", "shards",
-                     (json_int_t)t.shards, "shards_clean", (json_int_t)t.shards_clean,
-                     "shards_bad", (json_int_t)t.shards_bad, "shards_failed",
-                     (json_int_t)t.shards_failed, "shards_not_run", (json_int_t)t.shards_not_run,
-                     "bytes_staged", (json_int_t)t.bytes_staged, "leases_granted",
-                     (json_int_t)t.leases_granted, "leases_released",
-                     (json_int_t)t.leases_released, "leases_lost", (json_int_t)t.leases_lost,
-                     "leases_refused", (json_int_t)t.leases_refused, "lease_batches",
-                     (json_int_t)t.lease_batches, "release_batches", (json_int_t)t.release_batches,
-                     "submits", (json_int_t)t.submits, "doorbell_submits",
-                     (json_int_t)t.bell_submits, "completions", (json_int_t)t.completions,
-                     "resubmits", (json_int_t)t.resubmits, "staged_fallback",
-                     (json_int_t)t.staged_fallback, "bad_blocks", (json_int_t)t.bad_blocks);
+    return json_pack(
+        "{sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI sI}", "shards", (json_int_t)t.shards,
+        "shards_clean", (json_int_t)t.shards_clean, "shards_bad", (json_int_t)t.shards_bad,
+        "shards_failed", (json_int_t)t.shards_failed, "shards_not_run",
+        (json_int_t)t.shards_not_run, "bytes_staged", (json_int_t)t.bytes_staged, "leases_granted",
+        (json_int_t)t.leases_granted, "leases_released", (json_int_t)t.leases_released,
+        "leases_lost", (json_int_t)t.leases_lost, "leases_refused", (json_int_t)t.leases_refused,
+        "lease_batches", (json_int_t)t.lease_batches, "release_batches",
+        (json_int_t)t.release_batches, "submits", (json_int_t)t.submits, "doorbell_submits",
+        (json_int_t)t.bell_submits, "completions", (json_int_t)t.completions, "resubmits",
+        (json_int_t)t.resubmits, "staged_fallback", (json_int_t)t.staged_fallback, "bad_blocks",
+        (json_int_t)t.bad_blocks);
 }
 
 static json_t *sd_daemon__json_jobs(struct sd_daemon *d)
@@ -87,9 +86,9 @@ static json_t *sd_daemon__json_jobs(struct sd_daemon *d)
         return jobs;
     char line[256];
     sd_job_progress(d->job, line, sizeof line);
-    json_t *cur =
-        json_pack("{si ss ss ss}", "id", (int)d->job_id, "op", sd_job_op_name(sd_job_op_get(d->job)),
-                  "store", sd_job_store(d->job), "progress", line);
+    json_t *cur = json_pack("{si ss ss ss}", "id", (int)d->job_id, "op",
+                            sd_job_op_name(sd_job_op_get(d->job)), "store", sd_job_store(d->job),
+                            "progress", line);
     if (sd_daemon__put(jobs, "current", cur, 0) < 0) {
         json_decref(jobs);
         return NULL;
@@ -133,8 +132,8 @@ static json_t *sd_daemon__json_agent(struct sd_daemon *d, unsigned a)
         sd_daemon__states[info.state], "connection", (json_int_t)info.epoch, "name",
         info.hello.agent_name, "host_backend", (info.hello.caps & LT_CAP_HOST_BACKEND) != 0,
         "leases", (json_int_t)info.leases, "in_flight", (json_int_t)info.in_flight, "attempts",
-        (json_int_t)info.attempts, "offers_sent", (json_int_t)info.offers_sent,
-        "segments_accepted", (json_int_t)info.segments_accepted, "segments_offered",
+        (json_int_t)info.attempts, "offers_sent", (json_int_t)info.offers_sent, "segments_accepted",
+        (json_int_t)info.segments_accepted, "segments_offered",
         (json_int_t)sd_pool_segment_count(d->pool));
     if (sd_daemon__put(e, "last_error",
                        info.last_err ? json_string(strerror(-info.last_err)) : json_null(),
@@ -168,8 +167,8 @@ static json_t *sd_daemon__json_stats(struct sd_daemon *d)
     sd_reader_stats_get(d->reader, &rs);
     rc = sd_daemon__put(o, "version", json_string(STAGINGD_VERSION), rc);
     rc = sd_daemon__put(o, "pid", json_integer(getpid()), rc);
-    rc = sd_daemon__put(o, "uptime_s", json_real((double)(base_now_ns() - d->t_start_ns) / 1e9),
-                        rc);
+    rc =
+        sd_daemon__put(o, "uptime_s", json_real((double)(base_now_ns() - d->t_start_ns) / 1e9), rc);
     rc = sd_daemon__put(o, "stopping", json_boolean(d->stopping), rc);
     rc = sd_daemon__put(o, "config",
                         json_pack("{ss ss ss ss ss si}", "store", d->cfg.store, "control",
@@ -180,14 +179,14 @@ static json_t *sd_daemon__json_stats(struct sd_daemon *d)
     rc = sd_daemon__put(o, "jobs", sd_daemon__json_jobs(d), rc);
     rc = sd_daemon__put(o, "totals", sd_daemon__json_totals(d), rc);
     rc = sd_daemon__put(o, "pool", sd_daemon__json_pool(d), rc);
-    rc = sd_daemon__put(
-        o, "reader",
-        json_pack("{si sb sb sI sI sI sI sI sI sI}", "threads", (int)ri.threads, "io_uring",
-                  ri.uring, "fixed_buffers", ri.fixed, "requests", (json_int_t)rs.requests,
-                  "failed", (json_int_t)rs.failed, "bytes", (json_int_t)rs.bytes, "reads",
-                  (json_int_t)rs.reads, "fixed_reads", (json_int_t)rs.fixed_reads, "short_reads",
-                  (json_int_t)rs.short_reads, "retries", (json_int_t)rs.retries),
-        rc);
+    rc = sd_daemon__put(o, "reader",
+                        json_pack("{si sb sb sI sI sI sI sI sI sI}", "threads", (int)ri.threads,
+                                  "io_uring", ri.uring, "fixed_buffers", ri.fixed, "requests",
+                                  (json_int_t)rs.requests, "failed", (json_int_t)rs.failed, "bytes",
+                                  (json_int_t)rs.bytes, "reads", (json_int_t)rs.reads,
+                                  "fixed_reads", (json_int_t)rs.fixed_reads, "short_reads",
+                                  (json_int_t)rs.short_reads, "retries", (json_int_t)rs.retries),
+                        rc);
     rc = sd_daemon__put(o, "agents", sd_daemon__json_agents(d), rc);
     if (rc < 0) {
         json_decref(o);
@@ -207,13 +206,13 @@ static json_t *sd_daemon__json_lease(struct sd_daemon *d, const struct sd_job_sl
         base_u64map_get_u64(&d->lease_since[l->agent], lt_lease_id_to_u64(l->id), &since);
     char id[32];
     snprintf(id, sizeof id, "%" PRIu32 ":%" PRIu32, l->id.slot, l->id.gen);
-    json_t *e = json_pack(
-        "{si ss si ss ss sI sI sI ss ss si si}", "agent", (int)l->agent, "agent_path",
-        l->agent < d->cfg.nagents ? d->cfg.agents[l->agent] : "?", "connection", (int)l->epoch,
-        "lease", id, "class", lt_class_name(l->mem_class), "segment", (json_int_t)l->segment,
-        "offset", (json_int_t)l->offset, "length", (json_int_t)l->length, "shard",
-        si->shard ? si->shard : "", "state", si->lease_state, "ops_todo", (int)si->ops_todo,
-        "ops_in_flight", (int)si->ops_inflight);
+    json_t *e = json_pack("{si ss si ss ss sI sI sI ss ss si si}", "agent", (int)l->agent,
+                          "agent_path", l->agent < d->cfg.nagents ? d->cfg.agents[l->agent] : "?",
+                          "connection", (int)l->epoch, "lease", id, "class",
+                          lt_class_name(l->mem_class), "segment", (json_int_t)l->segment, "offset",
+                          (json_int_t)l->offset, "length", (json_int_t)l->length, "shard",
+                          si->shard ? si->shard : "", "state", si->lease_state, "ops_todo",
+                          (int)si->ops_todo, "ops_in_flight", (int)si->ops_inflight);
     if (sd_daemon__put(e, "held_s", since ? json_real((double)(now - since) / 1e9) : json_null(),
                        e ? 0 : -ENOMEM) < 0) {
         json_decref(e);

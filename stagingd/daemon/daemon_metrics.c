@@ -30,8 +30,7 @@ struct sd_daemon__metrics {
     uint64_t next_ns;
     uint64_t rate_t_ns, rate_bytes;
     /* counted at events */
-    struct lm_family *f_granted, *f_refused, *f_released, *f_completions, *f_seg_refused,
-        *f_jobs;
+    struct lm_family *f_granted, *f_refused, *f_released, *f_completions, *f_seg_refused, *f_jobs;
     struct lm_series *granted[SD_CONFIG_AGENTS_MAX][SD_NCLASS];
     struct lm_series *released[SD_CONFIG_AGENTS_MAX];
     struct lm_series *hold;
@@ -107,8 +106,7 @@ static int sd_daemon__declare(struct sd_daemon *d, struct sd_daemon__metrics *m)
     ONE(LM_COUNTER, "stagingd_staged_bytes_total",
         "Shard bytes the staging reader landed in pool memory.", m->staged_bytes);
     ONE(LM_COUNTER, "stagingd_reads_total", "Read operations the staging reader issued.", m->reads);
-    ONE(LM_COUNTER, "stagingd_read_failures_total", "Staging reads that failed.",
-        m->read_failures);
+    ONE(LM_COUNTER, "stagingd_read_failures_total", "Staging reads that failed.", m->read_failures);
     ONE(LM_GAUGE, "stagingd_staging_rate_bytes_per_second",
         "Bytes staged per second over the last second (GB/s x 1e9).", m->rate);
     ONE(LM_GAUGE, "stagingd_jobs_running", "Jobs running (0 or 1).", m->running);
@@ -139,8 +137,8 @@ static int sd_daemon__declare(struct sd_daemon *d, struct sd_daemon__metrics *m)
     }
 
     struct lm_family *ready, *att, *conn, *held, *infl, *acc;
-    FAM(LM_GAUGE, "stagingd_agent_ready", "1 while the agent is connected with every segment answered.",
-        agent_l, ready);
+    FAM(LM_GAUGE, "stagingd_agent_ready",
+        "1 while the agent is connected with every segment answered.", agent_l, ready);
     FAM(LM_COUNTER, "stagingd_agent_connect_attempts_total", "connect() calls to the agent.",
         agent_l, att);
     FAM(LM_COUNTER, "stagingd_agent_connections_total", "Connections to the agent established.",
@@ -299,8 +297,8 @@ void sd_daemon__metrics_publish(struct sd_daemon *d, int force)
         m->rate_t_ns = now;
         m->rate_bytes = rs.bytes;
     } else if (now - m->rate_t_ns >= SD_DAEMON__RATE_NS) {
-        sd_daemon__set(m->rate, (double)(rs.bytes - m->rate_bytes) * 1e9 / (double)(now - m->rate_t_ns),
-                       0);
+        sd_daemon__set(m->rate,
+                       (double)(rs.bytes - m->rate_bytes) * 1e9 / (double)(now - m->rate_t_ns), 0);
         m->rate_t_ns = now;
         m->rate_bytes = rs.bytes;
     }
@@ -331,8 +329,7 @@ void sd_daemon__metrics_publish(struct sd_daemon *d, int force)
     }
     struct sd_job_counters t;
     sd_daemon__totals(d, &t);
-    const uint64_t by_result[4] = {t.shards_clean, t.shards_bad, t.shards_failed,
-                                   t.shards_not_run};
+    const uint64_t by_result[4] = {t.shards_clean, t.shards_bad, t.shards_failed, t.shards_not_run};
     for (int i = 0; i < 4; i++)
         sd_daemon__set(m->shards[i], (double)by_result[i], 1);
     sd_daemon__set(m->submits, (double)t.submits, 1);
@@ -407,7 +404,10 @@ void sd_daemon__metrics_job_end(struct sd_daemon *d, enum sd_job_op op, int stat
     if (!m)
         return;
     const char *v[] = {sd_job_op_name(op),
-                       status == 0 ? "ok" : status == 3 ? "corrupt" : "failed", NULL};
+                       status == 0   ? "ok"
+                       : status == 3 ? "corrupt"
+                                     : "failed",
+                       NULL};
     struct lm_series *s = sd_daemon__series(m->f_jobs, v);
     if (s)
         lm_counter_add(s, 1);

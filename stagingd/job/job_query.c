@@ -40,8 +40,8 @@ unsigned sd_job_slot_count(const struct sd_job *job)
 
 int sd_job_slot_get(const struct sd_job *job, unsigned slot, struct sd_job_slot_info *info_p)
 {
-    static const char *const leases[] = {"none",     "wanted",       "requested",
-                                         "held",     "release-wanted", "releasing"};
+    static const char *const leases[] = {"none", "wanted",         "requested",
+                                         "held", "release-wanted", "releasing"};
     static const char *const reads[] = {"none", "running", "done"};
     if (slot >= job->nslots)
         return -ENOENT;

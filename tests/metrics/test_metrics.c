@@ -61,10 +61,9 @@ START_TEST(test_text_exact)
     struct lm_series *s1, *s2, *sg, *sh;
     ck_assert_int_eq(lm_registry_create(&reg), 0);
     const char *labels[] = {"class", "client", NULL};
-    ck_assert_int_eq(
-        lm_family_add(reg, LM_COUNTER, "x_bytes_total", "Bytes.\nSecond \\ line.", labels, NULL,
-                      0, &c),
-        0);
+    ck_assert_int_eq(lm_family_add(reg, LM_COUNTER, "x_bytes_total", "Bytes.\nSecond \\ line.",
+                                   labels, NULL, 0, &c),
+                     0);
     ck_assert_int_eq(lm_family_add(reg, LM_GAUGE, "x_up", "Up.", NULL, NULL, 0, &g), 0);
     const double bounds[] = {0.25, 0.5, 2};
     ck_assert_int_eq(lm_family_add(reg, LM_HISTOGRAM, "x_seconds", "Time.", NULL, bounds, 3, &h),
@@ -249,9 +248,9 @@ START_TEST(test_listen_parse)
                                      err, sizeof err),
                      0);
     /* Malformed. */
-    const char *bad[] = {"9464",       ":9464",        "127.0.0.1:",   "127.0.0.1:65536",
-                         "host:9464",  "::1:9464",     "[::1]9464",    "127.0.0.1:9x",
-                         "[nope]:1",   "1.2.3:4",      NULL};
+    const char *bad[] = {"9464",      ":9464",    "127.0.0.1:", "127.0.0.1:65536",
+                         "host:9464", "::1:9464", "[::1]9464",  "127.0.0.1:9x",
+                         "[nope]:1",  "1.2.3:4",  NULL};
     for (int i = 0; bad[i]; i++)
         ck_assert_msg(lm_listen_parse(bad[i], LM_SERVER_ALLOW_REMOTE, &ss, sizeof ss, &len, err,
                                       sizeof err) == -EINVAL,
@@ -302,10 +301,11 @@ START_TEST(test_server)
     ck_assert_str_eq(lm_server_address(srv), want);
 
     char *r = http(port, "GET /metrics HTTP/1.0\r\n\r\n");
-    ck_assert_msg(strncmp(r, "HTTP/1.0 200", 12) == 0 || strncmp(r, "HTTP/1.1 200", 12) == 0,
-                  "%s", r);
+    ck_assert_msg(strncmp(r, "HTTP/1.0 200", 12) == 0 || strncmp(r, "HTTP/1.1 200", 12) == 0, "%s",
+                  r);
     ck_assert_ptr_nonnull(strstr(r, "Content-Type: " LM_CONTENT_TYPE));
-    ck_assert_ptr_nonnull(strstr(r, "\r\n\r\n# HELP t_total T.\n# TYPE t_total counter\nt_total 42\n"));
+    ck_assert_ptr_nonnull(
+        strstr(r, "\r\n\r\n# HELP t_total T.\n# TYPE t_total counter\nt_total 42\n"));
     free(r);
     r = http(port, "GET /nope HTTP/1.0\r\n\r\n");
     ck_assert_ptr_nonnull(strstr(r, " 404 "));

@@ -59,8 +59,9 @@ static int lctl__call(struct lctl_agent *a, int fd, const void *req, size_t len,
         if (e == LT_OK)
             e = lt_validate_reply_matches(req, buf->bytes);
         if (e != LT_OK) {
-            snprintf(a->err, sizeof a->err, "the agent at %s answered %s with a message refused: %s",
-                     a->path, lt_msg_type_name(q->type), lt_error_name(e));
+            snprintf(a->err, sizeof a->err,
+                     "the agent at %s answered %s with a message refused: %s", a->path,
+                     lt_msg_type_name(q->type), lt_error_name(e));
             return -EPROTO;
         }
         return 0;

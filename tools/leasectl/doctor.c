@@ -51,7 +51,8 @@ static void lctl__check(struct lctl__doc *d, int ok, const char *name, const cha
         fprintf(d->out, "%s %s: %s\n", ok ? "OK" : "FIX", name, text);
         return;
     }
-    json_array_append_new(d->checks, json_pack("{ss sb ss}", "check", name, "ok", ok, "detail", text));
+    json_array_append_new(d->checks,
+                          json_pack("{ss sb ss}", "check", name, "ok", ok, "detail", text));
 }
 
 /* The first line of @path without its newline into @buf; 0 or -errno. */
@@ -128,7 +129,8 @@ static int lctl__limit(pid_t pid, const char *what, int resource, uint64_t *v_p)
             continue;
         char soft[32];
         if (sscanf(line + strlen(what), "%31s", soft) == 1) {
-            *v_p = strcmp(soft, "unlimited") == 0 ? (uint64_t)RLIM_INFINITY : strtoull(soft, NULL, 10);
+            *v_p =
+                strcmp(soft, "unlimited") == 0 ? (uint64_t)RLIM_INFINITY : strtoull(soft, NULL, 10);
             rc = 0;
         }
         break;
@@ -158,7 +160,7 @@ static uint64_t lctl__meminfo(const char *key)
 struct lctl__ctx {
     const struct lctl_opts *o;
     struct lctl_agent agent;
-    int host; /* the host backend: no driver or device needed */
+    int host;                /* the host backend: no driver or device needed */
     uint64_t pinned, mapped; /* the budgets checked */
     const char *budget_src;
     json_t *sd;
@@ -179,8 +181,7 @@ static void lctl__driver(struct lctl__doc *d, const struct lctl__ctx *c)
         if (p && sscanf(p + strlen("Kernel Module"), " %u", &major) == 1)
             from = "/proc/driver/nvidia/version";
     }
-    char *const smi[] = {"nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader",
-                         NULL};
+    char *const smi[] = {"nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", NULL};
     int rc = -1;
     if (!from && (rc = lctl__run(smi, out, sizeof out)) == 0 && sscanf(out, "%u", &major) == 1)
         from = "nvidia-smi";
@@ -211,8 +212,8 @@ static void lctl__device(struct lctl__doc *d, const struct lctl__ctx *c)
     }
     char node[32], out[4096];
     snprintf(node, sizeof node, "/dev/nvidia%d", c->o->device);
-    char *const smi[] = {"nvidia-smi", "--query-gpu=index,compute_cap,name", "--format=csv,noheader",
-                         NULL};
+    char *const smi[] = {"nvidia-smi", "--query-gpu=index,compute_cap,name",
+                         "--format=csv,noheader", NULL};
     int rc = lctl__run(smi, out, sizeof out);
     if (rc != 0) {
         lctl__check(d, 0, "device",
@@ -240,7 +241,8 @@ static void lctl__device(struct lctl__doc *d, const struct lctl__ctx *c)
                         idx, name, arch);
         return;
     }
-    lctl__check(d, 0, "device", "no GPU with index %d (nvidia-smi lists: %s) -> pick one it lists "
+    lctl__check(d, 0, "device",
+                "no GPU with index %d (nvidia-smi lists: %s) -> pick one it lists "
                 "(lease-agent --device N, lease-agent@N.service)",
                 c->o->device, out[0] ? out : "none");
 }
@@ -249,7 +251,8 @@ static void lctl__agent_check(struct lctl__doc *d, const struct lctl__ctx *c)
 {
     const struct lctl_agent *a = &c->agent;
     if (!a->have_stats) {
-        lctl__check(d, 0, "agent", "%s -> start it: systemctl start lease-agent@%d, or "
+        lctl__check(d, 0, "agent",
+                    "%s -> start it: systemctl start lease-agent@%d, or "
                     "lease-agent --socket %s",
                     a->err, c->o->device, a->path);
         return;
@@ -313,8 +316,10 @@ static void lctl__memlock(struct lctl__doc *d, const struct lctl__ctx *c)
     int rc = lctl__limit(pid, "Max locked memory", RLIMIT_MEMLOCK, &lim);
     const char *whose = pid ? "the agent's" : "leasectl's own (no agent answers)";
     if (rc < 0) {
-        lctl__check(d, 0, "memlock", "cannot read %s RLIMIT_MEMLOCK: %s -> run leasectl as the "
-                    "agent's user or root", whose, strerror(-rc));
+        lctl__check(d, 0, "memlock",
+                    "cannot read %s RLIMIT_MEMLOCK: %s -> run leasectl as the "
+                    "agent's user or root",
+                    whose, strerror(-rc));
         return;
     }
     char lb[32], nb[32];
@@ -440,8 +445,10 @@ static void lctl__memfd(struct lctl__doc *d)
 {
     int fd = memfd_create("leasectl-doctor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
-        lctl__check(d, 0, "memfd", "memfd_create(MFD_ALLOW_SEALING) failed: %s -> a kernel of 3.17 "
-                    "or newer, with memfd allowed by seccomp", strerror(errno));
+        lctl__check(d, 0, "memfd",
+                    "memfd_create(MFD_ALLOW_SEALING) failed: %s -> a kernel of 3.17 "
+                    "or newer, with memfd allowed by seccomp",
+                    strerror(errno));
         return;
     }
     int rc = ftruncate(fd, 1 << 21) < 0 ? -errno : 0;
@@ -453,7 +460,8 @@ static void lctl__memfd(struct lctl__doc *d)
     int got = rc == 0 ? fcntl(fd, F_GET_SEALS) : -1;
     close(fd);
     if (rc < 0 || got != seals) {
-        lctl__check(d, 0, "memfd", "sealing a memfd failed (%s, seals 0x%x) -> a kernel with memfd "
+        lctl__check(d, 0, "memfd",
+                    "sealing a memfd failed (%s, seals 0x%x) -> a kernel with memfd "
                     "sealing (3.17+); stagingd's segments must be sealed",
                     rc < 0 ? strerror(-rc) : "wrong seals", got < 0 ? 0u : (unsigned)got);
         return;
@@ -476,15 +484,15 @@ static void lctl__shm(struct lctl__doc *d, const struct lctl__ctx *c)
     lctl_bytes(avail, ab, sizeof ab);
     lctl_bytes(total, tb, sizeof tb);
     if (statfs("/dev/shm", &sf) < 0 || statvfs("/dev/shm", &sv) < 0) {
-        lctl__check(d, 0, "dev_shm", "/dev/shm: %s -> mount -t tmpfs tmpfs /dev/shm (POSIX shared "
-                    "memory; stagingd's segments are memfds, shmem too)", strerror(errno));
+        lctl__check(d, 0, "dev_shm",
+                    "/dev/shm: %s -> mount -t tmpfs tmpfs /dev/shm (POSIX shared "
+                    "memory; stagingd's segments are memfds, shmem too)",
+                    strerror(errno));
     } else {
         lctl_bytes((uint64_t)sv.f_bavail * sv.f_frsize, fb, sizeof fb);
-        lctl__check(d, sf.f_type == LCTL__TMPFS_MAGIC, "dev_shm",
-                    "/dev/shm is %s with %s free%s",
+        lctl__check(d, sf.f_type == LCTL__TMPFS_MAGIC, "dev_shm", "/dev/shm is %s with %s free%s",
                     sf.f_type == LCTL__TMPFS_MAGIC ? "tmpfs" : "not tmpfs", fb,
-                    sf.f_type == LCTL__TMPFS_MAGIC ? ""
-                                                   : " -> mount -t tmpfs tmpfs /dev/shm");
+                    sf.f_type == LCTL__TMPFS_MAGIC ? "" : " -> mount -t tmpfs tmpfs /dev/shm");
     }
     /* Registered memory is already out of MemAvailable. */
     uint64_t need = c->pinned + c->mapped, used = 0;
@@ -492,11 +500,15 @@ static void lctl__shm(struct lctl__doc *d, const struct lctl__ctx *c)
         used += c->agent.classes[k].bytes_registered;
     lctl_bytes(need, nb, sizeof nb);
     if (need > total)
-        lctl__check(d, 0, "memory", "the budgets %s (%s) exceed physical memory %s -> smaller "
-                    "--pinned-budget / --mapped-budget", nb, c->budget_src, tb);
+        lctl__check(d, 0, "memory",
+                    "the budgets %s (%s) exceed physical memory %s -> smaller "
+                    "--pinned-budget / --mapped-budget",
+                    nb, c->budget_src, tb);
     else if (need > avail + used)
-        lctl__check(d, 0, "memory", "budgets %s (%s) but only %s available -> free memory or "
-                    "smaller budgets", nb, c->budget_src, ab);
+        lctl__check(d, 0, "memory",
+                    "budgets %s (%s) but only %s available -> free memory or "
+                    "smaller budgets",
+                    nb, c->budget_src, ab);
     else
         lctl__check(d, 1, "memory", "%s available of %s; budgets %s (%s)", ab, tb, nb,
                     c->budget_src);
@@ -510,8 +522,10 @@ static void lctl__fds(struct lctl__doc *d, const struct lctl__ctx *c)
     uint64_t need = (c->agent.up ? c->agent.hello.max_segments : 1024) + 256;
     const char *whose = pid ? "the agent's" : "leasectl's own (no agent answers)";
     if (lctl__limit(pid, "Max open files", RLIMIT_NOFILE, &lim) < 0) {
-        lctl__check(d, 0, "fd_limit", "cannot read %s RLIMIT_NOFILE -> run leasectl as the agent's "
-                    "user or root", whose);
+        lctl__check(d, 0, "fd_limit",
+                    "cannot read %s RLIMIT_NOFILE -> run leasectl as the agent's "
+                    "user or root",
+                    whose);
         return;
     }
     if (lim != (uint64_t)RLIM_INFINITY && lim < need)
@@ -521,8 +535,10 @@ static void lctl__fds(struct lctl__doc *d, const struct lctl__ctx *c)
                     " in the unit (or ulimit -n)",
                     whose, lim, need, need < 65536 ? 65536 : need);
     else
-        lctl__check(d, 1, "fd_limit", "%s RLIMIT_NOFILE %" PRIu64 " (a client's segments and "
-                    "sockets need %" PRIu64 ")", whose, lim, need);
+        lctl__check(d, 1, "fd_limit",
+                    "%s RLIMIT_NOFILE %" PRIu64 " (a client's segments and "
+                    "sockets need %" PRIu64 ")",
+                    whose, lim, need);
 }
 
 /* The store's O_DIRECT alignment: statx(STATX_DIOALIGN) on a shard, else a
@@ -531,17 +547,19 @@ static void lctl__store(struct lctl__doc *d, const struct lctl__ctx *c)
 {
     const char *store = c->o->store[0] ? c->o->store : NULL;
     if (!store && c->sd) {
-        const char *s = json_string_value(json_object_get(json_object_get(c->sd, "config"), "store"));
+        const char *s =
+            json_string_value(json_object_get(json_object_get(c->sd, "config"), "store"));
         store = s && s[0] ? s : NULL;
     }
     if (!store) {
-        lctl__check(d, 1, "store_odirect", "not checked: no --store DIR, and no stagingd names one");
+        lctl__check(d, 1, "store_odirect",
+                    "not checked: no --store DIR, and no stagingd names one");
         return;
     }
     DIR *dir = opendir(store);
     if (!dir) {
-        lctl__check(d, 0, "store_odirect", "%s: %s -> pass the store directory (--store DIR)", store,
-                    strerror(errno));
+        lctl__check(d, 0, "store_odirect", "%s: %s -> pass the store directory (--store DIR)",
+                    store, strerror(errno));
         return;
     }
     char file[4096 + 256] = "";
@@ -557,9 +575,11 @@ static void lctl__store(struct lctl__doc *d, const struct lctl__ctx *c)
     memset(&sx, 0, sizeof sx);
     if (statx(AT_FDCWD, probe, 0, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
         if (sx.stx_dio_mem_align == 0)
-            lctl__check(d, 0, "store_odirect", "%s: the file system has no O_DIRECT (statx) -> "
+            lctl__check(d, 0, "store_odirect",
+                        "%s: the file system has no O_DIRECT (statx) -> "
                         "stagingd reads through the page cache there; put the store on ext4 or "
-                        "xfs for direct reads", store);
+                        "xfs for direct reads",
+                        store);
         else
             lctl__check(d, sx.stx_dio_mem_align <= 4096 && sx.stx_dio_offset_align <= 4096,
                         "store_odirect",
@@ -572,8 +592,10 @@ static void lctl__store(struct lctl__doc *d, const struct lctl__ctx *c)
         return;
     }
     if (!file[0]) {
-        lctl__check(d, 1, "store_odirect", "%s: no shard to probe (statx reports no direct-I/O "
-                    "alignment on this kernel)", store);
+        lctl__check(d, 1, "store_odirect",
+                    "%s: no shard to probe (statx reports no direct-I/O "
+                    "alignment on this kernel)",
+                    store);
         return;
     }
     int fd = open(file, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -587,12 +609,15 @@ static void lctl__store(struct lctl__doc *d, const struct lctl__ctx *c)
     if (fd >= 0)
         close(fd);
     if (rc < 0)
-        lctl__check(d, 0, "store_odirect", "%s: a 4 KiB O_DIRECT read failed: %s -> stagingd reads "
-                    "through the page cache there; put the store on ext4 or xfs", file,
-                    strerror(-rc));
+        lctl__check(d, 0, "store_odirect",
+                    "%s: a 4 KiB O_DIRECT read failed: %s -> stagingd reads "
+                    "through the page cache there; put the store on ext4 or xfs",
+                    file, strerror(-rc));
     else
-        lctl__check(d, 1, "store_odirect", "%s: a 4 KiB-aligned O_DIRECT read works (probed: "
-                    "statx reports no alignment on this kernel)", file);
+        lctl__check(d, 1, "store_odirect",
+                    "%s: a 4 KiB-aligned O_DIRECT read works (probed: "
+                    "statx reports no alignment on this kernel)",
+                    file);
 }
 
 /* One gauge per check, through lease_metrics like every other series. */
@@ -672,9 +697,8 @@ int lctl_doctor(const struct lctl_opts *o, FILE *out)
     json_decref(c.sd);
 
     if (o->format == LCTL_JSON) {
-        lctl_json_print(json_pack("{sb si so}", "ok", d.fixes == 0, "fixes", d.fixes, "checks",
-                                  d.checks),
-                        out);
+        lctl_json_print(
+            json_pack("{sb si so}", "ok", d.fixes == 0, "fixes", d.fixes, "checks", d.checks), out);
     } else {
         if (o->format == LCTL_PROMETHEUS)
             lctl__doctor_prometheus(d.checks, out);

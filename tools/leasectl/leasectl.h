@@ -1,9 +1,10 @@
 /* leasectl: the operator's command line against a running agent and
  * stagingd (docs/operations.md). The files depend one way: main.c (options,
- * commands, output formats) over views.c (the tables and the JSON and
- * Prometheus documents of status, stats, leases and segments, and top),
- * doctor.c (the checks), agent.c (one protocol connection to an agent) and
- * stagingd.c (one control-socket command). CUDA-free: it never loads
+ * commands) over views.c (the tables and JSON documents of status, stats,
+ * leases and segments, and the snapshot they show), prom.c (the same as
+ * Prometheus text), top.c (the refreshing view) and doctor.c (the checks);
+ * all of them over agent.c (one protocol connection to an agent),
+ * stagingd.c (one control-socket command) and table.c. CUDA-free: it never loads
  * libcuda (linkcheck proves it after every link); the driver is read from
  * /proc and nvidia-smi. Prefix lctl_. */
 #ifndef LEASECTL_H
@@ -25,12 +26,12 @@
 /* One agent, as one HELLO + STATS_REQUEST(ALL_CLIENTS) saw it. */
 struct lctl_agent {
     char path[LCTL_PATH_MAX];
-    int up;                /* HELLO answered */
-    int have_stats;        /* STATS_REPLY answered */
+    int up;                 /* HELLO answered */
+    int have_stats;         /* STATS_REPLY answered */
     char err[LCTL_ERR_LEN]; /* why not, and what to do */
-    pid_t pid;             /* SO_PEERCRED of the agent */
+    pid_t pid;              /* SO_PEERCRED of the agent */
     uid_t uid;
-    double rtt_ms;         /* the STATS round trip */
+    double rtt_ms; /* the STATS round trip */
     struct lt_msg_hello_reply hello;
     uint64_t uptime_ns;
     struct lt_class_stats classes[4];
@@ -79,7 +80,7 @@ struct lctl_opts {
     int backend; /* 0: ask the agent, 1: cuda, 2: host */
     char store[4096];
     uint64_t pinned_budget, mapped_budget; /* 0: the agent's, else the defaults */
-    unsigned arch; /* the cubins' arch (digits), LEASE_GPU_ARCH */
+    unsigned arch;                         /* the cubins' arch (digits), LEASE_GPU_ARCH */
 };
 
 /* Everything one look at the daemons gathers. */

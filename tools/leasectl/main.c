@@ -188,8 +188,9 @@ static int parse(int argc, char **argv, struct lctl_opts *o, const char **cmd_p)
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "leasectl: expected one command (status, stats, leases, segments, doctor, "
-                        "top), found %s\n",
+        fprintf(stderr,
+                "leasectl: expected one command (status, stats, leases, segments, doctor, "
+                "top), found %s\n",
                 optind == argc ? "none" : "more than one word");
         return -EINVAL;
     }
@@ -228,8 +229,9 @@ int main(int argc, char **argv)
             continue;
         struct lctl_snapshot s;
         lctl_snapshot_take(&o, views[i].want, &s);
-        int status = o.format == LCTL_PROMETHEUS ? lctl_view_prometheus(&o, &s, views[i].want, stdout)
-                                                 : views[i].view(&o, &s, stdout);
+        int status = o.format == LCTL_PROMETHEUS
+                         ? lctl_view_prometheus(&o, &s, views[i].want, stdout)
+                         : views[i].view(&o, &s, stdout);
         lctl_snapshot_free(&s);
         return status;
     }
@@ -237,7 +239,7 @@ int main(int argc, char **argv)
         return lctl_doctor(&o, stdout);
     if (strcmp(cmd, "top") == 0)
         return lctl_top(&o, stdout);
-    fprintf(stderr, "leasectl: unknown command '%s' (status, stats, leases, segments, doctor, top)\n",
-            cmd);
+    fprintf(stderr,
+            "leasectl: unknown command '%s' (status, stats, leases, segments, doctor, top)\n", cmd);
     return 2;
 }

@@ -155,8 +155,9 @@ static void lctl__prom_stagingd(struct lctl__prom *p, const struct lctl_opts *o,
         const char *const av[] = {json_string_value(json_object_get(e, "path")), NULL};
         if (!av[0])
             continue;
-        G("stagingd_agent_ready", "1 while the agent is connected with every segment answered.",
-          al, av, json_is_string(json_object_get(e, "state")) &&
+        G("stagingd_agent_ready", "1 while the agent is connected with every segment answered.", al,
+          av,
+          json_is_string(json_object_get(e, "state")) &&
               strcmp(json_string_value(json_object_get(e, "state")), "ready") == 0);
         G("stagingd_agent_leases_held", "Leases held on the agent's current connection.", al, av,
           lctl__jn(e, "leases"));

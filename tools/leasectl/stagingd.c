@@ -87,8 +87,8 @@ int lctl_stagingd_json(const char *path, const char *command, int timeout_ms, js
             continue;
         if (pn == 0) {
             rc = -ETIMEDOUT;
-            snprintf(err, err_len, "stagingd at %s did not answer '%s' within %d ms", path,
-                     command, timeout_ms);
+            snprintf(err, err_len, "stagingd at %s did not answer '%s' within %d ms", path, command,
+                     timeout_ms);
             goto out;
         }
         ssize_t got = recv(fd, buf + len, cap - len - 1, 0);

@@ -114,9 +114,9 @@ int lctl_top(const struct lctl_opts *o, FILE *out)
     int status = 0;
     for (unsigned n = 0; o->count == 0 || n < o->count; n++) {
         if (n > 0) {
-            struct timespec ts = {.tv_sec = (time_t)o->interval_s,
-                                  .tv_nsec = (long)((o->interval_s - (double)(time_t)o->interval_s) *
-                                                    1e9)};
+            struct timespec ts = {
+                .tv_sec = (time_t)o->interval_s,
+                .tv_nsec = (long)((o->interval_s - (double)(time_t)o->interval_s) * 1e9)};
             nanosleep(&ts, NULL);
         }
         struct lctl_snapshot s;

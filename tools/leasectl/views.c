@@ -108,9 +108,8 @@ void lctl_snapshot_take(const struct lctl_opts *o, unsigned what, struct lctl_sn
         snprintf(s->sd_err, sizeof s->sd_err, "%s", err);
         return;
     }
-    if ((what & LCTL_WANT_LEASES) &&
-        lctl_stagingd_json(o->stagingd, "leases json", o->timeout_ms, &s->sd_leases, err,
-                           sizeof err) < 0)
+    if ((what & LCTL_WANT_LEASES) && lctl_stagingd_json(o->stagingd, "leases json", o->timeout_ms,
+                                                        &s->sd_leases, err, sizeof err) < 0)
         snprintf(s->sd_err, sizeof s->sd_err, "%s", err);
     if ((what & LCTL_WANT_SEGMENTS) &&
         lctl_stagingd_json(o->stagingd, "segments json", o->timeout_ms, &s->sd_segments, err,
@@ -150,15 +149,17 @@ static json_t *lctl__agent_base(const struct lctl_agent *a)
     json_t *budgets = json_object();
     for (int c = LT_CLASS_STAGED; c <= LT_CLASS_MAPPED; c++)
         json_object_set_new(budgets, lt_class_name((uint32_t)c),
-                            h->class_budget[c] == UINT64_MAX ? json_null()
-                                                             : json_integer((json_int_t)h->class_budget[c]));
-    json_t *facts = json_pack("{ss si si si ss sb sf s{si si si si sI}}", "name", h->agent_name, "pid",
-                     (int)a->pid, "uid", (int)a->uid, "protocol", (int)h->version, "caps",
-                     lctl__caps(h->caps, caps, sizeof caps), "host_backend",
-                     (h->caps & LT_CAP_HOST_BACKEND) != 0, "uptime_s", (double)a->uptime_ns / 1e9,
-                     "limits", "max_lease_batch", (int)h->max_lease_batch, "max_streams",
-                     (int)h->max_streams, "max_events", (int)h->max_events, "max_segments",
-                     (int)h->max_segments, "max_segment_bytes", (json_int_t)h->max_segment_bytes);
+                            h->class_budget[c] == UINT64_MAX
+                                ? json_null()
+                                : json_integer((json_int_t)h->class_budget[c]));
+    json_t *facts =
+        json_pack("{ss si si si ss sb sf s{si si si si sI}}", "name", h->agent_name, "pid",
+                  (int)a->pid, "uid", (int)a->uid, "protocol", (int)h->version, "caps",
+                  lctl__caps(h->caps, caps, sizeof caps), "host_backend",
+                  (h->caps & LT_CAP_HOST_BACKEND) != 0, "uptime_s", (double)a->uptime_ns / 1e9,
+                  "limits", "max_lease_batch", (int)h->max_lease_batch, "max_streams",
+                  (int)h->max_streams, "max_events", (int)h->max_events, "max_segments",
+                  (int)h->max_segments, "max_segment_bytes", (json_int_t)h->max_segment_bytes);
     json_object_update(o, facts);
     json_decref(facts);
     json_object_set_new(o, "budgets", budgets);
@@ -264,10 +265,10 @@ static void lctl__agent_head(const struct lctl_agent *a, FILE *out)
         return;
     }
     const struct lt_msg_hello_reply *h = &a->hello;
-    fprintf(out, "agent %s: up, \"%s\"%s, protocol v%u, pid %ld uid %u, up %.1f s, %u other client(s)",
-            a->path, h->agent_name,
-            (h->caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "", h->version,
-            (long)a->pid, (unsigned)a->uid, (double)a->uptime_ns / 1e9, a->nclients);
+    fprintf(
+        out, "agent %s: up, \"%s\"%s, protocol v%u, pid %ld uid %u, up %.1f s, %u other client(s)",
+        a->path, h->agent_name, (h->caps & LT_CAP_HOST_BACKEND) ? " (HOST BACKEND: no GPU)" : "",
+        h->version, (long)a->pid, (unsigned)a->uid, (double)a->uptime_ns / 1e9, a->nclients);
     if (a->have_stats)
         fprintf(out, ", STATS round trip %.2f ms\n", a->rtt_ms);
     else
@@ -292,21 +293,20 @@ static void lctl__agent_status(const struct lctl_agent *a, FILE *out)
 
 static void lctl__agent_classes_table(const struct lctl_agent *a, FILE *out)
 {
-    static const char *const head[] = {"class",   "segments",      "registered", "leases",
-                                       "leased",  "registrations", "reg time",   "unregistrations",
-                                       "budget refusals", NULL};
+    static const char *const head[] = {
+        "class",         "segments", "registered",      "leases",          "leased",
+        "registrations", "reg time", "unregistrations", "budget refusals", NULL};
     struct lctl_table t;
     lctl_table_init(&t, "  ", head);
     for (int c = LT_CLASS_STAGED; c <= LT_CLASS_MAPPED; c++) {
         const struct lt_class_stats *k = &a->classes[c];
         char v[8][32];
         snprintf(v[6], sizeof v[6], "%.1f ms", (double)k->registration_ns / 1e6);
-        lctl_table_row(&t, lt_class_name((uint32_t)c), lctl__u64(k->segments, v[0], 32),
-                       lctl__bytes_s(k->bytes_registered, v[1], 32),
-                       lctl__u64(k->live_leases, v[2], 32), lctl__bytes_s(k->bytes_leased, v[3], 32),
-                       lctl__u64(k->registrations, v[4], 32), v[6],
-                       lctl__u64(k->unregistrations, v[5], 32),
-                       lctl__u64(k->budget_refusals, v[7], 32));
+        lctl_table_row(
+            &t, lt_class_name((uint32_t)c), lctl__u64(k->segments, v[0], 32),
+            lctl__bytes_s(k->bytes_registered, v[1], 32), lctl__u64(k->live_leases, v[2], 32),
+            lctl__bytes_s(k->bytes_leased, v[3], 32), lctl__u64(k->registrations, v[4], 32), v[6],
+            lctl__u64(k->unregistrations, v[5], 32), lctl__u64(k->budget_refusals, v[7], 32));
     }
     lctl_table_print(&t, out);
     lctl_table_free(&t);
@@ -318,21 +318,20 @@ static void lctl__agent_clients_table(const struct lctl_agent *a, FILE *out)
         fprintf(out, "  no client connected but leasectl\n");
         return;
     }
-    static const char *const head[] = {"client", "pid",     "name",    "segments",
-                                       "registered", "leases", "leased", "granted",
-                                       "submits", "streams", "events",  NULL};
+    static const char *const head[] = {"client",     "pid",     "name",   "segments",
+                                       "registered", "leases",  "leased", "granted",
+                                       "submits",    "streams", "events", NULL};
     struct lctl_table t;
     lctl_table_init(&t, "  ", head);
     for (uint32_t i = 0; i < a->nclients; i++) {
         const struct lt_client_stats *c = &a->clients[i];
         char v[10][32];
-        lctl_table_row(&t, lctl__u64(c->client_id, v[0], 32), lctl__u64(c->pid, v[1], 32), c->name,
-                       lctl__u64(c->segments, v[2], 32),
-                       lctl__bytes_s(c->bytes_registered, v[3], 32),
-                       lctl__u64(c->live_leases, v[4], 32),
-                       lctl__bytes_s(c->bytes_leased, v[5], 32),
-                       lctl__u64(c->leases_granted, v[6], 32), lctl__u64(c->submits, v[7], 32),
-                       lctl__u64(c->streams, v[8], 32), lctl__u64(c->events, v[9], 32));
+        lctl_table_row(
+            &t, lctl__u64(c->client_id, v[0], 32), lctl__u64(c->pid, v[1], 32), c->name,
+            lctl__u64(c->segments, v[2], 32), lctl__bytes_s(c->bytes_registered, v[3], 32),
+            lctl__u64(c->live_leases, v[4], 32), lctl__bytes_s(c->bytes_leased, v[5], 32),
+            lctl__u64(c->leases_granted, v[6], 32), lctl__u64(c->submits, v[7], 32),
+            lctl__u64(c->streams, v[8], 32), lctl__u64(c->events, v[9], 32));
     }
     lctl_table_print(&t, out);
     lctl_table_free(&t);
@@ -403,9 +402,9 @@ static void lctl__sd_stats(json_t *st, FILE *out)
             (long long)lctl__ji(t, "leases_lost"), (long long)lctl__ji(t, "leases_refused"),
             (long long)lctl__ji(t, "submits"), (long long)lctl__ji(t, "doorbell_submits"),
             (long long)lctl__ji(t, "completions"));
-    static const char *const head[] = {"pool",    "capacity",       "in use",   "high water",
-                                       "buffers", "alloc failures", "segments", "hugetlb",
-                                       "THP",     NULL};
+    static const char *const head[] = {
+        "pool",           "capacity", "in use",  "high water", "buffers",
+        "alloc failures", "segments", "hugetlb", "THP",        NULL};
     struct lctl_table tb;
     lctl_table_init(&tb, "  ", head);
     size_t i;
@@ -483,7 +482,9 @@ int lctl_view_leases(const struct lctl_opts *o, const struct lctl_snapshot *s, F
         if (!a->have_stats)
             continue;
         char msg[LCTL_ERR_LEN], b[3][32];
-        fprintf(out, "  live leases: PINNED %" PRIu64 " (%s), MAPPED %" PRIu64 " (%s), STAGED %" PRIu64 " (%s)\n",
+        fprintf(out,
+                "  live leases: PINNED %" PRIu64 " (%s), MAPPED %" PRIu64 " (%s), STAGED %" PRIu64
+                " (%s)\n",
                 a->classes[LT_CLASS_PINNED].live_leases,
                 lctl__bytes_s(a->classes[LT_CLASS_PINNED].bytes_leased, b[0], 32),
                 a->classes[LT_CLASS_MAPPED].live_leases,
@@ -505,9 +506,8 @@ int lctl_view_leases(const struct lctl_opts *o, const struct lctl_snapshot *s, F
         fprintf(out, "  no lease held (no job running, or between shards)\n");
         return lctl__status(s);
     }
-    static const char *const head[] = {"agent",  "lease", "class",  "segment",   "offset",
-                                       "length", "held",  "state",  "in flight", "shard",
-                                       NULL};
+    static const char *const head[] = {"agent", "lease", "class",     "segment", "offset", "length",
+                                       "held",  "state", "in flight", "shard",   NULL};
     struct lctl_table t;
     lctl_table_init(&t, "  ", head);
     size_t i;
@@ -529,8 +529,9 @@ int lctl_view_leases(const struct lctl_opts *o, const struct lctl_snapshot *s, F
                        lctl__bytes_s((uint64_t)lctl__ji(e, "length"), v[3], 32), v[4],
                        lctl__js(e, "state"), v[5], lctl__js(e, "shard"));
     }
-    fprintf(out, "  %zu lease(s) held by job %lld (in flight: ops submitted and unanswered, of "
-                 "those without a result)\n",
+    fprintf(out,
+            "  %zu lease(s) held by job %lld (in flight: ops submitted and unanswered, of "
+            "those without a result)\n",
             json_array_size(list), (long long)lctl__ji(s->sd_leases, "job"));
     lctl_table_print(&t, out);
     lctl_table_free(&t);
@@ -574,10 +575,11 @@ int lctl_view_segments(const struct lctl_opts *o, const struct lctl_snapshot *s,
     }
     lctl_table_print(&t, out);
     lctl_table_free(&t);
-    json_array_foreach(json_object_get(s->sd_segments, "agents"), i, e)
-        fprintf(out, "  offered to agent %lld %s: %lld accepted on this connection (%s), %lld offer(s) sent\n",
-                (long long)lctl__ji(e, "index"), lctl__js(e, "path"),
-                (long long)lctl__ji(e, "segments_accepted"), lctl__js(e, "state"),
-                (long long)lctl__ji(e, "offers_sent"));
+    json_array_foreach(json_object_get(s->sd_segments, "agents"), i, e) fprintf(
+        out,
+        "  offered to agent %lld %s: %lld accepted on this connection (%s), %lld offer(s) sent\n",
+        (long long)lctl__ji(e, "index"), lctl__js(e, "path"),
+        (long long)lctl__ji(e, "segments_accepted"), lctl__js(e, "state"),
+        (long long)lctl__ji(e, "offers_sent"));
     return lctl__status(s);
 }

@@ -14,8 +14,9 @@ struct lm_series {
     struct lm_series *next;
     struct lm_family *fam;
     char *values[LM_LABELS_MAX];
-    _Atomic uint64_t value;    /* a double's bits: the value, or a histogram's sum */
-    _Atomic uint64_t *buckets; /* histogram: nbuckets + 1 counts (the last is +Inf), not cumulative */
+    _Atomic uint64_t value; /* a double's bits: the value, or a histogram's sum */
+    _Atomic uint64_t
+        *buckets; /* histogram: nbuckets + 1 counts (the last is +Inf), not cumulative */
 };
 
 struct lm_family {

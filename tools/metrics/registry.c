@@ -16,8 +16,8 @@ static int lm__name_ok(const char *s, int metric)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                    (metric && c == ':');
+        int alpha =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (metric && c == ':');
         int digit = c >= '0' && c <= '9';
         if (!alpha && !(digit && i > 0))
             return 0;

@@ -114,8 +114,8 @@ int lm_server_start(struct lm_registry *reg, const struct lm_server_config *cfg,
     srv->log = cfg->log;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        rc = base_errf(err, err_len, -errno, "metrics %s: socket: %s", cfg->listen,
-                       strerror(errno));
+        rc =
+            base_errf(err, err_len, -errno, "metrics %s: socket: %s", cfg->listen, strerror(errno));
         goto fail;
     }
     int one = 1;
@@ -141,11 +141,11 @@ int lm_server_start(struct lm_registry *reg, const struct lm_server_config *cfg,
         srv->port = ntohs(a->sin_port);
         snprintf(srv->address, sizeof srv->address, "%s:%u", host, srv->port);
     }
-    srv->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, lm__handle, srv,
-        MHD_OPTION_EXTERNAL_LOGGER, lm__mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-        MHD_OPTION_END);
+    srv->mhd =
+        MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                         lm__handle, srv, MHD_OPTION_EXTERNAL_LOGGER, lm__mhd_log, srv,
+                         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     if (!srv->mhd) {
         rc = base_errf(err, err_len, -EIO, "metrics %s: libmicrohttpd would not start",
                        srv->address);

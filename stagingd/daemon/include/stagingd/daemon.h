@@ -42,7 +42,7 @@ struct sd_config {
     struct sd_job_config job; /* inflight, batch, doorbell, cpu-verify, query-seed, k, ... */
     unsigned drain_timeout_s;
     int log_level; /* BASE_LOG_ERROR, _WARN, _INFO or _DEBUG: the most verbose lines logged */
-    char log_path[SD_CONFIG_PATH_MAX]; /* log-file: "" standard error; else appended to, reopened on SIGHUP */
+    char log_path[SD_CONFIG_PATH_MAX]; /* log-file ("": stderr), reopened on SIGHUP */
     char metrics[SD_CONFIG_ADDR_MAX];  /* "": no /metrics endpoint; else HOST:PORT */
     int metrics_remote;                /* the endpoint may bind an address that is not loopback */
     /* Not keys: where the daemon and every module it makes log (the

@@ -181,14 +181,15 @@ void sd_job_counters_get(const struct sd_job *job, struct sd_job_counters *c_p);
 /* One slot of the pipeline. Strings are static or the job's, valid until
  * the next step. */
 struct sd_job_slot_info {
-    int active;               /* holds a shard */
-    const char *shard;        /* its file name; NULL when idle */
-    const char *lease_state;  /* "none", "wanted", "requested", "held", "release-wanted", "releasing" */
-    int has_lease;            /* @lease is valid: held or being released */
+    int active;        /* holds a shard */
+    const char *shard; /* its file name; NULL when idle */
+    /* "none", "wanted", "requested", "held", "release-wanted", "releasing" */
+    const char *lease_state;
+    int has_lease; /* @lease is valid: held or being released */
     struct sd_client_lease lease;
-    const char *read;         /* "none", "running", "done" */
-    unsigned ops_todo;        /* ops (verify, scan) still without a result: 0..2 */
-    unsigned ops_inflight;    /* of those, submitted and unanswered */
+    const char *read;      /* "none", "running", "done" */
+    unsigned ops_todo;     /* ops (verify, scan) still without a result: 0..2 */
+    unsigned ops_inflight; /* of those, submitted and unanswered */
 };
 
 /* The number of slots (the job's inflight). */

@@ -43,12 +43,12 @@ enum lm_type {
     LM_HISTOGRAM = 3, /* observations counted into buckets, with their sum and count */
 };
 
-#define LM_LABELS_MAX 4     /* label names per family */
-#define LM_BUCKETS_MAX 32   /* histogram bounds, +Inf not counted */
-#define LM_SERIES_MAX 4096  /* series per family */
-#define LM_NAME_MAX 128     /* bytes of a metric or label name, NUL included */
-#define LM_VALUE_MAX 256    /* bytes of a label value, NUL included */
-#define LM_HELP_MAX 512     /* bytes of a HELP text, NUL included */
+#define LM_LABELS_MAX 4    /* label names per family */
+#define LM_BUCKETS_MAX 32  /* histogram bounds, +Inf not counted */
+#define LM_SERIES_MAX 4096 /* series per family */
+#define LM_NAME_MAX 128    /* bytes of a metric or label name, NUL included */
+#define LM_VALUE_MAX 256   /* bytes of a label value, NUL included */
+#define LM_HELP_MAX 512    /* bytes of a HELP text, NUL included */
 
 struct lm_registry;
 struct lm_family;
@@ -134,8 +134,9 @@ enum {
 };
 
 struct lm_server_config {
-    const char *listen;       /* "127.0.0.1:9464", "[::1]:9464", "localhost:9464", "0.0.0.0:9464"; port 0: any free port */
-    unsigned flags;           /* LM_SERVER_* */
+    const char *listen; /* "127.0.0.1:9464", "[::1]:9464", "localhost:9464", "0.0.0.0:9464"; port 0:
+                           any free port */
+    unsigned flags;     /* LM_SERVER_* */
     struct base_log_sink log; /* the server's notices, subsystem "metrics"; zeroed: the default */
 };
 
