@@ -22,7 +22,6 @@
  *               the child waits for the hash, computed with the C reference.
  * Prints p50/p99 per path and, last, a table. Exit 0 when every iteration
  * completed (the goal line says whether the latency goal was met). */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -36,8 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device_internal.h"
-#include "gpu/exec.h"
+#include "base/time.h"
+#include "bench_cuda.h"
+#include "gpu/cu.h"
+#include "gpu/exec_cuda.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 
@@ -50,7 +51,6 @@ static const char *const path_names[PATHS] = {
 
 #define MAX_ITERS 20000
 #define WARMUP 200
-#define OWNER 1
 #define END_PATH 0xffffffffu
 
 enum work_mode { W_KERNEL, W_WRITE, W_KERNEL_FLAG, WORK_MODES };
@@ -80,13 +80,6 @@ struct msg {
     uint64_t seq;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -98,12 +91,12 @@ static inline void cpu_relax(void)
  * passes; 0 or -ETIMEDOUT. */
 static int spin_until_mode(const uint64_t *w, uint64_t want, int exact, uint64_t timeout_ns)
 {
-    uint64_t start = now_ns();
+    uint64_t start = base_now_ns();
     for (unsigned int n = 0;; n++) {
         uint64_t v = ga_doorbell_peek(w);
         if (exact ? v == want : (int64_t)(v - want) >= 0)
             return 0;
-        if ((n & 1023) == 0 && now_ns() - start > timeout_ns)
+        if ((n & 1023) == 0 && base_now_ns() - start > timeout_ns)
             return -ETIMEDOUT;
         cpu_relax();
     }
@@ -126,14 +119,14 @@ static uint64_t flag_expected(uint32_t work, uint64_t seq)
 /* Waits for iteration @seq's completion word. */
 static int flag_wait(const struct shm *m, int path, uint64_t seq)
 {
-    return spin_until_mode(&m->flag[path].v, flag_expected(m->work, seq),
-                           m->work == W_KERNEL_FLAG, 5000000000ull);
+    return spin_until_mode(&m->flag[path].v, flag_expected(m->work, seq), m->work == W_KERNEL_FLAG,
+                           5000000000ull);
 }
 
 static void spin_for_us(uint32_t us)
 {
-    uint64_t until = now_ns() + (uint64_t)us * 1000;
-    while (now_ns() < until)
+    uint64_t until = base_now_ns() + (uint64_t)us * 1000;
+    while (base_now_ns() < until)
         cpu_relax();
 }
 
@@ -148,7 +141,7 @@ static int child_run(struct shm *m, int sock)
             if (path == P_DOORBELL && spin_until(&m->armed.v, seq, 5000000000ull) < 0)
                 return 10 + path;
             spin_for_us(m->pause_us); /* the GPU is waiting, the loop is asleep */
-            uint64_t t0 = now_ns();
+            uint64_t t0 = base_now_ns();
             if (path == P_DOORBELL) {
                 ga_doorbell_ring(&m->bell.v, seq);
             } else {
@@ -158,7 +151,7 @@ static int child_run(struct shm *m, int sock)
             }
             if (flag_wait(m, path, seq) < 0)
                 return 30 + path;
-            uint64_t t1 = now_ns();
+            uint64_t t1 = base_now_ns();
             if (i >= WARMUP)
                 m->lat_ns[path][i - WARMUP] = t1 - t0;
         }
@@ -175,7 +168,7 @@ struct bench {
     struct ga_device *dev;
     struct ga_streams *streams;
     struct ga_pool *pool;
-    struct lt_stream_id stream;
+    struct CUstream_st *stream;
     CUfunction kernel;
     CUdeviceptr data, sums;
     CUdeviceptr bell_dev, flag_dev[PATHS], seqw_dev[PATHS];
@@ -188,8 +181,8 @@ static int tiny_kernel(struct bench *b, struct CUstream_st *stream, CUdeviceptr 
     unsigned long long len = 8;
     unsigned int block = 8;
     void *params[] = {&data, &len, &block, &sums};
-    return cuLaunchKernel(b->kernel, 1, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, stream, params,
-                          NULL) == CUDA_SUCCESS
+    return cuLaunchKernel(b->kernel, 1, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, stream, params, NULL) ==
+                   CUDA_SUCCESS
                ? 0
                : -EIO;
 }
@@ -212,13 +205,13 @@ static int arm_job(void *arg)
 {
     struct arm_args *a = arg;
     struct bench *b = a->b;
-    struct ga_doorbell_req req = {
-        .bell_dev = b->bell_dev,
-        .seq = a->seq,
-        .work = b->work == W_WRITE ? NULL : doorbell_work,
-        .work_arg = b,
-        .done_dev = b->work == W_KERNEL_FLAG ? 0 : b->flag_dev[P_DOORBELL]};
-    return ga_doorbell_queue(b->streams, OWNER, b->stream, &req);
+    struct ga_doorbell_req req = {.bell_dev = b->bell_dev,
+                                  .seq = a->seq,
+                                  .work = b->work == W_WRITE ? NULL : doorbell_work,
+                                  .work_arg = b,
+                                  .done_dev =
+                                      b->work == W_KERNEL_FLAG ? 0 : b->flag_dev[P_DOORBELL]};
+    return ga_doorbell_queue(b->streams, b->stream, &req);
 }
 
 struct launch_args {
@@ -229,10 +222,8 @@ struct launch_args {
 
 static int launch(struct bench *b, uint32_t path, uint64_t seq)
 {
-    struct CUstream_st *st = NULL;
-    int rc = ga_stream_get(b->streams, OWNER, b->stream, &st);
-    if (rc < 0)
-        return rc;
+    struct CUstream_st *st = b->stream;
+    int rc = 0;
     if (b->work == W_KERNEL_FLAG) {
         /* The same one hop as the doorbell's: the kernel hashes the seq. */
         ga_doorbell_ring(&b->m->seqw[path].v, seq);
@@ -240,9 +231,8 @@ static int launch(struct bench *b, uint32_t path, uint64_t seq)
     } else if (b->work == W_KERNEL) {
         rc = tiny_kernel(b, st, b->data, b->sums);
     }
-    ga_stream_put(b->streams, b->stream);
     if (rc == 0 && b->work != W_KERNEL_FLAG)
-        rc = ga_doorbell_signal(b->streams, OWNER, b->stream, b->flag_dev[path], seq);
+        rc = ga_doorbell_signal(b->streams, b->stream, b->flag_dev[path], seq);
     return rc;
 }
 
@@ -285,8 +275,9 @@ static int parent_socket(struct bench *b, int sock, uint32_t iters, struct launc
         struct msg msg;
         ssize_t n = recv(sock, &msg, sizeof(msg), 0);
         if (n != (ssize_t)sizeof(msg)) {
-            fprintf(stderr, "doorbell-bench: socket loop: expected a %zu-byte message, got %zd "
-                            "(%s)\n",
+            fprintf(stderr,
+                    "doorbell-bench: socket loop: expected a %zu-byte message, got %zd "
+                    "(%s)\n",
                     sizeof(msg), n, n < 0 ? strerror(errno) : "short or closed");
             rc = -EPROTO;
             break;
@@ -349,10 +340,10 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
     if ((rc = ga_doorbell_check(b->dev)) < 0)
         return rc;
     struct ga_pool_opts popts = {.threads = 4};
-    if ((rc = ga_pool_create(b->dev, &popts, &b->pool)) < 0 ||
-        (rc = ga_streams_create(b->dev, NULL, &b->streams)) < 0 ||
-        (rc = ga_stream_create(b->streams, OWNER, &b->stream)) < 0 ||
-        (rc = ga__kernel_find(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->kernel)) < 0)
+    if ((rc = ga_device_pool_create(b->dev, &popts, &b->pool)) < 0 ||
+        (rc = ga_streams_create(b->dev, &b->streams)) < 0 ||
+        (rc = ga_stream_new(b->streams, &b->stream)) < 0 ||
+        (rc = ga_device_kernel(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->kernel)) < 0)
         return rc;
     if ((rc = ga_device_make_current(b->dev)) < 0)
         return rc;
@@ -373,16 +364,26 @@ static int bench_setup(struct bench *b, struct shm *m, size_t shm_len)
     return 0;
 }
 
+static void usage_to(FILE *f)
+{
+    fprintf(f,
+            "usage: doorbell-bench [--iters N (1..%d, default 2000)] [--pause-us N "
+            "(default 50)]\n"
+            "                      [--work kernel|write|kernel-flag (default kernel)]\n",
+            MAX_ITERS);
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: doorbell-bench [--iters N (1..%d, default 2000)] [--pause-us N "
-                    "(default 50)]\n"
-                    "                      [--work kernel|write|kernel-flag (default kernel)]\n",
-            MAX_ITERS);
+    usage_to(stderr);
 }
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        usage_to(stdout);
+        return 0;
+    }
     uint32_t iters = 2000, pause_us = 50, work = W_KERNEL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
@@ -406,6 +407,7 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    bench_cuda_require("doorbell-bench");
     /* Everything shared exists before the fork; CUDA only after it. */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t shm_len = (sizeof(struct shm) + page - 1) / page * page;
@@ -454,11 +456,12 @@ int main(int argc, char **argv)
     int status = 0;
     waitpid(child, &status, 0);
     if (rc == 0) /* after a failure a wait may never open: do not block on it */
-        rc = ga_stream_synchronize(b.streams, OWNER, b.stream);
+        rc = ga_stream_synchronize(b.streams, b.stream);
     int child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (rc < 0 || !child_ok) {
-        fprintf(stderr, "doorbell-bench: FAILED (agent side %d, child status %#x, child error %" PRIu64
-                        ")\n",
+        fprintf(stderr,
+                "doorbell-bench: FAILED (agent side %d, child status %#x, child error %" PRIu64
+                ")\n",
                 rc, status, m->child_error.v);
         return 1;
     }
@@ -483,6 +486,7 @@ int main(int argc, char **argv)
 
     ga_pool_destroy(b.pool);
     free(args);
+    ga_stream_free(b.streams, b.stream);
     ga_streams_destroy(b.streams);
     cuMemFree(b.data);
     cuMemFree(b.sums);

@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fdpass.h"
+#include "base/time.h"
 #include "lease_types/validate.h"
 
 #define LB_BATCH 64
@@ -60,13 +62,6 @@ struct lb_opts {
     uint32_t mem_class;
     bool singles; /* do not ask for LT_CAP_RC_BATCH */
 };
-
-static uint64_t lb_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int lb_cmp_u64(const void *a, const void *b)
 {
@@ -114,25 +109,9 @@ struct lb_conn {
 
 static void lb_send(struct lb_conn *c, const void *msg, size_t len, int fd_pass)
 {
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(sizeof(int))];
-    } cbuf;
-    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd_pass >= 0) {
-        memset(&cbuf, 0, sizeof cbuf);
-        mh.msg_control = cbuf.b;
-        mh.msg_controllen = sizeof cbuf.b;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd_pass, sizeof(int));
-    }
-    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-    if (n != (ssize_t)len)
-        lb_die("send of %zu bytes: %s", len, n < 0 ? strerror(errno) : "short");
+    int rc = base_send_fds(c->fd, msg, len, &fd_pass, fd_pass >= 0 ? 1u : 0u, 0);
+    if (rc < 0)
+        lb_die("send of %zu bytes: %s", len, strerror(-rc));
 }
 
 /* Receives at least one message (blocking); returns how many, each
@@ -319,12 +298,12 @@ static void lb_pingpong(const struct lb_opts *o, double *p50_p, double *p99_p)
     if (!t)
         lb_die("out of memory");
     for (uint32_t i = 0; i < o->iters + o->iters / 10; i++) {
-        uint64_t t0 = lb_now_ns();
+        uint64_t t0 = base_now_ns();
         if (send(sv[0], req, sizeof req, 0) != sizeof req || recv(sv[0], in, sizeof in, 0) != 48 ||
             send(sv[0], rel, sizeof rel, 0) != sizeof rel || recv(sv[0], in, sizeof in, 0) != 40)
             lb_die("ping-pong: %s", strerror(errno));
         if (i >= o->iters / 10) /* the first tenth warms up */
-            t[i - o->iters / 10] = lb_now_ns() - t0;
+            t[i - o->iters / 10] = base_now_ns() - t0;
     }
     close(sv[0]);
     waitpid(pid, NULL, 0);
@@ -344,7 +323,7 @@ static void lb_single(struct lb_conn *c, const struct lb_opts *o, struct lt_segm
         lb_die("out of memory");
     union lb_out out;
     for (uint32_t i = 0; i < o->iters + o->iters / 10; i++) {
-        uint64_t t0 = lb_now_ns();
+        uint64_t t0 = base_now_ns();
         size_t len = lb_request(&out, c->next_rid++, seg, o->mem_class, i % pages, 1);
         lb_send(c, out.bytes, len, -1);
         const struct lt_msg_lease_grant *g = (const void *)lb_expect(c, LT_MSG_LEASE_GRANT)->bytes;
@@ -353,7 +332,7 @@ static void lb_single(struct lb_conn *c, const struct lb_opts *o, struct lt_segm
         if (lb_recv(c) != 1 || lb_released(&c->rx[0]) != 1)
             lb_die("expected one release completion for one lease");
         if (i >= o->iters / 10)
-            t[i - o->iters / 10] = lb_now_ns() - t0;
+            t[i - o->iters / 10] = base_now_ns() - t0;
     }
     *p50_p = lb_pct(t, o->iters, 50) / 1e3;
     *p99_p = lb_pct(t, o->iters, 99) / 1e3;
@@ -386,7 +365,7 @@ static double lb_pipeline(struct lb_conn *c, const struct lb_opts *o, struct lt_
     struct lb_slot slots[LB_MAX_WINDOW] = {{0}};
     union lb_out out;
     uint64_t started = 0, done = 0;
-    uint64_t t0 = lb_now_ns();
+    uint64_t t0 = base_now_ns();
     for (uint32_t s = 0; s < window && started < rounds; s++) {
         slots[s].round = ++started;
         size_t len = lb_request(&out, lb_rid(slots[s].round, 0, s), seg, o->mem_class,
@@ -437,7 +416,7 @@ static double lb_pipeline(struct lb_conn *c, const struct lb_opts *o, struct lt_
             }
         }
     }
-    return (double)(lb_now_ns() - t0) / 1e9;
+    return (double)(base_now_ns() - t0) / 1e9;
 }
 
 /* ---- the agent as a child ------------------------------------------------------------ */

@@ -15,7 +15,6 @@
  *
  * and, as the ceiling, the register of the mapping that pre-faulted it.
  * Medians of --repeat runs, the order rotated each run. */
-#include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -26,19 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
+#include "bench_cuda.h"
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cu_ok(CUresult r, const char *what)
 {
@@ -117,6 +112,10 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        printf("usage: populate-bench [--size-gib N] [--repeat N]\n");
+        return 0;
+    }
     size_t size = 4ull << 30;
     int repeat = 3;
     for (int i = 1; i < argc; i++) {
@@ -133,6 +132,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "populate-bench: expected a size > 0 and 1..32 repeats\n");
         return 2;
     }
+    bench_cuda_require("populate-bench");
     CUdevice dev;
     CUcontext ctx;
     if (!cu_ok(cuInit(0), "cuInit") || !cu_ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            double t0 = now_s();
+            double t0 = base_now_s();
             struct slice st[16];
             if (v[i].overlapped) {
                 for (unsigned t = 0; t < v[i].threads; t++) {
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "populate-bench: %s: madvise failed\n", v[i].name);
                 return 1;
             }
-            double t1 = now_s();
+            double t1 = base_now_s();
             if (!cu_ok(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE),
                        "cuMemHostRegister"))
                 return 1;
@@ -206,7 +206,7 @@ int main(int argc, char **argv)
                     }
                 }
             }
-            double t2 = now_s();
+            double t2 = base_now_s();
             if (!cu_ok(cuMemHostUnregister(p), "cuMemHostUnregister"))
                 return 1;
             if (p != daemon)

@@ -22,7 +22,6 @@
  *
  * Each figure is the median of --repeat runs; the order of the two paths
  * alternates so neither always runs on a warmer system. */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -34,17 +33,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu/ga.h"
-#include "huge_pages.h" /* tests/: 2 MiB huge pages available, MFD_HUGE_2MB */
-#include "lease/cuda_backend.h"
-#include "lease/lease.h"
+#include "bench_cuda.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "base/time.h"
+#include "bench_huge.h"
+#include "gpu/ga.h"
+#include "gpu/lease_backend.h"
+#include "lease/lease.h"
 
 /* Which pages back a segment: what stagingd's pool can get. */
 enum backing {
@@ -100,7 +95,7 @@ static int baseline_once(uint64_t size, unsigned flags, enum backing backing, in
     int fd = make_segment(size, 0, backing, &daemon_map);
     if (fd < 0)
         return fd;
-    double tm = now_s();
+    double tm = base_now_s();
     void *p = daemon_map;
     if (fresh) {
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -115,11 +110,11 @@ static int baseline_once(uint64_t size, unsigned flags, enum backing backing, in
     CUdeviceptr dptr = 0;
     if (r == CUDA_SUCCESS && (flags & CU_MEMHOSTREGISTER_DEVICEMAP))
         r = cuMemHostGetDevicePointer(&dptr, p, 0);
-    double t2 = now_s();
+    double t2 = base_now_s();
     if (r == CUDA_SUCCESS)
         r = cuMemHostUnregister(p);
     munmap(p, size); /* ours unmaps too: compare whole teardowns */
-    double t3 = now_s();
+    double t3 = base_now_s();
     if (fresh)
         munmap(daemon_map, size);
     close(fd);
@@ -143,9 +138,9 @@ static int ours_once(struct lease_service *svc, struct lease_client_id client, u
         return fd;
     struct lt_segment_id seg = {0, 0};
     struct lt_failure why;
-    double t0 = now_s();
+    double t0 = base_now_s();
     int rc = lease_segment_add(svc, client, fd, size, cls, &seg, &why);
-    double t1 = now_s();
+    double t1 = base_now_s();
     if (rc < 0) {
         fprintf(stderr, "reg-bench: lease_segment_add: %s\n", why.message);
         close(fd);
@@ -153,7 +148,7 @@ static int ours_once(struct lease_service *svc, struct lease_client_id client, u
         return rc;
     }
     rc = lease_segment_remove(svc, client, seg, &why); /* unregisters, unmaps, closes fd */
-    double t2 = now_s();
+    double t2 = base_now_s();
     munmap(daemon_map, size);
     if (rc < 0) {
         fprintf(stderr, "reg-bench: lease_segment_remove: %s\n", why.message);
@@ -178,6 +173,10 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        printf("usage: reg-bench [--size-gib N] [--repeat N] [--pages 4k,huge,thp]\n");
+        return 0;
+    }
     uint64_t size = 4ull << 30;
     int repeat = 3;
     int want[BACKING_COUNT] = {1, 1, 0};
@@ -213,12 +212,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "reg-bench: expected 1..64 repeats and a size > 0\n");
         return 2;
     }
+    bench_cuda_require("reg-bench");
     uint64_t huge_need = size / (2ull << 20);
-    long huge_free = test_huge_pages_free();
+    long huge_free = bench_huge_pages_free();
     if (want[BACKING_HUGETLB] && (size % (2ull << 20) || huge_free < (long)huge_need)) {
         fprintf(stderr,
                 "reg-bench: hugetlb rows skipped: %" PRIu64 " free 2 MiB huge pages needed, %ld "
-                "available (reserve them: `echo %" PRIu64 " > " TEST_HUGE_SYSFS "/nr_hugepages`)\n",
+                "available (reserve them: `echo %" PRIu64 " > " BENCH_HUGE_SYSFS
+                "/nr_hugepages`)\n",
                 huge_need, huge_free, huge_need);
         want[BACKING_HUGETLB] = 0;
     }
@@ -256,7 +257,7 @@ int main(int argc, char **argv)
     struct lease_client_id client = {0};
     struct lease_service_config cfg = {.budget_pinned = 2 * size, .budget_mapped = 2 * size};
     struct lt_failure why;
-    int rc = lease_cuda_backend_init(ctx, 0, &backend, &why);
+    int rc = ga_cuda_lease_backend_init(ctx, 0, &backend, &why);
     if (rc == 0)
         rc = lease_service_create(&cfg, &backend, &svc, &why);
     if (rc == 0)

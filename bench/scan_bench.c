@@ -15,7 +15,6 @@
  * over the median time (events around the region); every path's checksums are
  * compared with the C reference and every top-k with the f64 reference
  * (kr_scan_check) and with each other. The table comes last. */
-#include <cuda.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -26,8 +25,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cu_call.h"
-#include "device_internal.h"
+#include "base/rand.h"
+#include "bench_cuda.h"
+#include "gpu/cu.h"
 #include "gpu/ga.h"
 #include "gpu/scan.h"
 #include "kernels/blockhash_ref.h"
@@ -51,7 +51,7 @@ __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
-        if (GA_CU(call) < 0)                                                                       \
+        if (ga_cu_check((call), #call, __FILE__, __LINE__) < 0)                                    \
             die("%s failed (see the line above)", #call);                                          \
     } while (0)
 
@@ -95,11 +95,15 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
+static void usage_to(FILE *f)
+{
+    fprintf(f, "usage: scan-bench [--sizes 16M,256M,2G] [--dim 1024] [--k 64] [--chunk 64M]\n"
+               "                  [--zc-chunk 8M] [--block 256K] [--reps N] [--types f32,f16]\n");
+}
+
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: scan-bench [--sizes 16M,256M,2G] [--dim 1024] [--k 64] [--chunk 64M]\n"
-            "                  [--zc-chunk 8M] [--block 256K] [--reps N] [--types f32,f16]\n");
+    usage_to(stderr);
     exit(2);
 }
 
@@ -179,14 +183,6 @@ static void par_for(void (*fn)(void *, int, int), void *ctx)
         pthread_join(th[t], NULL);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* +-[0.125, 2), never zero. */
 static float rng_float(uint64_t r)
 {
@@ -208,7 +204,7 @@ static void fill_part(void *arg, int t, int nt)
     size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
     uint64_t s = c->seed * 1000003u + (uint64_t)t;
     for (size_t i = lo; i < hi; i++) {
-        uint64_t r = rng_next(&s);
+        uint64_t r = base_splitmix64(&s);
         if (c->type == KN_SCAN_F32) {
             float f = rng_float(r);
             memcpy(c->p + i * 4, &f, 4);
@@ -519,7 +515,7 @@ static void type_setup(struct bench *b, int type)
     par_for(sums_part, &sc);
     uint64_t s = 77;
     for (uint32_t i = 0; i < b->o.dim; i++)
-        b->q[i] = rng_float(rng_next(&s));
+        b->q[i] = rng_float(base_splitmix64(&s));
     for (int i = 0; i < 2; i++)
         if (ga_scan_create(b->dev, (uint32_t)type, b->o.dim, b->q, b->o.k, &b->scan[i]) < 0)
             die("ga_scan_create failed");
@@ -543,7 +539,7 @@ static void bench_open(struct bench *b)
         die("ga_device_open: %d", rc);
     const struct ga_device_info *in = ga_device_info_get(b->dev);
     printf("device: %s, sm_%u, driver API %d\n", in->name, in->arch, in->driver_version);
-    if (ga__kernel_find(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->k_checksum) < 0)
+    if (ga_device_kernel(b->dev, KN_CHECKSUM_IMAGE, KN_K_BLOCK_CHECKSUM, &b->k_checksum) < 0)
         die("no checksum kernel");
     for (int i = 0; i < 2; i++)
         CK(cuStreamCreate(&b->st[i], CU_STREAM_NON_BLOCKING));
@@ -628,8 +624,13 @@ static void size_run(struct bench *b, size_t size)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        usage_to(stdout);
+        return 0;
+    }
     struct bench b = {.memfd = -1};
     opts_parse(argc, argv, &b.o);
+    bench_cuda_require("scan-bench");
     bench_open(&b);
     printf("rates are shard bytes / median time; checksum block %u bytes, pinned chunk %zu MiB "
            "(2 streams), zero-copy chunk %zu MiB\n",

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stagingd/pool.h"
+#include "lease/client.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
 
@@ -35,9 +35,9 @@ struct extent {
     int fd;
     uint64_t off, len;
     const char *path;
-    struct sd_shard *shard; /* store mode */
-    struct sd_pool_buf buf; /* its pool buffer */
-    uint64_t anon_off;      /* its place in the anonymous buffer */
+    struct sd_shard *shard;     /* store mode */
+    struct leasec_pool_buf buf; /* its pool buffer */
+    uint64_t anon_off;          /* its place in the anonymous buffer */
 };
 
 struct bench {
@@ -54,7 +54,7 @@ struct bench {
     struct extent *ext;
     size_t next;
     uint64_t total;
-    struct sd_pool *pool;
+    struct leasec_pool *pool;
     char *anon;
 };
 
@@ -420,33 +420,33 @@ static void pool_log(void *ctx, int level, const char *subsys, const char *line)
 static void pool_setup(struct bench *b)
 {
     for (unsigned attempt = 0; attempt < 4; attempt++) {
-        struct sd_pool_config c;
-        int rc = sd_pool_config_default(&c);
+        struct leasec_pool_config c;
+        int rc = leasec_pool_config_default(&c);
         if (rc < 0)
-            die("sd_pool_config_default", rc);
+            die("leasec_pool_config_default", rc);
         memset(c.class_bytes, 0, sizeof(c.class_bytes));
         c.class_bytes[LT_CLASS_PINNED] = pool_bytes_needed(b, 2 * MIB + attempt * GIB);
         c.segment_bytes = GIB;
-        c.log = (struct base_log_sink){pool_log, NULL, BASE_LOG_DEBUG};
+        c.log = (struct leasec_log){pool_log, NULL, LEASEC_LOG_DEBUG};
         double t0 = now_s();
-        rc = sd_pool_create(&c, &b->pool);
+        rc = leasec_pool_create(&c, &b->pool);
         if (rc < 0)
             die("creating the staging pool (PINNED class)", rc);
         size_t i = 0;
         for (; i < b->next; i++)
-            if (sd_pool_alloc(b->pool, LT_CLASS_PINNED, b->ext[i].len, &b->ext[i].buf) < 0)
+            if (leasec_pool_alloc(b->pool, LT_CLASS_PINNED, b->ext[i].len, &b->ext[i].buf) < 0)
                 break;
         if (i == b->next) {
             fprintf(stderr,
                     "stage-bench: pool: PINNED %.2f GiB in %u segments, %zu buffers "
                     "(created and populated in %.2f s)\n",
                     (double)c.class_bytes[LT_CLASS_PINNED] / (double)GIB,
-                    sd_pool_segment_count(b->pool), b->next, now_s() - t0);
+                    leasec_pool_segment_count(b->pool), b->next, now_s() - t0);
             return;
         }
         fprintf(stderr, "stage-bench: pool: buffer %zu of %zu did not fit; retrying larger\n",
                 i + 1, b->next);
-        sd_pool_destroy(b->pool);
+        leasec_pool_destroy(b->pool);
         b->pool = NULL;
     }
     die("sizing the staging pool", ENOMEM);
@@ -833,10 +833,10 @@ int main(int argc, char **argv)
     free(c_anon);
     free(c_pool);
     for (size_t i = 0; i < b.next; i++) {
-        sd_pool_free(b.pool, &b.ext[i].buf);
+        leasec_pool_free(b.pool, &b.ext[i].buf);
         sd_shard_close(b.ext[i].shard);
     }
-    sd_pool_destroy(b.pool);
+    leasec_pool_destroy(b.pool);
     munmap(b.anon, b.total);
     free(b.ext);
     sd_store_close(b.st);

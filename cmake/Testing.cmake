@@ -1,11 +1,14 @@
 # lease_add_check_test(<name> SOURCES <src>... [LIBS <lib>...] [GPU]
-#                      [LABELS <label>...] [TIMEOUT <seconds>] [ARGS <arg>...])
+#                      [FAKECUDA_ENV <var=value>...] [LABELS <label>...]
+#                      [TIMEOUT <seconds>] [ARGS <arg>...])
 #
 # One Check suite per executable. A GPU test is labelled `gpu` and run through
 # gpu_gate, which exits 77 (reported by ctest as skipped, never passed) where
 # there is no driver or no device. Every test may itself exit 77 to skip.
+# A GPU test is also registered as <name>_fakecuda (lease_add_fakecuda_test),
+# with FAKECUDA_ENV added to its environment.
 function(lease_add_check_test name)
-  cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;FAKECUDA_ENV" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE lease_build_flags lease::check ${T_LIBS})
   # Small header-only helpers shared by suites (tests/*.h).
@@ -23,4 +26,50 @@ function(lease_add_check_test name)
   endif()
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}"
                        TIMEOUT ${T_TIMEOUT})
+  if(T_GPU)
+    lease_add_fakecuda_test(${name} $<TARGET_FILE:${name}> ${T_ARGS})
+    if(T_FAKECUDA_ENV AND TEST ${name}_fakecuda)
+      set_property(TEST ${name}_fakecuda APPEND PROPERTY ENVIRONMENT ${T_FAKECUDA_ENV})
+    endif()
+  endif()
+endfunction()
+
+# lease_add_fakecuda_test(<gpu test> <command>...)
+#
+# Registers <gpu test>_fakecuda: <command> (the GPU test's binary and
+# arguments, without gpu_gate) with the fake driver of tests/fakecuda first
+# on LD_LIBRARY_PATH, so the binary and every process it starts (lease-agent)
+# load it instead of libcuda.so.1, and FAKECUDA=1, FAKECUDA_ARCH=
+# LEASE_GPU_ARCH. It is a CPU test (labels fakecuda, cpu and the GPU test's
+# others, never gpu): the real GPU test stays skipped here. It needs the
+# fixture fakecuda_ready, so a missing fake fails instead of skipping. Its
+# timeout, resource locks and pass/fail expressions follow the GPU test's,
+# read at the end of the directory so that properties set after this call
+# are copied too. A test that cannot pass under the fake for a reason of the
+# fake's may exit 77 when FAKECUDA=1, with a comment why (none does today).
+option(LEASE_FAKECUDA_TESTS "Also run every GPU test on the CPU against tests/fakecuda" ON)
+function(lease_add_fakecuda_test name)
+  if(NOT LEASE_HAVE_CUDA OR NOT LEASE_FAKECUDA_TESTS)
+    return()
+  endif()
+  add_test(NAME ${name}_fakecuda COMMAND ${ARGN})
+  # Check's per-test timeouts were chosen for a GPU; the fake is far slower.
+  set_tests_properties(${name}_fakecuda PROPERTIES
+    ENVIRONMENT "FAKECUDA=1;FAKECUDA_ARCH=${LEASE_GPU_ARCH};CK_TIMEOUT_MULTIPLIER=4"
+    ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:$<TARGET_FILE_DIR:fakecuda>"
+    SKIP_RETURN_CODE 77 FIXTURES_REQUIRED fakecuda)
+  cmake_language(EVAL CODE "cmake_language(DEFER CALL lease__fakecuda_follow [[${name}]])")
+endfunction()
+
+function(lease__fakecuda_follow name)
+  get_test_property(${name} LABELS labels)
+  list(REMOVE_ITEM labels gpu cpu NOTFOUND)
+  set(labels fakecuda cpu ${labels})
+  set_tests_properties(${name}_fakecuda PROPERTIES LABELS "${labels}")
+  foreach(p TIMEOUT RESOURCE_LOCK PASS_REGULAR_EXPRESSION FAIL_REGULAR_EXPRESSION)
+    get_test_property(${name} ${p} v)
+    if(v)
+      set_tests_properties(${name}_fakecuda PROPERTIES ${p} "${v}")
+    endif()
+  endforeach()
 endfunction()

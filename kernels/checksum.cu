@@ -42,7 +42,7 @@ static __device__ __forceinline__ uint64_t kn_block_hash(const unsigned char *__
     const uint64_t this_len = len - off < block_size ? len - off : block_size;
     const uint64_t sum =
         kn_block_reduce(kn_thread_terms(data + off, this_len, threadIdx.x, KN_CHECKSUM_THREADS));
-    return kb_finish(sum, this_len);
+    return kn_finish(sum, this_len);
 }
 
 extern "C" __global__ void __launch_bounds__(KN_CHECKSUM_THREADS)

@@ -1,28 +1,22 @@
 /* The service's log line, and the two ways a failure is decided: here, or
- * below (fd checks, a backend) and passed up. */
+ * below (fd checks, a backend) and passed up. Every line goes through the
+ * config's base_log_sink as subsystem "lease". */
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "internal.h"
 
-#define LINE_MAX_LEN 512
-
-static void emit(const struct lease_service *svc, const char *line)
+/* Refusals are answers to a peer: info. The agent that sends one on logs
+ * it at warning where an operator can act (the pin budget, RLIMIT_MEMLOCK),
+ * with the option that changes it, which only the agent knows. */
+static int refusal_level(uint32_t code)
 {
-    if (svc && svc->cfg.log)
-        svc->cfg.log(svc->cfg.log_arg, line);
-    else
-        fprintf(stderr, "lease: %s\n", line);
+    (void)code;
+    return BASE_LOG_INFO;
 }
 
-void lease__log(const struct lease_service *svc, const char *fmt, ...)
+static const struct base_log_sink *sink_of(const struct lease_service *svc)
 {
-    char line[LINE_MAX_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    emit(svc, line);
+    return svc ? &svc->cfg.log : NULL;
 }
 
 int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint32_t code, int err,
@@ -33,7 +27,7 @@ int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint3
     va_start(ap, fmt);
     lt_failure_vset(&f, code, err, fmt, ap);
     va_end(ap);
-    emit(svc, f.message);
+    base_log(sink_of(svc), refusal_level(code), LEASE__SUBSYS, "%s", f.message);
     if (why_p)
         *why_p = f;
     return f.err;
@@ -42,7 +36,7 @@ int lease__fail(const struct lease_service *svc, struct lt_failure *why_p, uint3
 int lease__fail_logged(const struct lease_service *svc, struct lt_failure *why_p,
                        const struct lt_failure *f)
 {
-    emit(svc, f->message);
+    base_log(sink_of(svc), refusal_level(f->code), LEASE__SUBSYS, "%s", f->message);
     if (why_p && why_p != f)
         *why_p = *f;
     return f->err;

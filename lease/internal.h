@@ -6,47 +6,53 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/idtab.h"
+#include "base/log.h"
 #include "lease/lease.h"
 
-/* ---- ids: slot index in the low 32 bits, generation in the high 32 ------
- * A slot's generation is bumped when it is handed out, and kept (with the
- * owner) when it is freed, so an id can be told apart as never issued, stale
- * (its slot was reused), or freed (released, removed, done). */
+/* ---- ids ------------------------------------------------------------------
+ * Every table is a base_idtab (LIFO reuse, slot 0 issued, a slot retired for
+ * good at its last generation); the owner is kept after an id is retired,
+ * for foreign-id checks. The service answers about an id in four words. */
 
 enum lease__lookup {
     LEASE__ID_LIVE,
-    LEASE__ID_FREED, /* generation matches, object gone */
+    LEASE__ID_FREED, /* generation matches, object gone (retired) */
     LEASE__ID_STALE, /* an older generation of a reused slot */
-    LEASE__ID_NEVER, /* not an id this table issued */
+    LEASE__ID_NEVER, /* not an id this table issued (generation 0 included) */
 };
 
-struct lease__slot {
-    uint32_t gen;
-    uint32_t next_free;
-    uint64_t owner; /* kept after free, for foreign-id checks */
-    void *obj;      /* NULL when free */
-};
+static inline enum lease__lookup lease__id_lookup(const struct base_idtab *t, uint64_t id,
+                                                  struct base_idtab_slot **slot_p)
+{
+    switch (base_idtab_lookup(t, id, slot_p)) {
+    case BASE_IDTAB_LIVE:
+        return LEASE__ID_LIVE;
+    case BASE_IDTAB_RETIRED:
+        return LEASE__ID_FREED;
+    case BASE_IDTAB_STALE:
+        return LEASE__ID_STALE;
+    case BASE_IDTAB_NEVER:
+    case BASE_IDTAB_MALFORMED:
+    case BASE_IDTAB_FOREIGN: /* not answered by an unowned lookup */
+        break;
+    }
+    return LEASE__ID_NEVER;
+}
 
-struct lease__table {
-    struct lease__slot *slots;
-    uint32_t n;
-    uint32_t cap;
-    uint32_t free_head;
-    uint64_t live;
-};
-
-void lease__table_init(struct lease__table *t);
-void lease__table_fini(struct lease__table *t);
-/* Stores @obj; returns 0 and the new id, or -ENOMEM / -ENOSPC. */
-int lease__table_insert(struct lease__table *t, void *obj, uint64_t owner, uint64_t *id_p);
-void lease__table_remove(struct lease__table *t, uint64_t id);
-enum lease__lookup lease__table_lookup(const struct lease__table *t, uint64_t id,
-                                       struct lease__slot **slot_p);
+/* The object of the next live id at or after *cursor_p (start at 0), or
+ * NULL at the end; retiring ids during the walk is safe. */
+static inline void *lease__next(const struct base_idtab *t, uint32_t *cursor_p)
+{
+    struct base_idtab_slot *s = base_idtab_next(t, cursor_p, NULL);
+    return s ? s->obj : NULL;
+}
 
 /* ---- errors and logging ----------------------------------------------- */
 
-void lease__log(const struct lease_service *svc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* The service's log subsystem: lines go to base_log(&svc->cfg.log, ...). */
+#define LEASE__SUBSYS "lease"
+
 /* Decides a failure: fills *why_p (NULL: not wanted) with @code, @err (0:
  * lt_error_errno(code)) and the message, logs the message once through
  * @svc, and returns the errno. */
@@ -144,10 +150,10 @@ struct lease_service {
     pthread_mutex_t mu;
     struct lease_backend be;
     struct lease_service_config cfg;
-    struct lease__table clients;
-    struct lease__table segs;
-    struct lease__table leases;
-    struct lease__table tickets;
+    struct base_idtab clients;
+    struct base_idtab segs;
+    struct base_idtab leases;
+    struct base_idtab tickets;
     struct lease__class_acct acct[LT_CLASS_SLOTS];
     struct lease_stats st;
     uint64_t tick;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "internal.h"
 
 #define DEFAULT_MAX_LEASES 65536u
@@ -47,13 +48,6 @@ static void events_fire(const struct lease_service *svc, const struct events *ev
                                          lt_lease_id_from_u64(ev->leases[i]));
     if (ev->drained && svc->cfg.on_client_drained)
         svc->cfg.on_client_drained(svc->cfg.cb_arg, (struct lease_client_id){ev->drained_client});
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static bool needs_reg(enum lt_class cls)
@@ -182,8 +176,8 @@ static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need
     if (need <= budget && in_use <= budget - need)
         return 0;
     uint64_t idle = 0;
-    for (uint32_t i = 0; i < svc->segs.n; i++) {
-        struct lease__segment *s = svc->segs.slots[i].obj;
+    struct lease__segment *s;
+    for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
         if (evictable(s, cls, except))
             idle += s->size;
     }
@@ -195,8 +189,7 @@ static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need
                               lt_class_name(cls), need, budget, in_use, idle);
     while (need > budget - (a->registered + a->reserved)) {
         struct lease__segment *lru = NULL;
-        for (uint32_t i = 0; i < svc->segs.n; i++) {
-            struct lease__segment *s = svc->segs.slots[i].obj;
+        for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
             if (evictable(s, cls, except) && (!lru || s->last_use < lru->last_use))
                 lru = s;
         }
@@ -214,7 +207,7 @@ static int seg_register_locked(struct lease_service *svc, struct lease__segment 
     int rc = make_room(svc, seg->cls, seg->size, seg, why_p);
     if (rc < 0)
         return rc;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = base_now_ns();
     /* Under the lock, and the page tables outlive an unregistration: no
      * populating threads for a re-registration. */
     rc = lease__seg_backend_register(svc, seg, false, why_p);
@@ -224,7 +217,7 @@ static int seg_register_locked(struct lease_service *svc, struct lease__segment 
     svc->acct[seg->cls].registered += seg->size;
     svc->st.cls[seg->cls].bytes_registered += seg->size;
     svc->st.cls[seg->cls].registrations++;
-    svc->st.cls[seg->cls].registration_ns += now_ns() - t0;
+    svc->st.cls[seg->cls].registration_ns += base_now_ns() - t0;
     return 0;
 }
 
@@ -240,7 +233,7 @@ static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
     seg_unregister_locked(svc, seg);
     munmap(seg->base, (size_t)seg->size);
     close(seg->fd);
-    lease__table_remove(&svc->segs, seg->id);
+    base_idtab_retire(&svc->segs, seg->id);
     svc->st.cls[seg->cls].segments--;
     if (seg_huge(seg))
         svc->st.cls[seg->cls].huge_segments--;
@@ -250,8 +243,8 @@ static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
 
 static struct lease__client *client_of(struct lease_service *svc, uint64_t client)
 {
-    struct lease__slot *s = NULL;
-    if (lease__table_lookup(&svc->clients, client, &s) != LEASE__ID_LIVE)
+    struct base_idtab_slot *s = NULL;
+    if (lease__id_lookup(&svc->clients, client, &s) != LEASE__ID_LIVE)
         return NULL;
     return s->obj;
 }
@@ -262,12 +255,12 @@ static void client_maybe_finalize(struct lease_service *svc, struct lease__clien
 {
     if (!c->dropping || c->leases != 0 || c->busy != 0 || c->holds != 0)
         return;
-    for (uint32_t i = 0; i < svc->segs.n; i++) {
-        struct lease__segment *s = svc->segs.slots[i].obj;
+    struct lease__segment *s;
+    for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
         if (s && s->client == c->id)
             seg_destroy(svc, s);
     }
-    lease__table_remove(&svc->clients, c->id);
+    base_idtab_retire(&svc->clients, c->id);
     ev->drained = true;
     ev->drained_client = c->id;
     free(c);
@@ -287,7 +280,7 @@ static void lease_complete(struct lease_service *svc, struct lease__lease *l, st
     svc->st.cls[l->cls].live_leases--;
     svc->st.cls[l->cls].bytes_leased -= l->length;
     svc->st.draining_leases--;
-    lease__table_remove(&svc->leases, l->id);
+    base_idtab_retire(&svc->leases, l->id);
     if (!c->dropping && ev->n < ev->cap)
         ev->leases[ev->n++] = l->id;
     free(l);
@@ -298,8 +291,8 @@ static void lease_complete(struct lease_service *svc, struct lease__lease *l, st
 static int client_get(struct lease_service *svc, uint64_t client, struct lease__client **c_p,
                       struct lt_failure *why_p)
 {
-    struct lease__slot *s = NULL;
-    switch (lease__table_lookup(&svc->clients, client, &s)) {
+    struct base_idtab_slot *s = NULL;
+    switch (lease__id_lookup(&svc->clients, client, &s)) {
     case LEASE__ID_NEVER:
         return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                            "client id %#" PRIx64 " was never issued", client);
@@ -321,8 +314,8 @@ static int client_get(struct lease_service *svc, uint64_t client, struct lease__
 static int seg_get(struct lease_service *svc, const struct lease__client *c, uint64_t seg_id,
                    struct lease__segment **seg_p, struct lt_failure *why_p)
 {
-    struct lease__slot *s = NULL;
-    switch (lease__table_lookup(&svc->segs, seg_id, &s)) {
+    struct base_idtab_slot *s = NULL;
+    switch (lease__id_lookup(&svc->segs, seg_id, &s)) {
     case LEASE__ID_NEVER:
         return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                            "segment id %#" PRIx64 " was never issued", seg_id);
@@ -349,8 +342,8 @@ static int seg_get(struct lease_service *svc, const struct lease__client *c, uin
 static int lease_get(struct lease_service *svc, const struct lease__client *c, uint64_t lease_id,
                      struct lease__lease **l_p, struct lt_failure *why_p)
 {
-    struct lease__slot *s = NULL;
-    switch (lease__table_lookup(&svc->leases, lease_id, &s)) {
+    struct base_idtab_slot *s = NULL;
+    switch (lease__id_lookup(&svc->leases, lease_id, &s)) {
     case LEASE__ID_NEVER:
         return lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                            "lease id %#" PRIx64 " was never issued", lease_id);
@@ -466,10 +459,11 @@ int lease_service_create(const struct lease_service_config *cfg,
         lease__fail(svc, why_p, LT_E_SYSTEM, rc, "pthread_mutex_init failed: %s", strerror(-rc));
         goto fail_free;
     }
-    lease__table_init(&svc->clients);
-    lease__table_init(&svc->segs);
-    lease__table_init(&svc->leases);
-    lease__table_init(&svc->tickets);
+    /* LIFO: a freed slot is reused first, while it is warm in the cache. */
+    base_idtab_init(&svc->clients, NULL);
+    base_idtab_init(&svc->segs, NULL);
+    base_idtab_init(&svc->leases, NULL);
+    base_idtab_init(&svc->tickets, NULL);
     *svc_p = svc;
     return 0;
 
@@ -483,26 +477,24 @@ void lease_service_destroy(struct lease_service *svc)
     if (!svc)
         return;
     pthread_mutex_lock(&svc->mu);
-    uint64_t leases = svc->leases.live;
+    uint64_t leases = base_idtab_live(&svc->leases);
     uint64_t pending = svc->st.pending_work;
-    for (uint32_t i = 0; i < svc->leases.n; i++)
-        free(svc->leases.slots[i].obj);
-    for (uint32_t i = 0; i < svc->segs.n; i++) {
-        struct lease__segment *s = svc->segs.slots[i].obj;
-        if (s)
-            seg_destroy(svc, s);
-    }
-    for (uint32_t i = 0; i < svc->clients.n; i++)
-        free(svc->clients.slots[i].obj);
+    void *obj;
+    for (uint32_t cur = 0; (obj = lease__next(&svc->leases, &cur));)
+        free(obj);
+    for (uint32_t cur = 0; (obj = lease__next(&svc->segs, &cur));)
+        seg_destroy(svc, obj);
+    for (uint32_t cur = 0; (obj = lease__next(&svc->clients, &cur));)
+        free(obj);
     if (leases || pending)
-        lease__log(svc,
-                   "service destroyed with %" PRIu64 " leases not release-complete and %" PRIu64
-                   " GPU work items pending, treated as done",
-                   leases, pending);
-    lease__table_fini(&svc->clients);
-    lease__table_fini(&svc->segs);
-    lease__table_fini(&svc->leases);
-    lease__table_fini(&svc->tickets);
+        base_log(&svc->cfg.log, BASE_LOG_WARN, LEASE__SUBSYS,
+                 "service destroyed with %" PRIu64 " leases not release-complete and %" PRIu64
+                 " GPU work items pending, treated as done",
+                 leases, pending);
+    base_idtab_fini(&svc->clients);
+    base_idtab_fini(&svc->segs);
+    base_idtab_fini(&svc->leases);
+    base_idtab_fini(&svc->tickets);
     pthread_mutex_unlock(&svc->mu);
     pthread_mutex_destroy(&svc->mu);
     free(svc);
@@ -530,7 +522,7 @@ int lease_client_add(struct lease_service *svc, const struct lease_client_limits
         return lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM, "lease_client_add: out of memory");
     limits_resolve(&c->lim, limits, &svc->cfg.default_limits);
     pthread_mutex_lock(&svc->mu);
-    int rc = lease__table_insert(&svc->clients, c, 0, &c->id);
+    int rc = base_idtab_insert(&svc->clients, c, 0, &c->id);
     pthread_mutex_unlock(&svc->mu);
     if (rc < 0) {
         free(c);
@@ -550,9 +542,9 @@ int lease_client_drop(struct lease_service *svc, struct lease_client_id client_i
     struct events ev;
     events_init(&ev, client, NULL, 0);
     pthread_mutex_lock(&svc->mu);
-    struct lease__slot *s = NULL;
+    struct base_idtab_slot *s = NULL;
     int rc = 0;
-    switch (lease__table_lookup(&svc->clients, client, &s)) {
+    switch (lease__id_lookup(&svc->clients, client, &s)) {
     case LEASE__ID_NEVER:
         rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                          "client id %#" PRIx64 " was never issued", client);
@@ -574,8 +566,8 @@ int lease_client_drop(struct lease_service *svc, struct lease_client_id client_i
     }
     struct lease__client *c = s->obj;
     c->dropping = true;
-    for (uint32_t i = 0; i < svc->leases.n; i++) {
-        struct lease__lease *l = svc->leases.slots[i].obj;
+    struct lease__lease *l;
+    for (uint32_t cur = 0; (l = lease__next(&svc->leases, &cur));) {
         if (!l || l->client != client || l->released)
             continue;
         l->released = true;
@@ -663,10 +655,10 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     c->segments++;
     pthread_mutex_unlock(&svc->mu);
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = base_now_ns();
     if (needs_reg(cls))
         rc = lease__seg_backend_register(svc, seg, true, &f);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = base_now_ns();
 
     struct events ev;
     events_init(&ev, client, NULL, 0);
@@ -691,7 +683,7 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
                          "client id %#" PRIx64 " was dropped while its segment was registered",
                          client);
     } else {
-        rc = lease__table_insert(&svc->segs, seg, client, &seg->id);
+        rc = base_idtab_insert(&svc->segs, seg, client, &seg->id);
         if (rc < 0)
             table_full(svc, why_p, rc, "lease_segment_add");
     }
@@ -711,11 +703,11 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     uint64_t id = seg->id;
     pthread_mutex_unlock(&svc->mu);
     if (needs_reg(cls))
-        lease__log(svc,
-                   "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
-                   "-byte pages, registered in %.1f ms (%.1f GB/s)",
-                   id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
-                   t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
+        base_log(&svc->cfg.log, BASE_LOG_INFO, LEASE__SUBSYS,
+                 "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
+                 "-byte pages, registered in %.1f ms (%.1f GB/s)",
+                 id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
+                 t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
     *seg_id_p = lt_segment_id_from_u64(id);
     return 0;
 
@@ -818,7 +810,8 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                 svc->st.cls[seg->cls].budget_refusals++;
                 return lease__fail_logged(svc, why, &f);
             }
-            lease__log(svc, "%s lease served as STAGED: %s", lt_class_name(cls), f.message);
+            base_log(&svc->cfg.log, BASE_LOG_NOTICE, LEASE__SUBSYS, "%s lease served as STAGED: %s",
+                     lt_class_name(cls), f.message);
             svc->st.cls[seg->cls].fallbacks++;
             cls = LT_CLASS_STAGED;
             fell_back = 1;
@@ -829,7 +822,7 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
     struct lease__lease *l = calloc(1, sizeof(*l));
     if (!l)
         return lease__fail(svc, why, LT_E_SYSTEM, -ENOMEM, "lease grant: out of memory");
-    rc = lease__table_insert(&svc->leases, l, c->id, &l->id);
+    rc = base_idtab_insert(&svc->leases, l, c->id, &l->id);
     if (rc < 0) {
         free(l);
         return table_full(svc, why, rc, "lease grant");
@@ -946,7 +939,7 @@ int lease_work_pin(struct lease_service *svc, struct lease_client_id client,
     if (rc == 0)
         rc = lease_get(svc, c, lease_id, &l, why_p);
     if (rc == 0) {
-        rc = lease__table_insert(&svc->tickets, l, lease_id, &ticket);
+        rc = base_idtab_insert(&svc->tickets, l, lease_id, &ticket);
         if (rc < 0)
             table_full(svc, why_p, rc, "lease_work_pin");
     }
@@ -970,8 +963,8 @@ int lease_work_done(struct lease_service *svc, struct lease_ticket ticket_id,
     struct events ev;
     int rc = 0;
     pthread_mutex_lock(&svc->mu);
-    struct lease__slot *s = NULL;
-    switch (lease__table_lookup(&svc->tickets, ticket, &s)) {
+    struct base_idtab_slot *s = NULL;
+    switch (lease__id_lookup(&svc->tickets, ticket, &s)) {
     case LEASE__ID_NEVER:
         rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                          "work ticket %#" PRIx64 " was never issued", ticket);
@@ -992,7 +985,7 @@ int lease_work_done(struct lease_service *svc, struct lease_ticket ticket_id,
         return rc;
     }
     struct lease__lease *l = s->obj;
-    lease__table_remove(&svc->tickets, ticket);
+    base_idtab_retire(&svc->tickets, ticket);
     l->pending--;
     svc->st.pending_work--;
     events_init(&ev, l->client, NULL, 0);
@@ -1015,10 +1008,10 @@ int lease_query(struct lease_service *svc, struct lease_client_id client, struct
     uint64_t lease_id = lt_lease_id_to_u64(lease);
     pthread_mutex_lock(&svc->mu);
     struct lease__client *c = NULL;
-    struct lease__slot *s = NULL;
+    struct base_idtab_slot *s = NULL;
     int rc = client_get(svc, client.value, &c, why_p);
     if (rc == 0) {
-        enum lease__lookup k = lease__table_lookup(&svc->leases, lease_id, &s);
+        enum lease__lookup k = lease__id_lookup(&svc->leases, lease_id, &s);
         if (k == LEASE__ID_LIVE && s->owner == c->id) {
             const struct lease__lease *l = s->obj;
             *info_p = (struct lease_info){
@@ -1150,9 +1143,9 @@ int lease_segment_unhold(struct lease_service *svc, struct lt_segment_id seg_id,
     struct events ev;
     events_init(&ev, 0, NULL, 0);
     pthread_mutex_lock(&svc->mu);
-    struct lease__slot *s = NULL;
+    struct base_idtab_slot *s = NULL;
     int rc = 0;
-    switch (lease__table_lookup(&svc->segs, id, &s)) {
+    switch (lease__id_lookup(&svc->segs, id, &s)) {
     case LEASE__ID_NEVER:
         rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                          "segment id %#" PRIx64 " was never issued", id);

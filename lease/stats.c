@@ -10,7 +10,7 @@
 static void snapshot(const struct lease_service *svc, struct lease_stats *st)
 {
     *st = svc->st;
-    st->clients = svc->clients.live;
+    st->clients = base_idtab_live(&svc->clients);
     for (int cls = LT_CLASS_STAGED; cls <= LT_CLASS_MAX; cls++)
         st->cls[cls].budget = lease__budget(svc, (enum lt_class)cls);
 }
@@ -33,11 +33,11 @@ int lease_client_stats(struct lease_service *svc, struct lease_client_id client,
     if (!svc || !stats_p)
         return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
                               "lease_client_stats: expected service and output");
-    struct lease__slot *s = NULL;
+    struct base_idtab_slot *s = NULL;
     int rc = 0;
     struct lease_client_stats st = {0};
     pthread_mutex_lock(&svc->mu);
-    switch (lease__table_lookup(&svc->clients, client.value, &s)) {
+    switch (lease__id_lookup(&svc->clients, client.value, &s)) {
     case LEASE__ID_NEVER:
         rc = lease__fail(svc, why_p, LT_E_NOT_FOUND, -ENOENT,
                          "client id %#" PRIx64 " was never issued", client.value);
@@ -106,8 +106,8 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
             (double)c->registration_ns / 1e6, c->unregistrations, c->evictions, c->budget_refusals,
             c->fallbacks);
     }
-    for (uint32_t i = 0; i < svc->clients.n; i++) {
-        const struct lease__client *c = svc->clients.slots[i].obj;
+    const struct lease__client *c;
+    for (uint32_t cur = 0; (c = lease__next(&svc->clients, &cur));) {
         if (!c)
             continue;
         put(&o,

@@ -19,7 +19,7 @@ loud() { printf '%s!! %s%s\n' "$loud" "$*" "$off"; }
 
 stagingd=$build/stagingd/stagingd
 linkcheck=$build/tools/linkcheck/linkcheck
-agent_cuda=$build/gpu/lease-agent
+agent_cuda=$build/gpu/cuda/lease-agent
 agent_host=$build/gpu/server/lease-agent-host
 gate=$build/tests/gpu_gate
 

@@ -60,7 +60,7 @@ ls /tmp/ga-server-*.log >/dev/null 2>&1 &&
 # 2. lease-bench against the CUDA agent it starts itself.
 bench_log="$log_dir/lease-bench.log"
 echo "device-agent-check: lease-bench --spawn lease-agent (CUDA backend)"
-timeout -k 5 "${BENCH_LIMIT_S:-60}" "$here/bench/lease-bench" --spawn "$here/gpu/lease-agent" \
+timeout -k 5 "${BENCH_LIMIT_S:-60}" "$here/bench/lease-bench" --spawn "$here/gpu/cuda/lease-agent" \
   -- --pinned-budget 1G --mapped-budget 256M >"$bench_log" 2>&1
 bench_rc=$?
 sed -n '/^metric/,$p' "$bench_log"

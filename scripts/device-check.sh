@@ -57,7 +57,7 @@ ctest_rc=$?
 grep -E '^[[:space:]]*[0-9]+/[0-9]+ Test +#' "$ctest_log" || true
 grep -E 'tests passed|tests failed' "$ctest_log" || true
 
-agent="$here/gpu/lease-agent"
+agent="$here/gpu/cuda/lease-agent"
 self_log=$(mktemp)
 [[ -n "$log_dir" ]] && self_log="$log_dir/self-test.log"
 echo "device-check: $agent --self-test --bytes $bytes"

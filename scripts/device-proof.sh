@@ -95,13 +95,13 @@ if want populate; then
     TAIL=7 run populate-bench 120 "$B/bench/populate-bench" --size-gib 4 --repeat 3 && row populate-bench done || row populate-bench FAIL
 fi
 if want lease && [[ -x "$B/bench/lease-bench" ]]; then
-    TAIL=8 run lease-bench 90 "$B/bench/lease-bench" --spawn "$B/gpu/lease-agent" -- --pinned-budget 1G --mapped-budget 256M && row lease-bench done || row lease-bench FAIL
+    TAIL=8 run lease-bench 90 "$B/bench/lease-bench" --spawn "$B/gpu/cuda/lease-agent" -- --pinned-budget 1G --mapped-budget 256M && row lease-bench done || row lease-bench FAIL
 fi
 if want doorbell; then
-    TAIL=6 run doorbell-bench 90 "$B/gpu/doorbell-bench" --iters 2000 --work kernel-flag && row doorbell-bench done || row doorbell-bench FAIL
+    TAIL=6 run doorbell-bench 90 "$B/bench/doorbell-bench" --iters 2000 --work kernel-flag && row doorbell-bench done || row doorbell-bench FAIL
 fi
 if want scan; then
-    TAIL=14 run scan-bench 150 "$B/gpu/scan-bench" --sizes 16M,256M,2G && row scan-bench done || row scan-bench FAIL
+    TAIL=14 run scan-bench 150 "$B/bench/scan-bench" --sizes 16M,256M,2G && row scan-bench done || row scan-bench FAIL
 fi
 if want stage; then
     TAIL=8 run stage-bench 150 "$B/stagingd/stage-bench" --file /dev/shm/stage.bin --size 4GiB --threads 1,4,8,16 --repeat 3 && row stage-bench done || row stage-bench FAIL

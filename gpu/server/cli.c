@@ -1,72 +1,65 @@
-/* The agent's command line, shared by lease-agent-host and, later, the CUDA
- * lease-agent: every option turns into a field of struct ga_server_cli. */
+/* The agent's command line, one table for lease-agent-host and lease-agent
+ * (which adds its own options to it): every option turns into a field of
+ * struct ga_server_cli. Parsed with getopt_long, so --opt=V and --opt V are
+ * both accepted. Also the one table of budget defaults and the serve step
+ * both programs end in. */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <unistd.h>
 
+#include "base/parse.h"
 #include "internal.h"
 #include "lease_types/socket.h"
 
-int ga_server_size_parse(const char *s, uint64_t *bytes_p)
-{
-    if (!s || s[0] < '0' || s[0] > '9')
-        return -EINVAL;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -EINVAL;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    case '\0':
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (shift) {
-        end++;
-        if (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
-            end += strlen(end);
-    } else if (strcasecmp(end, "b") == 0) {
-        end++;
-    }
-    if (*end != '\0' || v > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *bytes_p = (uint64_t)v << shift;
-    return 0;
-}
+enum {
+    GA_OPT_SOCKET = GA_SERVER_CLI_OPT_BASE,
+    GA_OPT_GROUP,
+    GA_OPT_ALLOW_UID,
+    GA_OPT_PINNED_BUDGET,
+    GA_OPT_MAPPED_BUDGET,
+    GA_OPT_WORKERS,
+    GA_OPT_MAX_CLIENTS,
+    GA_OPT_MAX_SEGMENTS,
+    GA_OPT_MAX_STREAMS,
+    GA_OPT_MAX_EVENTS,
+    GA_OPT_MAX_INFLIGHT,
+    GA_OPT_MAX_QUEUED_BYTES,
+    GA_OPT_NAME,
+    GA_OPT_READY_FD,
+    GA_OPT_LOG_LEVEL,
+    GA_OPT_HELP,
+    GA_OPT_VERSION,
+};
 
-static int ga_cli__u32(const char *s, uint32_t min, uint32_t max, uint32_t *v_p)
-{
-    if (!s || s[0] < '0' || s[0] > '9')
-        return -EINVAL;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v < min || v > max)
-        return -EINVAL;
-    *v_p = (uint32_t)v;
-    return 0;
-}
+const struct option ga_server_cli_options[] = {
+    {"socket", required_argument, NULL, GA_OPT_SOCKET},
+    {"group", required_argument, NULL, GA_OPT_GROUP},
+    {"allow-uid", required_argument, NULL, GA_OPT_ALLOW_UID},
+    {"pinned-budget", required_argument, NULL, GA_OPT_PINNED_BUDGET},
+    {"mapped-budget", required_argument, NULL, GA_OPT_MAPPED_BUDGET},
+    {"workers", required_argument, NULL, GA_OPT_WORKERS},
+    {"max-clients", required_argument, NULL, GA_OPT_MAX_CLIENTS},
+    {"max-segments", required_argument, NULL, GA_OPT_MAX_SEGMENTS},
+    {"max-streams", required_argument, NULL, GA_OPT_MAX_STREAMS},
+    {"max-events", required_argument, NULL, GA_OPT_MAX_EVENTS},
+    {"max-inflight", required_argument, NULL, GA_OPT_MAX_INFLIGHT},
+    {"max-queued-bytes", required_argument, NULL, GA_OPT_MAX_QUEUED_BYTES},
+    {"name", required_argument, NULL, GA_OPT_NAME},
+    {"ready-fd", required_argument, NULL, GA_OPT_READY_FD},
+    {"log-level", required_argument, NULL, GA_OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, GA_OPT_HELP},
+    {"version", no_argument, NULL, GA_OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+const size_t ga_server_cli_option_count =
+    sizeof ga_server_cli_options / sizeof ga_server_cli_options[0] - 1;
 
 void ga_server_cli_usage(FILE *f, const char *prog)
 {
@@ -100,118 +93,253 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "  --name NAME            agent name in HELLO_REPLY\n"
             "  --ready-fd N           once serving, write \"ready <pid> <socket>\" to fd N and\n"
             "                         close it\n"
-            "  --help                 this text\n"
+            "  --log-level LEVEL      error, warn, notice, info (default) or debug\n"
+            "  --help, -h             this text\n"
+            "  --version              the version, then exit\n"
             "\n"
             "Signals: SIGTERM/SIGINT stop cleanly (socket and lock file removed), SIGUSR1\n"
             "logs the counters. Sizes take K, M, G, T suffixes (binary: 1K = 1024).\n",
             prog, def, GA_SERVER_MAX_ALLOW_UIDS);
 }
 
+void ga_server_cli_init(struct ga_server_cli *cli)
+{
+    memset(cli, 0, sizeof *cli);
+    cli->ready_fd = -1;
+    cli->log_level = BASE_LOG_INFO;
+}
+
+/* "--name: expected ..., found 'v'", with the long name of @opt. */
+static int ga_cli__refuse(int opt, const char *want, const char *val, char *err, size_t errlen)
+{
+    const char *name = "?";
+    for (size_t i = 0; i < ga_server_cli_option_count; i++)
+        if (ga_server_cli_options[i].val == opt)
+            name = ga_server_cli_options[i].name;
+    snprintf(err, errlen, "--%s: expected %s, found '%s'", name, want, val ? val : "");
+    return -EINVAL;
+}
+
+static int ga_cli__u32(int opt, const char *val, uint32_t min, uint32_t max, const char *want,
+                       uint32_t *v_p, char *err, size_t errlen)
+{
+    return base_parse_u32(val, min, max, v_p, NULL, 0) == 0
+               ? 0
+               : ga_cli__refuse(opt, want, val, err, errlen);
+}
+
+static int ga_cli__size(int opt, const char *val, uint64_t min, const char *want, uint64_t *v_p,
+                        char *err, size_t errlen)
+{
+    uint64_t v = 0;
+    if (base_parse_size(val, &v, NULL, 0) < 0 || v < min)
+        return ga_cli__refuse(opt, want, val, err, errlen);
+    *v_p = v;
+    return 0;
+}
+
+int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, char *err,
+                         size_t errlen)
+{
+    uint32_t u = 0;
+    int rc = 0;
+    switch (opt) {
+    case GA_OPT_SOCKET:
+        if (!val[0])
+            return ga_cli__refuse(opt, "a path", val, err, errlen);
+        cli->cfg.socket_path = val;
+        return 0;
+    case GA_OPT_GROUP:
+        if (!val[0])
+            return ga_cli__refuse(opt, "a group name", val, err, errlen);
+        cli->cfg.group = val;
+        return 0;
+    case GA_OPT_ALLOW_UID:
+        rc = ga_cli__u32(opt, val, 0, UINT32_MAX - 1, "a uid (0..4294967294)", &u, err, errlen);
+        if (rc == 0 && cli->cfg.allow_count >= GA_SERVER_MAX_ALLOW_UIDS)
+            rc = ga_cli__refuse(opt, "at most 64 --allow-uid options", val, err, errlen);
+        if (rc == 0) {
+            cli->allow[cli->cfg.allow_count++] = (uid_t)u;
+            cli->cfg.allow_uids = cli->allow;
+        }
+        return rc;
+    case GA_OPT_PINNED_BUDGET:
+        cli->budget_pinned_set = 1;
+        return ga_cli__size(opt, val, 0, "a size such as 8GiB", &cli->cfg.budget_pinned, err,
+                            errlen);
+    case GA_OPT_MAPPED_BUDGET:
+        cli->budget_mapped_set = 1;
+        return ga_cli__size(opt, val, 0, "a size such as 1GiB", &cli->cfg.budget_mapped, err,
+                            errlen);
+    case GA_OPT_WORKERS:
+        return ga_cli__u32(opt, val, 1, 256, "1..256", &cli->exec.workers, err, errlen);
+    case GA_OPT_MAX_CLIENTS:
+        return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients, err, errlen);
+    case GA_OPT_MAX_SEGMENTS:
+        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->cfg.max_segments, err,
+                           errlen);
+    case GA_OPT_MAX_STREAMS:
+        return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->exec.max_streams, err, errlen);
+    case GA_OPT_MAX_EVENTS:
+        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->exec.max_events, err, errlen);
+    case GA_OPT_MAX_INFLIGHT:
+        return ga_cli__u32(opt, val, 1, 1u << 20, "1..1048576", &cli->cfg.max_inflight, err,
+                           errlen);
+    case GA_OPT_MAX_QUEUED_BYTES:
+        return ga_cli__size(opt, val, 4096, "a size of at least 4K", &cli->cfg.max_queued_bytes,
+                            err, errlen);
+    case GA_OPT_NAME: {
+        size_t n = strlen(val);
+        rc = n == 0 || n >= LT_NAME_LEN ? -EINVAL : 0;
+        for (size_t k = 0; rc == 0 && k < n; k++)
+            if ((unsigned char)val[k] < 0x20 || (unsigned char)val[k] > 0x7e)
+                rc = -EINVAL;
+        if (rc < 0)
+            return ga_cli__refuse(opt, "1..31 printable characters", val, err, errlen);
+        cli->cfg.agent_name = val;
+        return 0;
+    }
+    case GA_OPT_READY_FD:
+        rc = ga_cli__u32(opt, val, 3, 65535, "an open fd number (3..65535)", &u, err, errlen);
+        if (rc == 0)
+            cli->ready_fd = (int)u;
+        return rc;
+    case GA_OPT_LOG_LEVEL: {
+        int level = 0;
+        if (base_parse_enum(val, base_log_levels, &level, NULL, 0) < 0)
+            return ga_cli__refuse(opt, "error, warn, notice, info or debug", val, err, errlen);
+        cli->log_level = level;
+        return 0;
+    }
+    case GA_OPT_HELP:
+        cli->help = 1;
+        return 0;
+    case GA_OPT_VERSION:
+        cli->version = 1;
+        return 0;
+    default:
+        return -ENOENT;
+    }
+}
+
+int ga_server_cli_getopt_error(int argc, char **argv, int opt, char *err, size_t errlen)
+{
+    const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (opt == ':')
+        snprintf(err, errlen, "%s: expected a value, found nothing", arg);
+    else
+        snprintf(err, errlen, "unknown option '%s'", arg);
+    return -EINVAL;
+}
+
 int ga_server_cli_parse(int argc, char **argv, struct ga_server_cli *cli_p, char *err,
                         size_t errlen)
 {
-    struct ga_server_cli *cli = cli_p;
-    memset(cli, 0, sizeof *cli);
-    cli->ready_fd = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        const char *val = NULL;
-        char name[64];
-        const char *eq = strchr(opt, '=');
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            cli->help = 1;
-            continue;
-        }
-        if (strncmp(opt, "--", 2) != 0) {
-            snprintf(err, errlen, "expected an option, found '%s'", opt);
-            return -EINVAL;
-        }
-        if (eq) {
-            snprintf(name, sizeof name, "%.*s", (int)(eq - opt), opt);
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", opt);
-            if (i + 1 < argc)
-                val = argv[++i];
-        }
-        if (!val) {
-            snprintf(err, errlen, "%s: expected a value, found nothing", name);
-            return -EINVAL;
-        }
-        uint32_t u = 0;
-        uint64_t sz = 0;
-        int rc = 0;
-        const char *want = NULL;
-        if (strcmp(name, "--socket") == 0) {
-            cli->cfg.socket_path = val;
-            rc = val[0] ? 0 : -EINVAL;
-            want = "a path";
-        } else if (strcmp(name, "--group") == 0) {
-            cli->cfg.group = val;
-            rc = val[0] ? 0 : -EINVAL;
-            want = "a group name";
-        } else if (strcmp(name, "--allow-uid") == 0) {
-            want = "a uid (0..4294967294)";
-            rc = ga_cli__u32(val, 0, UINT32_MAX - 1, &u);
-            if (rc == 0 && cli->cfg.allow_count >= GA_SERVER_MAX_ALLOW_UIDS) {
-                want = "at most 64 --allow-uid options";
-                rc = -EINVAL;
-            }
-            if (rc == 0)
-                cli->allow[cli->cfg.allow_count++] = (uid_t)u;
-        } else if (strcmp(name, "--pinned-budget") == 0) {
-            want = "a size such as 8GiB";
-            rc = ga_server_size_parse(val, &cli->cfg.budget_pinned);
-            cli->budget_pinned_set = 1;
-        } else if (strcmp(name, "--mapped-budget") == 0) {
-            want = "a size such as 1GiB";
-            rc = ga_server_size_parse(val, &cli->cfg.budget_mapped);
-            cli->budget_mapped_set = 1;
-        } else if (strcmp(name, "--workers") == 0) {
-            want = "1..256";
-            rc = ga_cli__u32(val, 1, 256, &cli->host.workers);
-        } else if (strcmp(name, "--max-clients") == 0) {
-            want = "1..65536";
-            rc = ga_cli__u32(val, 1, 65536, &cli->cfg.max_clients);
-        } else if (strcmp(name, "--max-segments") == 0) {
-            want = "1..1048576";
-            rc = ga_cli__u32(val, 1, 1u << 20, &cli->cfg.max_segments);
-        } else if (strcmp(name, "--max-streams") == 0) {
-            want = "1..65536";
-            rc = ga_cli__u32(val, 1, 65536, &cli->host.max_streams);
-        } else if (strcmp(name, "--max-events") == 0) {
-            want = "1..1048576";
-            rc = ga_cli__u32(val, 1, 1u << 20, &cli->host.max_events);
-        } else if (strcmp(name, "--max-inflight") == 0) {
-            want = "1..1048576";
-            rc = ga_cli__u32(val, 1, 1u << 20, &cli->cfg.max_inflight);
-        } else if (strcmp(name, "--max-queued-bytes") == 0) {
-            want = "a size of at least 4K";
-            rc = ga_server_size_parse(val, &sz);
-            if (rc == 0 && sz < 4096)
-                rc = -EINVAL;
-            cli->cfg.max_queued_bytes = sz;
-        } else if (strcmp(name, "--name") == 0) {
-            want = "1..31 printable characters";
-            size_t n = strlen(val);
-            rc = n == 0 || n >= LT_NAME_LEN ? -EINVAL : 0;
-            for (size_t k = 0; rc == 0 && k < n; k++)
-                if ((unsigned char)val[k] < 0x20 || (unsigned char)val[k] > 0x7e)
-                    rc = -EINVAL;
-            cli->cfg.agent_name = val;
-        } else if (strcmp(name, "--ready-fd") == 0) {
-            want = "an open fd number (3..65535)";
-            rc = ga_cli__u32(val, 3, 65535, &u);
-            cli->ready_fd = (int)u;
-        } else {
-            snprintf(err, errlen, "unknown option '%s'", name);
-            return -EINVAL;
-        }
-        if (rc < 0) {
-            snprintf(err, errlen, "%s: expected %s, found '%s'", name, want, val);
-            return -EINVAL;
-        }
+    ga_server_cli_init(cli_p);
+    opterr = 0; /* every refusal is ours, in one line */
+    optind = 1;
+    for (;;) {
+        int opt = getopt_long(argc, argv, "+:h", ga_server_cli_options, NULL);
+        if (opt == -1)
+            break;
+        if (opt == 'h')
+            opt = GA_OPT_HELP;
+        if (opt == '?' || opt == ':')
+            return ga_server_cli_getopt_error(argc, argv, opt, err, errlen);
+        int rc = ga_server_cli_option(cli_p, opt, optarg, err, errlen);
+        if (rc < 0)
+            return rc == -ENOENT ? ga_server_cli_getopt_error(argc, argv, '?', err, errlen) : rc;
     }
-    cli->cfg.allow_uids = cli->cfg.allow_count ? cli->allow : NULL;
+    if (optind < argc) {
+        snprintf(err, errlen, "expected an option, found '%s'", argv[optind]);
+        return -EINVAL;
+    }
     return 0;
+}
+
+/* ---- the defaults and the serve step both agents share ----------------- */
+
+#define GA_CLI_PINNED_DEFAULT (8ull << 30)
+#define GA_CLI_MAPPED_DEFAULT (1ull << 30)
+
+uint64_t ga_server_cli_half_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : UINT64_MAX;
+}
+
+void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, const char *what)
+{
+    uint64_t pin = GA_CLI_PINNED_DEFAULT, map = GA_CLI_MAPPED_DEFAULT;
+    if (cap < pin + map) {
+        pin = cap / 4 * 3;
+        map = cap / 4;
+    }
+    pin -= pin % 4096;
+    map -= map % 4096;
+    if (!cli->budget_pinned_set)
+        cli->cfg.budget_pinned = pin;
+    if (!cli->budget_mapped_set)
+        cli->cfg.budget_mapped = map;
+    if (!cli->budget_pinned_set || !cli->budget_mapped_set)
+        base_log(&cli->cfg.log, BASE_LOG_NOTICE, GA_SERVER__SUBSYS,
+                 "budgets PINNED %" PRIu64 " MAPPED %" PRIu64 " bytes (%s: %" PRIu64
+                 " bytes; set them with --pinned-budget and --mapped-budget)",
+                 cli->cfg.budget_pinned, cli->cfg.budget_mapped, what, cap);
+}
+
+void ga_server_cli_version(FILE *f, const char *prog)
+{
+    fprintf(f, "%s %s (lease protocol %u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION);
+}
+
+void ga_server_cli_signals_block(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **file_p)
+{
+    struct base_log_file *f = NULL;
+    int rc = base_log_file_fd(STDERR_FILENO, NULL, BASE_LOG_FILE_COLOUR, &f);
+    if (rc < 0)
+        return rc;
+    cli->log_sink = base_log_file_sink(f, cli->log_level);
+    cli->cfg.log = cli->log_sink;
+    base_log_default_set(&cli->log_sink);
+    *file_p = f;
+    return 0;
+}
+
+int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p)
+{
+    cli->cfg.handle_signals = 1;
+    struct ga_server *srv = NULL;
+    int rc = ga_server_create(&cli->cfg, &srv);
+    if (rc < 0) {
+        base_log(&cli->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "not started: %s",
+                 strerror(-rc));
+        return 1;
+    }
+    if (running_p)
+        __atomic_store_n(running_p, srv, __ATOMIC_RELEASE);
+    if (cli->ready_fd >= 0) {
+        if (dprintf(cli->ready_fd, "ready %ld %s\n", (long)getpid(), ga_server_socket_path(srv)) <
+            0)
+            base_log(&cli->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS, "--ready-fd %d: %s",
+                     cli->ready_fd, strerror(errno));
+        close(cli->ready_fd);
+    }
+    rc = ga_server_run(srv);
+    if (running_p)
+        __atomic_store_n(running_p, NULL, __ATOMIC_RELEASE);
+    ga_server_destroy(srv);
+    return rc < 0 ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* The protocol handlers: every message validated with lease-types before a
- * field is read, answered from the lease service or handed to the executor,
- * refusals turned into ERROR messages with the request id, and the answers
- * of jobs that finished off the loop thread. Lease-types values go to the
+ * field is read, answered from the lease service or handed to work.c (the
+ * executor's requests), refusals turned into ERROR messages with the request
+ * id, and the answers of jobs that finished off the loop thread. Lease-types values go to the
  * lease service as they arrived; its refusals come back as struct
  * lt_failure, code and words decided there, and go out unchanged. */
 #include <errno.h>
@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "conn.h"
+#include "dispatch.h"
+#include "jobs.h"
+#include "work.h"
 
 static uint64_t ga_dispatch__rid(const void *buf)
 {
@@ -70,12 +73,13 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     lt_msg_init(&r, sizeof r, LT_MSG_HELLO_REPLY, m->hdr.request_id);
     r.version = LT_PROTO_VERSION;
     /* Batched release-completes are the server's own, whatever the executor. */
-    r.caps = (m->caps & srv->ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
-             (srv->ex->caps & LT_CAP_HOST_BACKEND);
+    const struct ga_executor_info *ex = ga_executor_info(srv->ex);
+    r.caps = (m->caps & ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
+             (ex->caps & LT_CAP_HOST_BACKEND);
     r.client_id = c->id;
     r.max_lease_batch = LT_MAX_BATCH;
-    r.max_streams = srv->ex->max_streams;
-    r.max_events = srv->ex->max_events;
+    r.max_streams = ex->max_streams;
+    r.max_events = ex->max_events;
     r.max_segments = srv->cfg.max_segments;
     r.max_segment_bytes = srv->cfg.max_segment_bytes;
     r.class_budget[LT_CLASS_STAGED] = UINT64_MAX;
@@ -85,9 +89,9 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     c->hello = true;
     c->caps = r.caps;
     memcpy(c->name, m->name, sizeof c->name);
-    ga_server__log(srv, GA_SERVER_LOG_INFO,
-                   "client %" PRIu32 ": HELLO from '%s' (pid %ld), caps asked %#x granted %#x",
-                   c->id, c->name, (long)c->pid, m->caps, r.caps);
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+             "client %" PRIu32 ": HELLO from '%s' (pid %ld), caps asked %#x granted %#x", c->id,
+             c->name, (long)c->pid, m->caps, r.caps);
     ga_server__send(c, &r, sizeof r);
 }
 
@@ -126,23 +130,13 @@ static void ga_dispatch__offer(struct ga_server__conn *c, const struct lt_msg_se
     ga_server__offer_queue(srv, j);
 }
 
-void ga_server__offer_run(struct ga_server *srv, struct ga_server__job *j)
-{
-    const struct lt_msg_segment_offer *m = &j->offer;
-    j->rc = lease_segment_add(srv->svc, j->conn->client, j->fd, m->size, m->mem_class, &j->seg_id,
-                              &j->why);
-    if (j->rc < 0)
-        close(j->fd); /* refused: still ours (lease.h) */
-    j->fd = -1;       /* accepted: the lease service's */
-}
-
 static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server__job *j)
 {
     struct ga_server *srv = c->srv;
     if (j->rc == 0 && !c->closed) {
         struct ga_server__seg *seg = calloc(1, sizeof(*seg));
         uint64_t key = lt_segment_id_to_u64(j->seg_id);
-        int rc = seg ? ga_server__map_put(&srv->segs, key, (uint64_t)(uintptr_t)seg) : -ENOMEM;
+        int rc = seg ? base_u64map_put(&srv->segs, key, seg) : -ENOMEM;
         if (rc < 0) {
             free(seg);
             lease_segment_remove(srv->svc, c->client, j->seg_id, NULL);
@@ -154,9 +148,11 @@ static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server_
                                            .size = j->offer.size,
                                            .mem_class = j->offer.mem_class,
                                            .refs = 1};
-            uint64_t slot_key = (uint64_t)j->seg_id.slot + 1;
-            ga_server__map_del(&srv->seg_slots, slot_key, NULL);
-            ga_server__map_put(&srv->seg_slots, slot_key, key);
+            struct base_u64map_entry *e = base_u64map_find(&srv->seg_slots, j->seg_id.slot);
+            if (e)
+                e->u64 = key;
+            else /* on -ENOMEM a stale word reads as not found: still refused */
+                base_u64map_put_u64(&srv->seg_slots, j->seg_id.slot, key);
             c->segments++;
             if (seg->mem_class != LT_CLASS_STAGED)
                 c->seg_bytes_registered += seg->size;
@@ -177,10 +173,7 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
 {
     struct ga_server *srv = c->srv;
     uint64_t id = lt_segment_id_to_u64(m->segment);
-    uint64_t v = 0;
-    struct ga_server__seg *seg = NULL;
-    if (ga_server__map_get(&srv->segs, id, &v))
-        seg = (struct ga_server__seg *)(uintptr_t)v;
+    struct ga_server__seg *seg = base_u64map_get(&srv->segs, id);
     if (seg && seg->conn == c && seg->refs > 1) {
         ga_server__send_error(c, m->hdr.request_id, LT_MSG_SEGMENT_RETIRE, LT_E_BUSY, 0,
                               LT_INDEX_NONE,
@@ -197,7 +190,7 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
     struct lt_msg_segment_retired r;
     lt_msg_init(&r, sizeof r, LT_MSG_SEGMENT_RETIRED, m->hdr.request_id);
     r.segment = m->segment;
-    if (seg && ga_server__map_del(&srv->segs, id, NULL)) {
+    if (seg && base_u64map_del(&srv->segs, id)) {
         r.cookie = seg->cookie;
         c->segments--;
         if (seg->mem_class != LT_CLASS_STAGED)
@@ -317,16 +310,17 @@ void ga_server__on_release_complete(void *arg, struct lease_client_id client,
     struct ga_server__conn *c = ga_server__conn_by_client(arg, client);
     uint64_t rid;
     /* No entry: a lease the agent released itself (ALL_OR_NOTHING undo). */
-    if (c && ga_server__map_del(&c->releases, lt_lease_id_to_u64(lease), &rid))
+    if (c && base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(lease), &rid))
         ga_dispatch__release_complete(c, rid, lease, LT_OK);
 }
 
 void ga_server__on_client_drained(void *arg, struct lease_client_id client)
 {
-    ga_server__log(arg, GA_SERVER_LOG_INFO,
-                   "lease client %#" PRIx64 " drained: its leases are complete and its segments "
-                   "unregistered, unmapped and closed",
-                   client.value);
+    struct ga_server *srv = arg;
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+             "lease client %#" PRIx64 " drained: its leases are complete and its segments "
+             "unregistered, unmapped and closed",
+             client.value);
 }
 
 static void ga_dispatch__lease_release(struct ga_server__conn *c,
@@ -343,17 +337,13 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     /* Record the request id first: a lease with no work completes inside
      * lease_release, whose callback looks it up. */
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        rc = ga_server__map_put(&c->releases, lt_lease_id_to_u64(m->leases[i]), rid);
+        rc = base_u64map_put_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), rid);
         if (rc == 0)
             mine[i] = 1;
         else if (rc == -EEXIST)
             rc = 0; /* already draining: lease_release says -EALREADY */
-        else if (rc == -ENOMEM)
+        else        /* -ENOMEM */
             lt_failure_set(&why, LT_E_SYSTEM, rc, "agent out of memory");
-        else /* -EINVAL: key 0, the id {0, 0}, which the validator already refuses */
-            lt_failure_set(&why, lt_error_from_errno(rc), rc,
-                           "lease {%" PRIu32 ",%" PRIu32 "} is not a lease id", m->leases[i].slot,
-                           m->leases[i].gen);
     }
     /* The RELEASE_COMPLETEs of leases with no work pending go out together:
      * one RELEASE_COMPLETE_BATCH when the client has LT_CAP_RC_BATCH, else
@@ -373,14 +363,14 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     if (rc < 0) {
         for (uint32_t i = 0; mine && i < n; i++)
             if (mine[i])
-                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+                base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
         ga_server__send_failure(c, rid, LT_MSG_LEASE_RELEASE, LT_INDEX_NONE, &why);
     } else {
         for (uint32_t i = 0; i < n; i++) {
             if (res[i].rc == 0)
                 continue;
             if (mine[i])
-                ga_server__map_del(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
+                base_u64map_del_u64(&c->releases, lt_lease_id_to_u64(m->leases[i]), NULL);
             ga_dispatch__release_complete(c, rid, m->leases[i], res[i].why.code);
         }
     }
@@ -397,298 +387,6 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     free(mine);
 }
 
-/* ---- work --------------------------------------------------------------- */
-
-/* Undoes the job's holds on its bell and done segments. */
-static void ga_dispatch__unhold(struct ga_server *srv, struct ga_server__job *j)
-{
-    if (!lt_segment_id_is_null(j->bell_hold))
-        lease_segment_unhold(srv->svc, j->bell_hold, NULL);
-    if (!lt_segment_id_is_null(j->done_hold))
-        lease_segment_unhold(srv->svc, j->done_hold, NULL);
-}
-
-static void ga_dispatch__work_done(void *arg, const struct ga_exec_result *res)
-{
-    struct ga_server__job *j = arg;
-    j->res = *res;
-    ga_server__post(j->conn->srv, j);
-}
-
-static void ga_dispatch__ctl_done(void *arg, const struct ga_exec_ctl_result *res)
-{
-    struct ga_server__job *j = arg;
-    j->ctl = *res;
-    ga_server__post(j->conn->srv, j);
-}
-
-/* Resolves a bell or done word to one of @c's MAPPED segments. */
-static int ga_dispatch__word(struct ga_server__conn *c, const char *what,
-                             const struct lt_word_ref *w, struct ga_server__seg **seg_p,
-                             uint32_t *code_p, char *msg, size_t msglen)
-{
-    struct ga_server *srv = c->srv;
-    uint64_t id = lt_segment_id_to_u64(w->segment);
-    uint64_t v = 0;
-    if (!ga_server__map_get(&srv->segs, id, &v)) {
-        uint64_t cur = 0;
-        bool stale = ga_server__map_get(&srv->seg_slots, (uint64_t)w->segment.slot + 1, &cur) &&
-                     (uint32_t)(cur >> 32) > w->segment.gen;
-        *code_p = stale ? LT_E_STALE_ID : LT_E_NOT_FOUND;
-        snprintf(msg, msglen, "%s segment {%" PRIu32 ",%" PRIu32 "} %s", what, w->segment.slot,
-                 w->segment.gen, stale ? "is stale: it was retired" : "is not a live segment");
-        return -1;
-    }
-    struct ga_server__seg *seg = (struct ga_server__seg *)(uintptr_t)v;
-    if (seg->conn != c) {
-        *code_p = LT_E_NOT_OWNER;
-        snprintf(msg, msglen, "%s segment {%" PRIu32 ",%" PRIu32 "} belongs to another client",
-                 what, w->segment.slot, w->segment.gen);
-        return -1;
-    }
-    if (seg->mem_class != LT_CLASS_MAPPED) {
-        *code_p = LT_E_BAD_CLASS;
-        snprintf(msg, msglen, "%s word: expected a MAPPED segment, found %s", what,
-                 lt_class_name(seg->mem_class));
-        return -1;
-    }
-    if (w->offset > seg->size - 8) {
-        *code_p = LT_E_OUT_OF_RANGE;
-        snprintf(msg, msglen,
-                 "%s word at %" PRIu64 ": expected at most %" PRIu64 " (segment of %" PRIu64
-                 " bytes)",
-                 what, w->offset, seg->size - 8, seg->size);
-        return -1;
-    }
-    *seg_p = seg;
-    return 0;
-}
-
-/* The op's ranges against the lease and the alignment the kernels need. */
-static int ga_dispatch__args(const struct lt_msg_submit *m, const struct lease_info *li,
-                             uint32_t *code_p, char *msg, size_t msglen)
-{
-    uint64_t len = li->length;
-    uintptr_t base = (uintptr_t)li->host_addr;
-    enum lt_error e = LT_OK;
-    const char *what = "range";
-    switch (m->op) {
-    case LT_OP_CHECKSUM_VERIFY: {
-        const struct lt_op_checksum_verify *a = &m->args.checksum;
-        uint64_t blocks = a->length / a->block_size + (a->length % a->block_size != 0);
-        e = lt_range_check(a->offset, a->length, len);
-        if (e == LT_OK) {
-            what = "checksum table";
-            e = lt_range_check(a->sums_offset, blocks * 8, len);
-        }
-        if (e == LT_OK && ((base + a->offset) % 8 != 0 || (base + a->sums_offset) % 8 != 0)) {
-            *code_p = LT_E_MISALIGNED;
-            snprintf(msg, msglen,
-                     "CHECKSUM_VERIFY: data and sums must be 8-aligned in memory; "
-                     "the lease starts at segment offset %" PRIu64,
-                     li->offset);
-            return -1;
-        }
-        break;
-    }
-    case LT_OP_VECTOR_SCAN: {
-        const struct lt_op_vector_scan *a = &m->args.scan;
-        e = lt_range_check(a->offset, a->length, len);
-        if (e == LT_OK) {
-            what = "query";
-            e = lt_range_check(a->query_offset, (uint64_t)a->dim * lt_elem_size(a->elem), len);
-        }
-        if (e == LT_OK && a->k != 0) {
-            what = "top-k hits";
-            e = lt_range_check(a->hits_offset, (uint64_t)a->k * sizeof(struct lt_scan_hit), len);
-            if (e == LT_OK && (base + a->hits_offset) % 8 != 0) {
-                *code_p = LT_E_MISALIGNED;
-                snprintf(msg, msglen,
-                         "VECTOR_SCAN: hits must be 8-aligned in memory; "
-                         "the lease starts at segment offset %" PRIu64,
-                         li->offset);
-                return -1;
-            }
-        }
-        break;
-    }
-    case LT_OP_COPY_H2D:
-        e = lt_range_check(m->args.copy.offset, m->args.copy.length, len);
-        break;
-    }
-    if (e == LT_OK)
-        return 0;
-    *code_p = e;
-    snprintf(msg, msglen, "%s %s: expected it within the lease's %" PRIu64 " bytes",
-             lt_msg_type_name(LT_MSG_SUBMIT), what, len);
-    return -1;
-}
-
-static void ga_dispatch__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
-{
-    struct ga_server *srv = c->srv;
-    uint64_t rid = m->hdr.request_id;
-    uint32_t code = LT_OK;
-    char msg[160];
-    struct ga_server__seg *bell = NULL, *done = NULL;
-    struct lease_info li;
-    struct lt_failure why;
-
-    if (c->inflight >= srv->cfg.max_inflight) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_LIMIT, 0, LT_INDEX_NONE,
-                              "%" PRIu32 " requests in flight, the limit", c->inflight);
-        return;
-    }
-    if (((m->flags & LT_SUBMIT_F_WAIT_BELL) && !(c->caps & LT_CAP_DOORBELL)) ||
-        ((m->flags & LT_SUBMIT_F_SIGNAL_DONE) && !(c->caps & LT_CAP_DONE_WORD))) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_UNSUPPORTED, 0, LT_INDEX_NONE,
-                              "%s needs the %s capability, not granted at HELLO",
-                              (m->flags & LT_SUBMIT_F_WAIT_BELL) ? "WAIT_BELL" : "SIGNAL_DONE",
-                              (m->flags & LT_SUBMIT_F_WAIT_BELL) ? "DOORBELL" : "DONE_WORD");
-        return;
-    }
-    int rc = lease_query(srv->svc, c->client, m->lease, &li, &why);
-    if (rc < 0) {
-        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
-        return;
-    }
-    if (li.released) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_STALE_ID, 0, LT_INDEX_NONE,
-                              "lease {%" PRIu32 ",%" PRIu32 "} was released; no new work on it",
-                              m->lease.slot, m->lease.gen);
-        return;
-    }
-    if (ga_dispatch__args(m, &li, &code, msg, sizeof msg) < 0 ||
-        ((m->flags & LT_SUBMIT_F_WAIT_BELL) &&
-         ga_dispatch__word(c, "bell", &m->bell, &bell, &code, msg, sizeof msg) < 0) ||
-        ((m->flags & LT_SUBMIT_F_SIGNAL_DONE) &&
-         ga_dispatch__word(c, "done", &m->done, &done, &code, msg, sizeof msg) < 0)) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, code, 0, LT_INDEX_NONE, "%s", msg);
-        return;
-    }
-    struct ga_server__job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_SYSTEM, -ENOMEM, LT_INDEX_NONE,
-                              "agent out of memory");
-        return;
-    }
-    /* The GPU waits on and writes the words through the lease service's
-     * mapping and registration: hold them (no eviction, no removal, no
-     * drain) until the work is done, and take the host and device addresses
-     * of the words from it. */
-    struct lease_segment_info bell_info = {0}, done_info = {0};
-    if (bell) {
-        rc = lease_segment_hold(srv->svc, c->client, bell->id, m->bell.offset, 8, &bell_info, &why);
-        if (rc == 0)
-            j->bell_hold = bell->id;
-    }
-    if (rc == 0 && done) {
-        rc = lease_segment_hold(srv->svc, c->client, done->id, m->done.offset, 8, &done_info, &why);
-        if (rc == 0)
-            j->done_hold = done->id;
-    }
-    /* record_allocation: the lease cannot complete its release until this
-     * work is done (lease_work_done in ga_server__complete). */
-    if (rc == 0)
-        rc = lease_work_pin(srv->svc, c->client, m->lease, &j->ticket, &why);
-    if (rc < 0) {
-        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
-        ga_dispatch__unhold(srv, j);
-        free(j);
-        return;
-    }
-    j->kind = GA_JOB_WORK;
-    j->conn = c;
-    j->request_id = rid;
-    j->lease = m->lease;
-    j->op = m->op;
-    j->flags = m->flags;
-    j->bell_seg = bell;
-    j->done_seg = done;
-    struct ga_exec_work w = {
-        .owner = c->client.value,
-        .stream = m->stream,
-        .op = m->op,
-        .args = m->args,
-        .host = li.host_addr,
-        .dev = li.dev_ptr,
-        .length = li.length,
-        .mem_class = li.cls,
-        .accepted_ns = ga_server__now_ns(),
-        .done_cb = ga_dispatch__work_done,
-        .arg = j,
-    };
-    if (bell) {
-        w.bell.host = (uint64_t *)(void *)((unsigned char *)bell_info.host_base + m->bell.offset);
-        w.bell.dev = bell_info.dev_ptr;
-        w.bell.seq = m->bell_seq;
-        bell->refs++;
-    }
-    if (done) {
-        w.done.host = (uint64_t *)(void *)((unsigned char *)done_info.host_base + m->done.offset);
-        w.done.dev = done_info.dev_ptr;
-        w.done.seq = m->done_seq;
-        done->refs++;
-    }
-    c->inflight++;
-    why = (struct lt_failure){0};
-    rc = srv->ex->ops->submit(srv->ex->ctx, &w, &why);
-    if (rc < 0) {
-        c->inflight--;
-        if (bell)
-            ga_server__seg_unref(bell);
-        if (done)
-            ga_server__seg_unref(done);
-        lease_work_done(srv->svc, j->ticket, NULL);
-        ga_dispatch__unhold(srv, j);
-        free(j);
-        ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
-        return;
-    }
-    c->submits++;
-}
-
-static void ga_dispatch__ctl(struct ga_server__conn *c, const void *buf, uint16_t type)
-{
-    struct ga_server *srv = c->srv;
-    uint64_t rid = ga_dispatch__rid(buf);
-    if (c->inflight >= srv->cfg.max_inflight) {
-        ga_server__send_error(c, rid, type, LT_E_LIMIT, 0, LT_INDEX_NONE,
-                              "%" PRIu32 " requests in flight, the limit", c->inflight);
-        return;
-    }
-    struct ga_server__job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        ga_server__send_error(c, rid, type, LT_E_SYSTEM, -ENOMEM, LT_INDEX_NONE,
-                              "agent out of memory");
-        return;
-    }
-    j->kind = GA_JOB_CTL;
-    j->conn = c;
-    j->request_id = rid;
-    struct ga_exec_ctl x = {
-        .type = type, .owner = c->client.value, .done_cb = ga_dispatch__ctl_done, .arg = j};
-    if (type >= LT_MSG_STREAM_CREATE && type <= LT_MSG_STREAM_DESTROY) {
-        const struct lt_msg_stream_cmd *m = buf;
-        x.stream = m->stream;
-        x.flags = m->flags;
-    } else if (type >= LT_MSG_EVENT_RECORD && type <= LT_MSG_EVENT_ELAPSED) {
-        const struct lt_msg_event_cmd *m = buf;
-        x.event = m->event;
-        x.end = m->end;
-        x.stream = m->stream;
-        x.flags = m->flags;
-    }
-    c->inflight++; /* before: the answer may be posted before ctl returns */
-    struct lt_failure why = {0};
-    int rc = srv->ex->ops->ctl(srv->ex->ctx, &x, &why);
-    if (rc < 0) {
-        c->inflight--;
-        free(j);
-        ga_server__send_failure(c, rid, type, LT_INDEX_NONE, &why);
-    }
-}
-
 /* ---- stats -------------------------------------------------------------- */
 
 static void ga_dispatch__client_stats(struct ga_server__conn *c, struct lt_client_stats *s)
@@ -697,7 +395,7 @@ static void ga_dispatch__client_stats(struct ga_server__conn *c, struct lt_clien
     struct lease_client_stats ls = {0};
     struct ga_exec_client_stats xs = {0};
     lease_client_stats(srv->svc, c->client, &ls, NULL);
-    srv->ex->ops->client_stats(srv->ex->ctx, c->client.value, &xs);
+    ga_exec_client_stats(srv->ex, c->client.value, &xs);
     s->client_id = c->id;
     s->pid = (uint32_t)c->pid;
     if (c->hello) {
@@ -745,7 +443,7 @@ static void ga_dispatch__stats(struct ga_server__conn *c, const struct lt_msg_st
     /* lt_msg_init would zero the clients just written: header by hand. */
     lt_header_init(&r->hdr, LT_MSG_STATS_REPLY, (uint32_t)len, m->hdr.request_id);
     r->client_count = n;
-    r->uptime_ns = ga_server__now_ns() - srv->start_ns;
+    r->uptime_ns = base_now_ns() - srv->start_ns;
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         const struct lease_class_stats *s = &st.cls[k];
         r->classes[k] = (struct lt_class_stats){
@@ -818,14 +516,14 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
         ga_dispatch__lease_release(c, buf);
         break;
     case LT_MSG_SUBMIT:
-        ga_dispatch__submit(c, buf);
+        ga_server__submit(c, buf);
         break;
     case LT_MSG_STATS_REQUEST:
         ga_dispatch__stats(c, buf);
         break;
     default:
         if (lt_msg_type_is_ctl(type))
-            ga_dispatch__ctl(c, buf, type);
+            ga_server__ctl(c, buf, type);
         else /* unreachable: the validator admits only client types */
             ga_server__send_error(c, rid, type, LT_E_WRONG_DIRECTION, 0, LT_INDEX_NONE,
                                   "%s is not a request", lt_msg_type_name(type));
@@ -836,74 +534,13 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
             close(fds[i]);
 }
 
-static void ga_dispatch__completion(struct ga_server__conn *c, struct ga_server__job *j)
-{
-    struct lt_msg_completion r;
-    lt_msg_init(&r, sizeof r, LT_MSG_COMPLETION, j->request_id);
-    r.lease = j->lease;
-    r.op = j->op;
-    r.status = lt_error_is_known(j->res.status) ? j->res.status : LT_E_GPU_FAULT;
-    r.detail = j->res.detail;
-    r.elapsed_ns = j->res.elapsed_ns;
-    if (r.status == LT_OK || r.status == LT_E_CHECKSUM_MISMATCH)
-        r.result = j->res.result;
-    /* Results the op never produced still have to read as "none". */
-    if (lt_validate_op_result(r.op, &r.result) != LT_OK) {
-        memset(&r.result, 0, sizeof r.result);
-        if (r.op == LT_OP_CHECKSUM_VERIFY)
-            r.result.checksum.first_bad_block = LT_BLOCK_NONE;
-        else if (r.op == LT_OP_VECTOR_SCAN)
-            r.result.scan.best_index = LT_BLOCK_NONE;
-        if (r.status == LT_OK)
-            r.status = LT_E_GPU_FAULT;
-    }
-    if (r.status != LT_OK || !(j->flags & LT_SUBMIT_F_QUIET))
-        ga_server__send(c, &r, sizeof r);
-}
-
-static void ga_dispatch__ctl_reply(struct ga_server__conn *c, struct ga_server__job *j)
-{
-    const struct ga_exec_ctl_result *x = &j->ctl;
-    if (x->status != LT_OK) {
-        ga_server__send_error(c, j->request_id, x->type, x->status, 0, LT_INDEX_NONE, "%s",
-                              x->message[0] ? x->message : lt_error_describe(x->status));
-        return;
-    }
-    struct lt_msg_ctl_reply r;
-    lt_msg_init(&r, sizeof r, LT_MSG_CTL_REPLY, j->request_id);
-    r.request_type = x->type;
-    if (x->type == LT_MSG_STREAM_QUERY || x->type == LT_MSG_EVENT_QUERY)
-        r.ready = x->ready ? 1u : 0u;
-    if (x->type == LT_MSG_STREAM_CREATE)
-        r.stream = x->stream;
-    if (x->type == LT_MSG_EVENT_RECORD)
-        r.event = x->event;
-    if (x->type == LT_MSG_EVENT_ELAPSED)
-        r.elapsed_ms_bits = lt_f32_bits_finite(x->elapsed_ms_bits) ? x->elapsed_ms_bits : 0u;
-    ga_server__send(c, &r, sizeof r);
-}
-
 void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
 {
     struct ga_server__conn *c = j->conn;
     switch (j->kind) {
     case GA_JOB_WORK:
-        if (!c->closed)
-            ga_dispatch__completion(c, j);
-        /* After the COMPLETION: a release waiting on this work completes now
-         * and its RELEASE_COMPLETE follows on the wire. */
-        lease_work_done(srv->svc, j->ticket, NULL);
-        if (j->bell_seg)
-            ga_server__seg_unref(j->bell_seg);
-        if (j->done_seg)
-            ga_server__seg_unref(j->done_seg);
-        /* Last: the final hold of a dropped client lets its drain finish,
-         * and the words' mapping goes only after the work that used it. */
-        ga_dispatch__unhold(srv, j);
-        break;
     case GA_JOB_CTL:
-        if (!c->closed)
-            ga_dispatch__ctl_reply(c, j);
+        ga_server__work_complete(srv, j);
         break;
     case GA_JOB_OFFER:
         ga_dispatch__offer_done(c, j);

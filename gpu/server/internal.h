@@ -1,6 +1,7 @@
-/* Internals shared by the socket server's source files. Everything here is
- * touched by the loop thread only, except what struct ga_server says is
- * guarded by its mutex. */
+/* The socket server's objects, shared by its source files; each file's
+ * functions are in its own header (conn.h, jobs.h, dispatch.h, listen.h),
+ * which say what depends on what. Everything here is touched by the loop
+ * thread only, except what struct ga_server says is guarded by its mutex. */
 #ifndef GA_SERVER_INTERNAL_H
 #define GA_SERVER_INTERNAL_H
 
@@ -9,26 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/time.h"
+#include "base/u64map.h"
 #include "gpu/server.h"
 #include "lease_types/validate.h"
 
-/* ---- a u64 -> u64 hash map (open addressing, key 0 never stored) -------- */
-
-struct ga_server__map {
-    uint64_t *keys;
-    uint64_t *vals;
-    size_t cap; /* a power of two, or 0 */
-    size_t n;
-};
-
-/* Stores @key -> @val. Returns 0, -EEXIST (key present, untouched), -EINVAL
- * (key 0) or -ENOMEM. */
-int ga_server__map_put(struct ga_server__map *m, uint64_t key, uint64_t val);
-/* 1 and *val_p when @key is present, else 0. */
-int ga_server__map_get(const struct ga_server__map *m, uint64_t key, uint64_t *val_p);
-/* Removes @key; 1 and *val_p (may be NULL) when it was present, else 0. */
-int ga_server__map_del(struct ga_server__map *m, uint64_t key, uint64_t *val_p);
-void ga_server__map_fini(struct ga_server__map *m);
+/* Every line of the server carries this subsystem name. */
+#define GA_SERVER__SUBSYS "server"
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -74,10 +62,10 @@ struct ga_server__conn {
     char name[LT_NAME_LEN];
     struct ga_server__out *oq_head, *oq_tail;
     uint64_t oq_bytes;
-    uint32_t inflight;              /* jobs (work, commands, offers) not yet completed */
-    uint32_t segments;              /* listed in srv->segs */
-    uint64_t seg_bytes_registered;  /* sizes of its listed PINNED and MAPPED segments */
-    struct ga_server__map releases; /* lease id -> the LEASE_RELEASE's request id */
+    uint32_t inflight;             /* jobs (work, commands, offers) not yet completed */
+    uint32_t segments;             /* listed in srv->segs */
+    uint64_t seg_bytes_registered; /* sizes of its listed PINNED and MAPPED segments */
+    struct base_u64map releases;   /* lease id -> the LEASE_RELEASE's request id */
     /* While a LEASE_RELEASE from a client granted LT_CAP_RC_BATCH is being
      * answered: the RELEASE_COMPLETE_BATCH its completions gather in. */
     struct lt_msg_release_complete_batch *rcb;
@@ -102,6 +90,7 @@ struct ga_server__job {
     struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
     struct ga_exec_result res;
     /* GA_JOB_CTL */
+    uint16_t ctl_type; /* the command's LT_MSG_* type */
     struct ga_exec_ctl_result ctl;
     /* GA_JOB_OFFER */
     int fd;
@@ -129,9 +118,9 @@ struct ga_server {
     struct ga_server__conn *conns; /* open and closed-but-draining */
     uint32_t nconns;               /* open ones */
     uint32_t next_id;
-    struct ga_server__map segs;      /* segment id -> struct ga_server__seg * */
-    struct ga_server__map seg_slots; /* slot + 1 -> the latest segment id in that slot */
-    bool accept_paused;              /* out of fds: listening socket not polled */
+    struct base_u64map segs;      /* segment id -> struct ga_server__seg * */
+    struct base_u64map seg_slots; /* slot -> the latest segment id in that slot (u64) */
+    bool accept_paused;           /* out of fds: listening socket not polled */
     bool dead_pending;
     bool created; /* create finished: the executor is ours to shut down */
     bool stopping;
@@ -150,63 +139,5 @@ struct ga_server {
     bool reg_started;
     pthread_t reg_thread;
 };
-
-/* ---- server.c ----------------------------------------------------------- */
-
-void ga_server__log(const struct ga_server *srv, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-uint64_t ga_server__now_ns(void);
-/* Queues or sends one message to @c; a dead or closed client drops it. */
-void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
-/* Between these two, replies to @c are queued and then sent in as few
- * sendmmsg calls as they fit (a release of 64 leases: 64 RELEASE_COMPLETEs, or
- * one RELEASE_COMPLETE_BATCH for a client granted LT_CAP_RC_BATCH). */
-void ga_server__cork(struct ga_server__conn *c);
-void ga_server__uncork(struct ga_server__conn *c);
-/* Sends an ERROR: @code, the failing batch @index (LT_INDEX_NONE), and a
- * message. Its err is @err for LT_E_SYSTEM (when a valid errno) and
- * lt_error_errno(@code) otherwise, as the protocol defines the field. */
-void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                           uint32_t code, int err, uint32_t index, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-/* Sends the ERROR for a refusal as whoever decided it explained it. */
-void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
-                             uint32_t index, const struct lt_failure *why);
-/* Marks @c for closing after the current event. */
-void ga_server__conn_kill(struct ga_server__conn *c, const char *why);
-/* From any thread: hands a finished job to the loop. */
-void ga_server__post(struct ga_server *srv, struct ga_server__job *job);
-/* Queues a segment offer for the registrar thread. */
-void ga_server__offer_queue(struct ga_server *srv, struct ga_server__job *job);
-struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
-                                                  struct lease_client_id client);
-/* A job of @c finished: frees a closed client whose last job it was. */
-void ga_server__conn_put(struct ga_server__conn *c);
-void ga_server__seg_unref(struct ga_server__seg *seg);
-
-/* ---- dispatch.c --------------------------------------------------------- */
-
-/* Validates and answers one received message; closes @fds it does not keep. */
-void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len, int *fds,
-                         size_t nfds);
-/* Answers a finished job on the loop thread and frees it. */
-void ga_server__complete(struct ga_server *srv, struct ga_server__job *job);
-/* The registrar thread's part of an offer: verify, map, register. */
-void ga_server__offer_run(struct ga_server *srv, struct ga_server__job *job);
-/* lease service callbacks */
-void ga_server__on_release_complete(void *arg, struct lease_client_id client,
-                                    struct lt_lease_id lease);
-void ga_server__on_client_drained(void *arg, struct lease_client_id client);
-
-/* ---- listen.c ----------------------------------------------------------- */
-
-/* Runtime directory, lock file, stale socket, bind, listen. */
-int ga_server__listen_open(struct ga_server *srv);
-/* Closes the listening socket and removes the socket file (not the lock). */
-void ga_server__listen_close(struct ga_server *srv);
-/* Removes the lock file and releases the lock. */
-void ga_server__lock_release(struct ga_server *srv);
-/* Reads the peer's credentials; 1 when its uid is allowed, 0 when refused. */
-int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *uid_p);
 
 #endif /* GA_SERVER_INTERNAL_H */

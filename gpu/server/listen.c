@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "listen.h"
 
 #define GA_LISTEN_BACKLOG 64
 
@@ -26,10 +26,10 @@ static int ga_listen__group(struct ga_server *srv)
     char buf[4096];
     int rc = getgrnam_r(srv->cfg.group, &gr, buf, sizeof buf, &res);
     if (rc != 0 || !res) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "--group: expected an existing group, found no "
-                       "group named '%s'%s%s",
-                       srv->cfg.group, rc ? ": " : "", rc ? strerror(rc) : "");
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "--group: expected an existing group, found no "
+                 "group named '%s'%s%s",
+                 srv->cfg.group, rc ? ": " : "", rc ? strerror(rc) : "");
         return rc ? -rc : -ENOENT;
     }
     srv->gid = gr.gr_gid;
@@ -47,40 +47,40 @@ static int ga_listen__dir(struct ga_server *srv)
         if (chmod(srv->dir, mode) < 0 ||
             (srv->has_group && chown(srv->dir, (uid_t)-1, srv->gid) < 0)) {
             int e = errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                           "runtime directory %s: setting mode %04o%s failed: %s", srv->dir,
-                           (unsigned)mode, srv->has_group ? " and group" : "", strerror(e));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                     "runtime directory %s: setting mode %04o%s failed: %s", srv->dir,
+                     (unsigned)mode, srv->has_group ? " and group" : "", strerror(e));
             return -e;
         }
-        ga_server__log(srv, GA_SERVER_LOG_INFO, "created runtime directory %s (mode %04o)",
-                       srv->dir, (unsigned)mode);
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+                 "created runtime directory %s (mode %04o)", srv->dir, (unsigned)mode);
         return 0;
     }
     if (errno != EEXIST) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "runtime directory %s: mkdir failed: %s", srv->dir,
-                       strerror(e));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "runtime directory %s: mkdir failed: %s", srv->dir, strerror(e));
         return -e;
     }
     struct stat st;
     if (lstat(srv->dir, &st) < 0) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "runtime directory %s: lstat failed: %s", srv->dir,
-                       strerror(e));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "runtime directory %s: lstat failed: %s", srv->dir, strerror(e));
         return -e;
     }
     if (!S_ISDIR(st.st_mode)) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "runtime directory %s: expected a directory, found %s", srv->dir,
-                       S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "runtime directory %s: expected a directory, found %s", srv->dir,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
         return -ENOTDIR;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "runtime directory %s: expected a directory owned by uid %u and writable "
-                       "by nobody else, found owner uid %u mode %04o",
-                       srv->dir, (unsigned)geteuid(), (unsigned)st.st_uid,
-                       (unsigned)(st.st_mode & 07777));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "runtime directory %s: expected a directory owned by uid %u and writable "
+                 "by nobody else, found owner uid %u mode %04o",
+                 srv->dir, (unsigned)geteuid(), (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 07777));
         return -EPERM;
     }
     return 0;
@@ -106,8 +106,8 @@ static int ga_listen__lock(struct ga_server *srv)
         int fd = open(srv->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
             int e = errno;
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: open failed: %s",
-                           srv->lock_path, strerror(e));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                     "lock file %s: open failed: %s", srv->lock_path, strerror(e));
             return -e;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -115,14 +115,14 @@ static int ga_listen__lock(struct ga_server *srv)
             long pid = ga_listen__holder(fd);
             close(fd);
             if (e == EWOULDBLOCK) {
-                ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                               "another lease agent (pid %ld) is serving %s: its lock %s is "
-                               "held; stop it first or pass another --socket",
-                               pid, srv->path, srv->lock_path);
+                base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                         "another lease agent (pid %ld) is serving %s: its lock %s is "
+                         "held; stop it first or pass another --socket",
+                         pid, srv->path, srv->lock_path);
                 return -EADDRINUSE;
             }
-            ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: flock failed: %s",
-                           srv->lock_path, strerror(e));
+            base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                     "lock file %s: flock failed: %s", srv->lock_path, strerror(e));
             return -e;
         }
         struct stat a, b;
@@ -133,10 +133,10 @@ static int ga_listen__lock(struct ga_server *srv)
             if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
                 int e = errno ? errno : EIO;
                 close(fd);
-                ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                               "lock file %s: writing our pid "
-                               "failed: %s",
-                               srv->lock_path, strerror(e));
+                base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                         "lock file %s: writing our pid "
+                         "failed: %s",
+                         srv->lock_path, strerror(e));
                 return -e;
             }
             srv->lockfd = fd;
@@ -144,8 +144,8 @@ static int ga_listen__lock(struct ga_server *srv)
         }
         close(fd); /* removed or replaced while we locked it: take the new one */
     }
-    ga_server__log(srv, GA_SERVER_LOG_ERROR, "lock file %s: kept changing while being locked",
-                   srv->lock_path);
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+             "lock file %s: kept changing while being locked", srv->lock_path);
     return -EAGAIN;
 }
 
@@ -157,26 +157,25 @@ static int ga_listen__stale(struct ga_server *srv)
         if (errno == ENOENT)
             return 0;
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket path %s: lstat failed: %s", srv->path,
-                       strerror(e));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "socket path %s: lstat failed: %s", srv->path, strerror(e));
         return -e;
     }
     if (!S_ISSOCK(st.st_mode)) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "socket path %s: expected nothing or a stale socket, found another kind "
-                       "of file; not removing it",
-                       srv->path);
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "socket path %s: expected nothing or a stale socket, found another kind "
+                 "of file; not removing it",
+                 srv->path);
         return -EEXIST;
     }
     if (unlink(srv->path) < 0) {
         int e = errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "stale socket %s: unlink failed: %s", srv->path,
-                       strerror(e));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "stale socket %s: unlink failed: %s", srv->path, strerror(e));
         return -e;
     }
-    ga_server__log(srv, GA_SERVER_LOG_WARN,
-                   "replaced stale socket %s left by an agent that is gone (lock was free)",
-                   srv->path);
+    base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+             "replaced stale socket %s left by an agent that is gone (lock was free)", srv->path);
     return 0;
 }
 
@@ -184,9 +183,9 @@ int ga_server__listen_open(struct ga_server *srv)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(srv->path) >= sizeof sa.sun_path) {
-        ga_server__log(srv, GA_SERVER_LOG_ERROR,
-                       "socket path: expected at most %zu bytes, found %zu ('%s')",
-                       sizeof sa.sun_path - 1, strlen(srv->path), srv->path);
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "socket path: expected at most %zu bytes, found %zu ('%s')",
+                 sizeof sa.sun_path - 1, strlen(srv->path), srv->path);
         return -ENAMETOOLONG;
     }
     memcpy(sa.sun_path, srv->path, strlen(srv->path) + 1);
@@ -202,8 +201,8 @@ int ga_server__listen_open(struct ga_server *srv)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rc = -errno;
-        ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket(AF_UNIX, SOCK_SEQPACKET) failed: %s",
-                       strerror(-rc));
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "socket(AF_UNIX, SOCK_SEQPACKET) failed: %s", strerror(-rc));
         return rc;
     }
     mode_t mode = srv->has_group ? 0660 : 0600;
@@ -225,8 +224,8 @@ int ga_server__listen_open(struct ga_server *srv)
 
 fail:
     rc = -errno;
-    ga_server__log(srv, GA_SERVER_LOG_ERROR, "socket %s: %s failed: %s", srv->path, step,
-                   strerror(-rc));
+    base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "socket %s: %s failed: %s",
+             srv->path, step, strerror(-rc));
     close(fd);
     if (srv->listening)
         unlink(srv->path);
@@ -261,8 +260,8 @@ int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *ui
     struct ucred cr;
     socklen_t len = sizeof cr;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof cr) {
-        ga_server__log(srv, GA_SERVER_LOG_WARN, "refused a peer: SO_PEERCRED failed: %s",
-                       strerror(errno));
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "refused a peer: SO_PEERCRED failed: %s", strerror(errno));
         return 0;
     }
     *pid_p = cr.pid;
@@ -270,10 +269,10 @@ int ga_server__peer_check(struct ga_server *srv, int fd, pid_t *pid_p, uid_t *ui
     for (size_t i = 0; i < srv->nallow; i++)
         if (srv->allow[i] == cr.uid)
             return 1;
-    ga_server__log(srv, GA_SERVER_LOG_WARN,
-                   "refused peer pid %ld uid %u gid %u: uid not in the allow list (%zu uid%s, "
-                   "--allow-uid adds one)",
-                   (long)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, srv->nallow,
-                   srv->nallow == 1 ? "" : "s");
+    base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+             "refused peer pid %ld uid %u gid %u: uid not in the allow list (%zu uid%s, "
+             "--allow-uid adds one)",
+             (long)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, srv->nallow,
+             srv->nallow == 1 ? "" : "s");
     return 0;
 }

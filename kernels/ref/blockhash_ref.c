@@ -13,15 +13,15 @@ uint64_t kr_block_checksum(const void *data, size_t len)
     for (size_t i = 0; i < words; i++) {
         uint64_t w;
         memcpy(&w, p + i * 8, 8); /* little-endian hosts only; see CMakeLists */
-        sum += kb_word_term(w, i);
+        sum += kn_word_term(w, i);
     }
     size_t tail = len % 8;
     if (tail) {
         uint64_t w = 0;
         memcpy(&w, p + words * 8, tail);
-        sum += kb_word_term(w, words);
+        sum += kn_word_term(w, words);
     }
-    return kb_finish(sum, len);
+    return kn_finish(sum, len);
 }
 
 size_t kr_block_count(size_t len, uint32_t block_size)

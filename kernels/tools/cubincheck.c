@@ -7,8 +7,9 @@
  * KERNEL as an entry point (see kernels/cubin.h). With --emit-c it then
  * writes the very bytes it checked as a C array NAME into OUT.inc, so what
  * gets embedded is what was checked; OUT.inc is removed when the check fails.
- * Exit 2: usage or I/O error. */
+ * Exit 2: usage or I/O error. --help: the usage on standard output, exit 0. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,40 +85,77 @@ static int kn_emit_c(const char *path, const char *symbol, const char *source,
     return rc;
 }
 
-static int kn_usage(void)
+#define KN_USAGE "usage: cubincheck --arch DIGITS [--emit-c OUT --symbol NAME] FILE [KERNEL...]\n"
+
+static void kn_usage(FILE *f)
 {
-    fprintf(stderr, "usage: cubincheck --arch DIGITS [--emit-c OUT --symbol NAME] "
-                    "FILE [KERNEL...]\n");
+    fprintf(f,
+            KN_USAGE "\n"
+                     "Exit 0 when FILE is a SASS-only cubin for sm_DIGITS (no PTX) defining every\n"
+                     "KERNEL as an entry point; 1 (one line saying why) when it is not; 2 on a\n"
+                     "usage or I/O error. --emit-c writes the checked bytes as the C array NAME\n"
+                     "into OUT (removed when the check fails).\n");
+}
+
+static int kn_usage_error(const char *why)
+{
+    if (why)
+        fprintf(stderr, "cubincheck: %s\n", why);
+    fputs(KN_USAGE, stderr);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
+    static const struct option options[] = {
+        {"arch", required_argument, NULL, 'a'},
+        {"emit-c", required_argument, NULL, 'e'},
+        {"symbol", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     unsigned long arch = 0;
     const char *emit = NULL, *symbol = NULL;
-    int i = 1;
-    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+    opterr = 0;
+    for (;;) {
+        int opt = getopt_long(argc, argv, "+:h", options, NULL);
+        if (opt == -1)
+            break;
         char *end = NULL;
-        if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) {
+        switch (opt) {
+        case 'a':
             errno = 0;
-            arch = strtoul(argv[++i], &end, 10);
-            if (errno || !*argv[i] || *end || arch == 0 || arch > 255) {
+            arch = strtoul(optarg, &end, 10);
+            if (errno || !*optarg || *end || arch == 0 || arch > 255) {
                 fprintf(stderr,
                         "cubincheck: --arch: expected digits such as 90 or 120, "
                         "found '%s'\n",
-                        argv[i]);
+                        optarg);
                 return 2;
             }
-        } else if (strcmp(argv[i], "--emit-c") == 0 && i + 1 < argc) {
-            emit = argv[++i];
-        } else if (strcmp(argv[i], "--symbol") == 0 && i + 1 < argc) {
-            symbol = argv[++i];
-        } else {
-            return kn_usage();
+            break;
+        case 'e':
+            emit = optarg;
+            break;
+        case 's':
+            symbol = optarg;
+            break;
+        case 'h':
+            kn_usage(stdout);
+            return 0;
+        case ':':
+            return kn_usage_error("an option expected a value, found nothing");
+        default:
+            return kn_usage_error("unknown option");
         }
     }
-    if (i >= argc || arch == 0 || (emit && !symbol) || (!emit && symbol))
-        return kn_usage();
+    int i = optind;
+    if (i >= argc)
+        return kn_usage_error("expected a FILE, found nothing");
+    if (arch == 0)
+        return kn_usage_error("expected --arch DIGITS");
+    if ((emit && !symbol) || (!emit && symbol))
+        return kn_usage_error("expected --emit-c and --symbol together");
     const char *path = argv[i++];
     if (emit)
         remove(emit); /* a failed check must not leave an old image behind */

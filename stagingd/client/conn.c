@@ -18,7 +18,7 @@
 
 /* ---- error text ---- */
 
-int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
+int leasec_client__fail(struct leasec_client *c, int err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -27,10 +27,10 @@ int sd_client__fail(struct sd_client *c, int err, const char *fmt, ...)
     return err;
 }
 
-void sd_client__out_free(struct sd_client__agent *a)
+void leasec_client__out_free(struct leasec_client__agent *a)
 {
     while (a->out_head) {
-        struct sd_client__out *o = a->out_head;
+        struct leasec_client__out *o = a->out_head;
         a->out_head = o->next;
         free(o);
     }
@@ -40,12 +40,13 @@ void sd_client__out_free(struct sd_client__agent *a)
 /* ---- sending ---- */
 
 /* One whole packet, with @pass_fd attached when >= 0, without blocking. */
-static int sd_client__sendmsg(int fd, const void *msg, size_t len, int pass_fd)
+static int leasec_client__sendmsg(int fd, const void *msg, size_t len, int pass_fd)
 {
     return base_send_fds(fd, msg, len, &pass_fd, pass_fd >= 0 ? 1 : 0, MSG_DONTWAIT);
 }
 
-static void sd_client__epoll_out(struct sd_client *c, struct sd_client__agent *a, int on)
+static void leasec_client__epoll_out(struct leasec_client *c, struct leasec_client__agent *a,
+                                     int on)
 {
     if (a->epoll_out == on || a->fd < 0)
         return;
@@ -59,20 +60,20 @@ static void sd_client__epoll_out(struct sd_client *c, struct sd_client__agent *a
 /* Makes the client fd readable at once, so the event loop reaches its next
  * safe point (where a broken connection is torn down) without waiting for
  * another deadline. */
-static void sd_client__wake(struct sd_client *c)
+static void leasec_client__wake(struct leasec_client *c)
 {
     struct itimerspec its = {.it_value = {.tv_sec = 0, .tv_nsec = 1}};
     if (timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-        sd_client__log(c, "timerfd_settime failed: %s; reconnects wait for the next message",
-                       strerror(errno));
+        leasec_client__log(c, "timerfd_settime failed: %s; reconnects wait for the next message",
+                           strerror(errno));
 }
 
-void sd_client__break(struct sd_client *c, struct sd_client__agent *a, int err, const char *fmt,
-                      ...)
+void leasec_client__break(struct leasec_client *c, struct leasec_client__agent *a, int err,
+                          const char *fmt, ...)
 {
     if (a->broken_err)
         return; /* the first cause is the one worth reporting */
-    char why[SD_CLIENT_MSG_LEN / 2];
+    char why[LEASEC_CLIENT_MSG_LEN / 2];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
@@ -80,32 +81,32 @@ void sd_client__break(struct sd_client *c, struct sd_client__agent *a, int err, 
     a->broken_err = err < 0 ? err : -EPROTO;
     snprintf(a->broken_msg, sizeof(a->broken_msg), "agent %s (connection %u): %s", a->path,
              a->epoch, why);
-    sd_client__wake(c);
+    leasec_client__wake(c);
 }
 
 /* ---- the send queue ---- */
 
-int sd_client__send(struct sd_client *c, struct sd_client__agent *a, const void *msg, size_t len,
-                    int fd)
+int leasec_client__send(struct leasec_client *c, struct leasec_client__agent *a, const void *msg,
+                        size_t len, int fd)
 {
-    if (a->fd < 0 || a->state == SD_CLIENT_DISCONNECTED)
+    if (a->fd < 0 || a->state == LEASEC_CLIENT_DISCONNECTED)
         return -ENOTCONN;
     if (a->broken_err)
         return a->broken_err;
     if (!a->out_head) {
-        int rc = sd_client__sendmsg(a->fd, msg, len, fd);
+        int rc = leasec_client__sendmsg(a->fd, msg, len, fd);
         if (rc == 0)
             return 0;
         if (rc != -EAGAIN) {
-            sd_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
-                             rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
-                             lt_msg_type_name(((const struct lt_header *)msg)->type),
-                             strerror(-rc));
+            leasec_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
+                                 rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
+                                 lt_msg_type_name(((const struct lt_header *)msg)->type),
+                                 strerror(-rc));
             return a->broken_err;
         }
     }
     /* The socket buffer is full: keep the order, send when it drains. */
-    struct sd_client__out *o = malloc(sizeof(*o) + (len + 7) / 8 * 8);
+    struct leasec_client__out *o = malloc(sizeof(*o) + (len + 7) / 8 * 8);
     if (!o)
         return -ENOMEM;
     o->next = NULL;
@@ -117,22 +118,22 @@ int sd_client__send(struct sd_client *c, struct sd_client__agent *a, const void 
     else
         a->out_head = o;
     a->out_tail = o;
-    sd_client__epoll_out(c, a, 1);
+    leasec_client__epoll_out(c, a, 1);
     return 0;
 }
 
-void sd_client__flush(struct sd_client *c, struct sd_client__agent *a)
+void leasec_client__flush(struct leasec_client *c, struct leasec_client__agent *a)
 {
     while (a->out_head && !a->broken_err) {
-        struct sd_client__out *o = a->out_head;
-        int rc = sd_client__sendmsg(a->fd, o->msg, o->len, o->fd);
+        struct leasec_client__out *o = a->out_head;
+        int rc = leasec_client__sendmsg(a->fd, o->msg, o->len, o->fd);
         if (rc == -EAGAIN)
             return;
         if (rc < 0) {
-            sd_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
-                             rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
-                             lt_msg_type_name(((const struct lt_header *)o->msg)->type),
-                             strerror(-rc));
+            leasec_client__break(c, a, rc == -EPIPE ? -ECONNRESET : rc, "%ssending %s failed: %s",
+                                 rc == -EPIPE || rc == -ECONNRESET ? "connection lost: " : "",
+                                 lt_msg_type_name(((const struct lt_header *)o->msg)->type),
+                                 strerror(-rc));
             return;
         }
         a->out_head = o->next;
@@ -141,12 +142,12 @@ void sd_client__flush(struct sd_client *c, struct sd_client__agent *a)
         free(o);
     }
     if (!a->out_head)
-        sd_client__epoll_out(c, a, 0);
+        leasec_client__epoll_out(c, a, 0);
 }
 
 /* ---- receiving ---- */
 
-int sd_client__recv(struct sd_client *c, struct sd_client__agent *a)
+int leasec_client__recv(struct leasec_client *c, struct leasec_client__agent *a)
 {
     struct base_recv_info info;
     /* The agent never sends fds: base_recv_fds closes any that came. */
@@ -154,28 +155,28 @@ int sd_client__recv(struct sd_client *c, struct sd_client__agent *a)
         base_recv_fds(a->fd, c->rx.bytes, sizeof(c->rx.bytes), NULL, 0, MSG_DONTWAIT, &info);
     if (n < 0) {
         if (n == -ECONNRESET)
-            sd_client__break(c, a, -ECONNRESET,
-                             "connection lost: reset by the agent (it "
-                             "closed with messages of ours unread)");
+            leasec_client__break(c, a, -ECONNRESET,
+                                 "connection lost: reset by the agent (it "
+                                 "closed with messages of ours unread)");
         else if (n != -EAGAIN)
-            sd_client__break(c, a, (int)n, "receive failed: %s", strerror((int)-n));
+            leasec_client__break(c, a, (int)n, "receive failed: %s", strerror((int)-n));
         return 0;
     }
     if (info.nfds_closed || (info.flags & BASE_RECV_CTRUNC)) {
-        sd_client__break(c, a, -EPROTO,
-                         "a %zd-byte message came with %u fd(s)%s; agents send none to "
-                         "clients (all closed)",
-                         n, info.nfds_closed,
-                         (info.flags & BASE_RECV_CTRUNC) ? " and more cut off" : "");
+        leasec_client__break(c, a, -EPROTO,
+                             "a %zd-byte message came with %u fd(s)%s; agents send none to "
+                             "clients (all closed)",
+                             n, info.nfds_closed,
+                             (info.flags & BASE_RECV_CTRUNC) ? " and more cut off" : "");
         return 0;
     }
     if (n == 0) {
-        sd_client__break(c, a, -ECONNRESET, "connection lost: the agent closed it (EOF)");
+        leasec_client__break(c, a, -ECONNRESET, "connection lost: the agent closed it (EOF)");
         return 0;
     }
     if (info.flags & BASE_RECV_TRUNC) {
-        sd_client__break(c, a, -EPROTO, "packet larger than the largest message (%u bytes)",
-                         LT_MSG_MAX_BYTES);
+        leasec_client__break(c, a, -EPROTO, "packet larger than the largest message (%u bytes)",
+                             LT_MSG_MAX_BYTES);
         return 0;
     }
     return (int)n;

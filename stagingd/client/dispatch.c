@@ -3,7 +3,7 @@
  * (lt_validate_reply_matches) before a field is used; anything else breaks
  * the connection. Grants, completions, release completions, errors and
  * replies end their requests in exactly one callback; a connection's end
- * fails what it carried (sd_client__fail_all). */
+ * fails what it carried (leasec_client__fail_all). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,74 +13,87 @@
 
 /* ---- the handshake ---- */
 
-static void sd_client__ready(struct sd_client *c, struct sd_client__agent *a)
+static void leasec_client__ready(struct leasec_client *c, struct leasec_client__agent *a)
 {
-    a->state = SD_CLIENT_READY;
+    a->state = LEASEC_CLIENT_READY;
     a->deadline_ns = 0;
     a->fail_streak = 0;
     a->next_delay_ms = 0;
-    sd_client__log(c, "agent %s: ready (connection %u, \"%s\", %u of %u segment(s) accepted)",
-                   a->path, a->epoch, a->hello.agent_name, a->accepted, c->nsegs);
-    SD_CLIENT__CALL(c, on_ready, a->index, a->epoch);
+    leasec_client__log(c, "agent %s: ready (connection %u, \"%s\", %u of %u segment(s) accepted)",
+                       a->path, a->epoch, a->hello.agent_name, a->accepted, c->nsegs);
+    LEASEC_CLIENT__CALL(c, on_ready, a->index, a->epoch);
 }
 
-static void sd_client__hello_reply(struct sd_client *c, struct sd_client__agent *a,
-                                   const struct lt_msg_hello_reply *m)
+static void leasec_client__hello_reply(struct leasec_client *c, struct leasec_client__agent *a,
+                                       const struct lt_msg_hello_reply *m)
 {
     uint32_t allowed = c->caps | LT_CAP_HOST_BACKEND;
     if (m->caps & ~allowed) {
-        sd_client__break(c, a, -EPROTO, "HELLO_REPLY grants caps 0x%x beyond the 0x%x asked for",
-                         m->caps, c->caps);
+        leasec_client__break(c, a, -EPROTO,
+                             "HELLO_REPLY grants caps 0x%x beyond the 0x%x asked for", m->caps,
+                             c->caps);
         return;
     }
     a->hello = *m;
-    a->state = SD_CLIENT_OFFERING;
-    sd_client__log(c, "agent %s: \"%s\" speaks v%u, caps 0x%x, client id %u, batch %u%s", a->path,
-                   m->agent_name, m->version, m->caps, m->client_id, m->max_lease_batch,
-                   (m->caps & LT_CAP_HOST_BACKEND) ? " (host backend: no GPU)" : "");
+    a->state = LEASEC_CLIENT_OFFERING;
+    leasec_client__log(c, "agent %s: \"%s\" speaks v%u, caps 0x%x, client id %u, batch %u%s",
+                       a->path, m->agent_name, m->version, m->caps, m->client_id,
+                       m->max_lease_batch,
+                       (m->caps & LT_CAP_HOST_BACKEND) ? " (host backend: no GPU)" : "");
     for (unsigned s = 0; s < c->nsegs && !a->broken_err; s++)
-        sd_client__offer_send(c, a, s);
+        leasec_client__offer_send(c, a, s);
     if (!a->broken_err && a->offers_out == 0)
-        sd_client__ready(c, a);
+        leasec_client__ready(c, a);
 }
 
-static void sd_client__accept(struct sd_client *c, struct sd_client__agent *a,
-                              struct sd_client__pending *p, const struct lt_msg_segment_accept *m)
+static void leasec_client__accept(struct leasec_client *c, struct leasec_client__agent *a,
+                                  struct leasec_client__pending *p,
+                                  const struct lt_msg_segment_accept *m)
 {
     for (unsigned s = 0; s < c->nsegs; s++) {
-        if (s != p->seg && a->segs[s].state == SD_CLIENT__SEG_ACCEPTED &&
+        if (s != p->seg && a->segs[s].state == LEASEC_CLIENT__SEG_ACCEPTED &&
             lt_segment_id_eq(a->segs[s].id, m->segment)) {
-            sd_client__break(c, a, -EPROTO,
-                             "SEGMENT_ACCEPT gives segment %u id %u:%u, already "
-                             "the id of segment %u",
-                             c->segs[p->seg].key, m->segment.slot, m->segment.gen, c->segs[s].key);
+            leasec_client__break(c, a, -EPROTO,
+                                 "SEGMENT_ACCEPT gives segment %u id %u:%u, already "
+                                 "the id of segment %u",
+                                 c->segs[p->seg].key, m->segment.slot, m->segment.gen,
+                                 c->segs[s].key);
             return;
         }
     }
-    a->segs[p->seg].state = SD_CLIENT__SEG_ACCEPTED;
+    a->segs[p->seg].state = LEASEC_CLIENT__SEG_ACCEPTED;
     a->segs[p->seg].id = m->segment;
     a->accepted++;
 }
 
 /* ---- answers ---- */
 
-static void sd_client__error_fire(struct sd_client *c, struct sd_client__agent *a,
-                                  struct sd_client__pending *p, const struct lt_msg_error *m)
+static void leasec_client__error_fire(struct leasec_client *c, struct leasec_client__agent *a,
+                                      struct leasec_client__pending *p,
+                                      const struct lt_msg_error *m)
 {
-    char msg[SD_CLIENT_MSG_LEN];
+    char msg[LEASEC_CLIENT_MSG_LEN];
     char where[32] = "";
     if (m->index != LT_INDEX_NONE)
         snprintf(where, sizeof(where), " at entry %u", m->index);
     snprintf(msg, sizeof(msg), "agent %s refused %s #%llu%s: %s (%s): \"%s\"", a->path,
              lt_msg_type_name(p->type), (unsigned long long)p->rid, where, lt_error_name(m->code),
              lt_error_describe(m->code), m->message);
+    /* The agent's own words, as it sent them (the validator checked the
+     * text is terminated and printable). */
+    struct lt_failure refusal;
+    lt_failure_set(&refusal, m->code, m->err, "%s", m->message);
     if (p->sync) {
         p->sync->err = lt_error_errno(m->code);
         p->sync->done = 1;
+        if (p->sync->refusal) {
+            *p->sync->refusal = refusal;
+            p->sync->refused = 1;
+        }
         snprintf(c->err, sizeof(c->err), "%s", msg);
         return;
     }
-    struct sd_client_error e = {
+    struct leasec_client_error e = {
         .agent = a->index,
         .request_id = p->rid,
         .tag = p->tag,
@@ -89,13 +102,14 @@ static void sd_client__error_fire(struct sd_client *c, struct sd_client__agent *
         .code = m->code,
         .index = m->index,
         .message = msg,
+        .refusal = &refusal,
     };
-    SD_CLIENT__CALL(c, on_error, &e);
+    LEASEC_CLIENT__CALL(c, on_error, &e);
 }
 
 /* Ends @p (already unlinked) with an error the client decided. */
-static void sd_client__error_local(struct sd_client *c, struct sd_client__agent *a,
-                                   struct sd_client__pending *p, int err, const char *msg)
+static void leasec_client__error_local(struct leasec_client *c, struct leasec_client__agent *a,
+                                       struct leasec_client__pending *p, int err, const char *msg)
 {
     if (p->sync) {
         p->sync->err = err;
@@ -103,37 +117,39 @@ static void sd_client__error_local(struct sd_client *c, struct sd_client__agent 
         snprintf(c->err, sizeof(c->err), "%s", msg);
         return;
     }
-    struct sd_client_error e = {.agent = a->index,
-                                .request_id = p->rid,
-                                .tag = p->tag,
-                                .request_type = p->type,
-                                .err = err,
-                                .code = LT_OK,
-                                .index = LT_INDEX_NONE,
-                                .message = msg};
-    SD_CLIENT__CALL(c, on_error, &e);
+    struct leasec_client_error e = {.agent = a->index,
+                                    .request_id = p->rid,
+                                    .tag = p->tag,
+                                    .request_type = p->type,
+                                    .err = err,
+                                    .code = LT_OK,
+                                    .index = LT_INDEX_NONE,
+                                    .message = msg,
+                                    .refusal = NULL};
+    LEASEC_CLIENT__CALL(c, on_error, &e);
 }
 
 /* The answer to @p turned out to break the connection: put @p back, so it
  * fails with the rest after on_disconnect. */
-static void sd_client__requeue(struct sd_client *c, struct sd_client__agent *a,
-                               struct sd_client__pending *p)
+static void leasec_client__requeue(struct leasec_client *c, struct leasec_client__agent *a,
+                                   struct leasec_client__pending *p)
 {
-    if (sd_client__pending_add(a, p) < 0) {
-        sd_client__error_local(c, a, p, a->broken_err, a->broken_msg);
-        sd_client__pending_free(p);
+    if (leasec_client__pending_add(a, p) < 0) {
+        leasec_client__error_local(c, a, p, a->broken_err, a->broken_msg);
+        leasec_client__pending_free(p);
     }
 }
 
 /* Returns 0, or -1 when the grant broke the connection (@p requeued). */
-static int sd_client__grant(struct sd_client *c, struct sd_client__agent *a,
-                            struct sd_client__pending *p, const struct lt_msg_lease_grant *m)
+static int leasec_client__grant(struct leasec_client *c, struct leasec_client__agent *a,
+                                struct leasec_client__pending *p,
+                                const struct lt_msg_lease_grant *m)
 {
     const struct lt_msg_lease_request *q = (const struct lt_msg_lease_request *)p->msg;
-    struct sd_client_grant_entry *ents = calloc(m->count, sizeof(*ents));
+    struct leasec_client_grant_entry *ents = calloc(m->count, sizeof(*ents));
     if (!ents) {
-        sd_client__break(c, a, -ENOMEM, "no memory for a grant of %u leases", m->count);
-        sd_client__requeue(c, a, p);
+        leasec_client__break(c, a, -ENOMEM, "no memory for a grant of %u leases", m->count);
+        leasec_client__requeue(c, a, p);
         return -1;
     }
     for (uint32_t k = 0; k < m->count; k++) {
@@ -145,18 +161,18 @@ static int sd_client__grant(struct sd_client *c, struct sd_client__agent *a,
             continue;
         uint32_t key = 0;
         for (unsigned s = 0; s < c->nsegs; s++)
-            if (a->segs[s].state == SD_CLIENT__SEG_ACCEPTED &&
+            if (a->segs[s].state == LEASEC_CLIENT__SEG_ACCEPTED &&
                 lt_segment_id_eq(a->segs[s].id, r->segment))
                 key = c->segs[s].key;
-        struct sd_client__lease_rec *rec = calloc(1, sizeof(*rec));
+        struct leasec_client__lease_rec *rec = calloc(1, sizeof(*rec));
         if (!rec) {
-            sd_client__break(c, a, -ENOMEM, "no memory to track lease %u:%u", g->lease.slot,
-                             g->lease.gen);
+            leasec_client__break(c, a, -ENOMEM, "no memory to track lease %u:%u", g->lease.slot,
+                                 g->lease.gen);
             free(ents);
-            sd_client__requeue(c, a, p);
+            leasec_client__requeue(c, a, p);
             return -1;
         }
-        rec->lease = (struct sd_client_lease){
+        rec->lease = (struct leasec_client_lease){
             .id = g->lease,
             .agent = a->index,
             .epoch = a->epoch,
@@ -168,34 +184,34 @@ static int sd_client__grant(struct sd_client *c, struct sd_client__agent *a,
         int rc = base_u64map_put(&a->leases, lt_lease_id_to_u64(g->lease), rec);
         if (rc < 0) {
             free(rec);
-            sd_client__break(c, a, rc == -EEXIST ? -EPROTO : rc,
-                             "LEASE_GRANT #%llu entry %u: lease %u:%u %s",
-                             (unsigned long long)p->rid, k, g->lease.slot, g->lease.gen,
-                             rc == -EEXIST ? "is already held (granted twice)"
-                                           : "cannot be tracked (no memory)");
+            leasec_client__break(c, a, rc == -EEXIST ? -EPROTO : rc,
+                                 "LEASE_GRANT #%llu entry %u: lease %u:%u %s",
+                                 (unsigned long long)p->rid, k, g->lease.slot, g->lease.gen,
+                                 rc == -EEXIST ? "is already held (granted twice)"
+                                               : "cannot be tracked (no memory)");
             free(ents);
-            sd_client__requeue(c, a, p);
+            leasec_client__requeue(c, a, p);
             return -1;
         }
         ents[k].lease = rec->lease;
     }
-    struct sd_client_grant gr = {
+    struct leasec_client_grant gr = {
         .agent = a->index, .request_id = p->rid, .tag = p->tag, .count = m->count, .entries = ents};
-    SD_CLIENT__CALL(c, on_grant, &gr);
+    LEASEC_CLIENT__CALL(c, on_grant, &gr);
     free(ents);
     return 0;
 }
 
 /* The release completed: QUIET submits on the lease succeeded, since the
  * agent answers a release only after the lease's GPU work has drained. */
-static void sd_client__quiet_retire(struct sd_client__agent *a, struct lt_lease_id lease)
+static void leasec_client__quiet_retire(struct leasec_client__agent *a, struct lt_lease_id lease)
 {
-    struct sd_client__pending *p = a->head;
+    struct leasec_client__pending *p = a->head;
     while (p) {
-        struct sd_client__pending *next = p->next;
+        struct leasec_client__pending *next = p->next;
         if (p->type == LT_MSG_SUBMIT && p->quiet && lt_lease_id_eq(p->lease.id, lease)) {
-            sd_client__pending_unlink(a, p);
-            sd_client__pending_free(p);
+            leasec_client__pending_unlink(a, p);
+            leasec_client__pending_free(p);
         }
         p = next;
     }
@@ -203,16 +219,17 @@ static void sd_client__quiet_retire(struct sd_client__agent *a, struct lt_lease_
 
 /* The lease record @lease holds for release @p, or NULL (after breaking
  * the connection) when that release does not hold it. */
-static struct sd_client__lease_rec *
-sd_client__released_rec(struct sd_client *c, struct sd_client__agent *a,
-                        struct sd_client__pending *p, struct lt_lease_id lease, const char *what)
+static struct leasec_client__lease_rec *
+leasec_client__released_rec(struct leasec_client *c, struct leasec_client__agent *a,
+                            struct leasec_client__pending *p, struct lt_lease_id lease,
+                            const char *what)
 {
-    struct sd_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
+    struct leasec_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
     if (!rec || !rec->releasing || rec->release_rid != p->rid) {
-        sd_client__break(c, a, -EPROTO,
-                         "%s #%llu for lease %u:%u, which that "
-                         "release does not hold (already completed?)",
-                         what, (unsigned long long)p->rid, lease.slot, lease.gen);
+        leasec_client__break(c, a, -EPROTO,
+                             "%s #%llu for lease %u:%u, which that "
+                             "release does not hold (already completed?)",
+                             what, (unsigned long long)p->rid, lease.slot, lease.gen);
         return NULL;
     }
     return rec;
@@ -220,20 +237,21 @@ sd_client__released_rec(struct sd_client *c, struct sd_client__agent *a,
 
 /* One lease of release @p completed with @status (held: checked by the
  * caller); @p is freed when it was the release's last lease. */
-static void sd_client__release_done(struct sd_client *c, struct sd_client__agent *a,
-                                    struct sd_client__pending *p, struct sd_client__lease_rec *rec,
-                                    struct lt_lease_id lease, uint32_t status)
+static void leasec_client__release_done(struct leasec_client *c, struct leasec_client__agent *a,
+                                        struct leasec_client__pending *p,
+                                        struct leasec_client__lease_rec *rec,
+                                        struct lt_lease_id lease, uint32_t status)
 {
     base_u64map_del(&a->leases, lt_lease_id_to_u64(lease));
     if (rec->quiet)
-        sd_client__quiet_retire(a, lease);
-    char msg[SD_CLIENT_MSG_LEN] = "";
+        leasec_client__quiet_retire(a, lease);
+    char msg[LEASEC_CLIENT_MSG_LEN] = "";
     if (status != LT_OK)
         snprintf(msg, sizeof(msg),
                  "agent %s: release of lease %u:%u completed with %s (%s); "
                  "the bytes are not reusable on its word",
                  a->path, lease.slot, lease.gen, lt_error_name(status), lt_error_describe(status));
-    struct sd_client_release r = {
+    struct leasec_client_release r = {
         .agent = a->index,
         .request_id = p->rid,
         .tag = p->tag,
@@ -246,69 +264,73 @@ static void sd_client__release_done(struct sd_client *c, struct sd_client__agent
     free(rec);
     int last = --p->remaining == 0;
     if (last)
-        sd_client__pending_unlink(a, p);
-    SD_CLIENT__CALL(c, on_release, &r);
+        leasec_client__pending_unlink(a, p);
+    LEASEC_CLIENT__CALL(c, on_release, &r);
     if (last)
-        sd_client__pending_free(p);
+        leasec_client__pending_free(p);
 }
 
-static void sd_client__release_complete(struct sd_client *c, struct sd_client__agent *a,
-                                        struct sd_client__pending *p,
-                                        const struct lt_msg_release_complete *m)
+static void leasec_client__release_complete(struct leasec_client *c, struct leasec_client__agent *a,
+                                            struct leasec_client__pending *p,
+                                            const struct lt_msg_release_complete *m)
 {
-    struct sd_client__lease_rec *rec =
-        sd_client__released_rec(c, a, p, m->lease, "RELEASE_COMPLETE");
+    struct leasec_client__lease_rec *rec =
+        leasec_client__released_rec(c, a, p, m->lease, "RELEASE_COMPLETE");
     if (rec)
-        sd_client__release_done(c, a, p, rec, m->lease, m->status);
+        leasec_client__release_done(c, a, p, rec, m->lease, m->status);
 }
 
 /* A RELEASE_COMPLETE_BATCH: exactly its entries as single RELEASE_COMPLETEs,
  * in order. Every entry is checked first, so a bad batch delivers nothing. */
-static void sd_client__release_complete_batch(struct sd_client *c, struct sd_client__agent *a,
-                                              struct sd_client__pending *p,
-                                              const struct lt_msg_release_complete_batch *m)
+static void leasec_client__release_complete_batch(struct leasec_client *c,
+                                                  struct leasec_client__agent *a,
+                                                  struct leasec_client__pending *p,
+                                                  const struct lt_msg_release_complete_batch *m)
 {
     if (!(a->hello.caps & LT_CAP_RC_BATCH)) {
-        sd_client__break(c, a, -EPROTO,
-                         "RELEASE_COMPLETE_BATCH #%llu, but the agent did not grant "
-                         "LT_CAP_RC_BATCH (caps 0x%x)",
-                         (unsigned long long)p->rid, a->hello.caps);
+        leasec_client__break(c, a, -EPROTO,
+                             "RELEASE_COMPLETE_BATCH #%llu, but the agent did not grant "
+                             "LT_CAP_RC_BATCH (caps 0x%x)",
+                             (unsigned long long)p->rid, a->hello.caps);
         return;
     }
     if (m->count > p->remaining) {
-        sd_client__break(c, a, -EPROTO,
-                         "RELEASE_COMPLETE_BATCH #%llu of %u leases: expected at most the %u "
-                         "the release still holds",
-                         (unsigned long long)p->rid, m->count, p->remaining);
+        leasec_client__break(c, a, -EPROTO,
+                             "RELEASE_COMPLETE_BATCH #%llu of %u leases: expected at most the %u "
+                             "the release still holds",
+                             (unsigned long long)p->rid, m->count, p->remaining);
         return;
     }
     for (uint32_t k = 0; k < m->count; k++)
-        if (!sd_client__released_rec(c, a, p, m->entries[k].lease, "RELEASE_COMPLETE_BATCH"))
+        if (!leasec_client__released_rec(c, a, p, m->entries[k].lease, "RELEASE_COMPLETE_BATCH"))
             return;
     /* The validator refused duplicates, so @p lives until the last entry. */
     for (uint32_t k = 0; k < m->count; k++) {
         struct lt_lease_id lease = m->entries[k].lease;
-        struct sd_client__lease_rec *rec = base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
-        sd_client__release_done(c, a, p, rec, lease, m->entries[k].status);
+        struct leasec_client__lease_rec *rec =
+            base_u64map_get(&a->leases, lt_lease_id_to_u64(lease));
+        leasec_client__release_done(c, a, p, rec, lease, m->entries[k].status);
     }
 }
 
 /* The release was refused as a whole: its leases are held again. */
-static void sd_client__release_refused(struct sd_client__agent *a, struct sd_client__pending *p)
+static void leasec_client__release_refused(struct leasec_client__agent *a,
+                                           struct leasec_client__pending *p)
 {
     const struct lt_msg_lease_release *q = (const struct lt_msg_lease_release *)p->msg;
     for (uint32_t k = 0; k < q->count; k++) {
-        struct sd_client__lease_rec *rec =
+        struct leasec_client__lease_rec *rec =
             base_u64map_get(&a->leases, lt_lease_id_to_u64(q->leases[k]));
         if (rec && rec->releasing && rec->release_rid == p->rid)
             rec->releasing = 0;
     }
 }
 
-static void sd_client__completion(struct sd_client *c, struct sd_client__agent *a,
-                                  struct sd_client__pending *p, const struct lt_msg_completion *m)
+static void leasec_client__completion(struct leasec_client *c, struct leasec_client__agent *a,
+                                      struct leasec_client__pending *p,
+                                      const struct lt_msg_completion *m)
 {
-    struct sd_client_completion cp = {
+    struct leasec_client_completion cp = {
         .agent = a->index,
         .request_id = p->rid,
         .tag = p->tag,
@@ -318,12 +340,13 @@ static void sd_client__completion(struct sd_client *c, struct sd_client__agent *
         .err = lt_error_errno(m->status),
         .detail = m->detail,
         .elapsed_ns = m->elapsed_ns,
-        .result = m->result,
     };
-    SD_CLIENT__CALL(c, on_completion, &cp);
+    /* The public union is the wire union, byte for byte (asserted in ctl.c). */
+    memcpy(&cp.result, &m->result, sizeof(cp.result));
+    LEASEC_CLIENT__CALL(c, on_completion, &cp);
 }
 
-void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t len)
+void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agent *a, size_t len)
 {
     const void *buf = c->rx.bytes;
     const struct lt_header *h = buf;
@@ -336,93 +359,93 @@ void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t
             if (v == LT_PROTO_VERSION && h->type == LT_MSG_HELLO_REPLY &&
                 len >= sizeof(struct lt_msg_hello_reply))
                 v = ((const struct lt_msg_hello_reply *)buf)->version;
-            sd_client__break(c, a, -EPROTONOSUPPORT,
-                             "protocol version mismatch: the agent "
-                             "speaks version %u in a %s, this client speaks %u..%u",
-                             v, lt_msg_type_name(h->type), LT_PROTO_VERSION, LT_PROTO_VERSION);
+            leasec_client__break(c, a, -EPROTONOSUPPORT,
+                                 "protocol version mismatch: the agent "
+                                 "speaks version %u in a %s, this client speaks %u..%u",
+                                 v, lt_msg_type_name(h->type), LT_PROTO_VERSION, LT_PROTO_VERSION);
         } else
-            sd_client__break(c, a, -EPROTO, "refused a %zu-byte message%s%s: %s (%s)", len,
-                             len >= sizeof(*h) ? " claiming type " : "",
-                             len >= sizeof(*h) ? lt_msg_type_name(h->type) : "", lt_error_name(e),
-                             lt_error_describe(e));
+            leasec_client__break(c, a, -EPROTO, "refused a %zu-byte message%s%s: %s (%s)", len,
+                                 len >= sizeof(*h) ? " claiming type " : "",
+                                 len >= sizeof(*h) ? lt_msg_type_name(h->type) : "",
+                                 lt_error_name(e), lt_error_describe(e));
         return;
     }
     if (h->request_id == 0) {
         /* Only an ERROR about a message the agent could not read has no id. */
         const struct lt_msg_error *m = buf;
-        sd_client__break(c, a, lt_error_errno(m->code),
-                         "the agent could not read a message of "
-                         "ours (%s): %s (%s): \"%s\"",
-                         lt_msg_type_name(m->failed_type), lt_error_name(m->code),
-                         lt_error_describe(m->code), m->message);
+        leasec_client__break(c, a, lt_error_errno(m->code),
+                             "the agent could not read a message of "
+                             "ours (%s): %s (%s): \"%s\"",
+                             lt_msg_type_name(m->failed_type), lt_error_name(m->code),
+                             lt_error_describe(m->code), m->message);
         return;
     }
-    struct sd_client__pending *p = base_u64map_get(&a->pending, h->request_id);
+    struct leasec_client__pending *p = base_u64map_get(&a->pending, h->request_id);
     if (!p) {
-        sd_client__break(c, a, -EPROTO, "%s answers request #%llu, which is not in flight",
-                         lt_msg_type_name(type), (unsigned long long)h->request_id);
+        leasec_client__break(c, a, -EPROTO, "%s answers request #%llu, which is not in flight",
+                             lt_msg_type_name(type), (unsigned long long)h->request_id);
         return;
     }
     e = lt_validate_reply_matches(p->msg, buf);
     if (e != LT_OK) {
-        sd_client__break(c, a, -EPROTO, "%s does not answer %s #%llu: %s (%s)",
-                         lt_msg_type_name(type), lt_msg_type_name(p->type),
-                         (unsigned long long)p->rid, lt_error_name(e), lt_error_describe(e));
+        leasec_client__break(c, a, -EPROTO, "%s does not answer %s #%llu: %s (%s)",
+                             lt_msg_type_name(type), lt_msg_type_name(p->type),
+                             (unsigned long long)p->rid, lt_error_name(e), lt_error_describe(e));
         return;
     }
     const struct lt_msg_error *err_msg = type == LT_MSG_ERROR ? buf : NULL;
 
     if (p->type == LT_MSG_HELLO) {
-        sd_client__pending_unlink(a, p);
-        sd_client__pending_free(p);
+        leasec_client__pending_unlink(a, p);
+        leasec_client__pending_free(p);
         if (err_msg)
-            sd_client__break(c, a, lt_error_errno(err_msg->code),
-                             "HELLO (versions %u..%u) "
-                             "refused: %s (%s): \"%s\"",
-                             LT_PROTO_VERSION, LT_PROTO_VERSION, lt_error_name(err_msg->code),
-                             lt_error_describe(err_msg->code), err_msg->message);
+            leasec_client__break(c, a, lt_error_errno(err_msg->code),
+                                 "HELLO (versions %u..%u) "
+                                 "refused: %s (%s): \"%s\"",
+                                 LT_PROTO_VERSION, LT_PROTO_VERSION, lt_error_name(err_msg->code),
+                                 lt_error_describe(err_msg->code), err_msg->message);
         else
-            sd_client__hello_reply(c, a, buf);
+            leasec_client__hello_reply(c, a, buf);
         return;
     }
     if (p->type == LT_MSG_LEASE_RELEASE) {
         if (type == LT_MSG_RELEASE_COMPLETE_BATCH) {
-            sd_client__release_complete_batch(c, a, p, buf);
+            leasec_client__release_complete_batch(c, a, p, buf);
             return;
         }
         if (!err_msg) {
-            sd_client__release_complete(c, a, p, buf);
+            leasec_client__release_complete(c, a, p, buf);
             return;
         }
-        sd_client__release_refused(a, p);
+        leasec_client__release_refused(a, p);
     }
     if (p->type == LT_MSG_SUBMIT && p->quiet) {
-        struct sd_client__lease_rec *rec =
+        struct leasec_client__lease_rec *rec =
             base_u64map_get(&a->leases, lt_lease_id_to_u64(p->lease.id));
         if (rec && rec->quiet)
             rec->quiet--;
     }
-    sd_client__pending_unlink(a, p);
+    leasec_client__pending_unlink(a, p);
     if (err_msg) {
         if (p->type == LT_MSG_SEGMENT_OFFER) {
-            a->segs[p->seg].state = SD_CLIENT__SEG_REFUSED;
+            a->segs[p->seg].state = LEASEC_CLIENT__SEG_REFUSED;
             a->offers_out--;
-            sd_client__log(c, "agent %s refused segment %u: %s: \"%s\"", a->path,
-                           c->segs[p->seg].key, lt_error_name(err_msg->code), err_msg->message);
+            leasec_client__log(c, "agent %s refused segment %u: %s: \"%s\"", a->path,
+                               c->segs[p->seg].key, lt_error_name(err_msg->code), err_msg->message);
         }
-        sd_client__error_fire(c, a, p, err_msg);
+        leasec_client__error_fire(c, a, p, err_msg);
     } else {
         switch (p->type) {
         case LT_MSG_SEGMENT_OFFER:
             a->offers_out--;
-            sd_client__accept(c, a, p, buf);
+            leasec_client__accept(c, a, p, buf);
             break;
         case LT_MSG_LEASE_REQUEST:
-            if (sd_client__grant(c, a, p, buf) < 0)
+            if (leasec_client__grant(c, a, p, buf) < 0)
                 return; /* requeued */
             break;
         case LT_MSG_SUBMIT:
-            sd_client__completion(c, a, p, buf);
+            leasec_client__completion(c, a, p, buf);
             break;
         default:
             if (p->sync) {
@@ -430,26 +453,25 @@ void sd_client__dispatch(struct sd_client *c, struct sd_client__agent *a, size_t
                 p->sync->err = 0;
                 p->sync->done = 1;
             } else {
-                struct sd_client_reply r = {
-                    .agent = a->index, .request_id = p->rid, .tag = p->tag, .msg = buf, .len = len};
-                SD_CLIENT__CALL(c, on_reply, &r);
+                leasec_client__reply_fire(c, a->index, p->rid, p->tag, buf);
             }
             break;
         }
     }
-    if (p->type == LT_MSG_SEGMENT_OFFER && a->state == SD_CLIENT_OFFERING && a->offers_out == 0 &&
-        !a->broken_err)
-        sd_client__ready(c, a);
-    sd_client__pending_free(p);
+    if (p->type == LT_MSG_SEGMENT_OFFER && a->state == LEASEC_CLIENT_OFFERING &&
+        a->offers_out == 0 && !a->broken_err)
+        leasec_client__ready(c, a);
+    leasec_client__pending_free(p);
 }
 
 /* ---- the connection's end ---- */
 
-void sd_client__fail_all(struct sd_client *c, struct sd_client__agent *a, int err, const char *why)
+void leasec_client__fail_all(struct leasec_client *c, struct leasec_client__agent *a, int err,
+                             const char *why)
 {
     /* Detach first: callbacks may issue requests, which the disconnected
      * agent refuses without touching these lists. */
-    struct sd_client__pending *p = a->head;
+    struct leasec_client__pending *p = a->head;
     struct base_u64map leases = a->leases; /* moved: a->leases starts empty */
     a->head = a->tail = NULL;
     base_u64map_fini(&a->pending);
@@ -457,32 +479,32 @@ void sd_client__fail_all(struct sd_client *c, struct sd_client__agent *a, int er
     memset(&a->leases, 0, sizeof(a->leases));
 
     while (p) {
-        struct sd_client__pending *next = p->next;
-        char msg[SD_CLIENT_ERR_LEN];
+        struct leasec_client__pending *next = p->next;
+        char msg[LEASEC_CLIENT_ERR_LEN];
         snprintf(msg, sizeof(msg), "%s; %s #%llu was in flight", why, lt_msg_type_name(p->type),
                  (unsigned long long)p->rid);
         if (p->type == LT_MSG_LEASE_RELEASE) {
             const struct lt_msg_lease_release *q = (const struct lt_msg_lease_release *)p->msg;
             for (uint32_t k = 0; k < q->count; k++) {
-                struct sd_client__lease_rec *rec =
+                struct leasec_client__lease_rec *rec =
                     base_u64map_get(&leases, lt_lease_id_to_u64(q->leases[k]));
                 if (!rec || !rec->releasing || rec->release_rid != p->rid)
                     continue;
-                struct sd_client_release r = {.agent = a->index,
-                                              .request_id = p->rid,
-                                              .tag = p->tag,
-                                              .lease = rec->lease,
-                                              .status = LT_OK,
-                                              .err = err,
-                                              .reusable = 0,
-                                              .message = msg};
-                SD_CLIENT__CALL(c, on_release, &r);
+                struct leasec_client_release r = {.agent = a->index,
+                                                  .request_id = p->rid,
+                                                  .tag = p->tag,
+                                                  .lease = rec->lease,
+                                                  .status = LT_OK,
+                                                  .err = err,
+                                                  .reusable = 0,
+                                                  .message = msg};
+                LEASEC_CLIENT__CALL(c, on_release, &r);
             }
         } else if (p->type != LT_MSG_HELLO && p->type != LT_MSG_SEGMENT_OFFER) {
-            sd_client__error_local(c, a, p, err, msg);
+            leasec_client__error_local(c, a, p, err, msg);
         }
-        sd_client__pending_free(p);
+        leasec_client__pending_free(p);
         p = next;
     }
-    sd_client__leases_free(&leases);
+    leasec_client__leases_free(&leases);
 }

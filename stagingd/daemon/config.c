@@ -30,7 +30,7 @@ enum sd_config__type {
     SD_CFG_OP,       /* enum sd_job_op */
     SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
     SD_CFG_LEVEL,    /* int: BASE_LOG_* */
-    SD_CFG_PAGES,    /* enum sd_pool_pages */
+    SD_CFG_PAGES,    /* enum leasec_pool_pages */
     SD_CFG_ADDR,     /* char[SD_CONFIG_ADDR_MAX]: HOST:PORT, or "" / "off" for none */
 };
 
@@ -127,6 +127,16 @@ static const struct base_enum sd_config__levels[] = {
     {"warn", BASE_LOG_WARN},
     {"info", BASE_LOG_INFO},
     {"debug", BASE_LOG_DEBUG},
+    {NULL, 0},
+};
+
+/* The pool's page settings, spelled as leasec_pool_pages_name spells them
+ * (test_config parses each), so a refusal lists them. */
+static const struct base_enum sd_config__pages[] = {
+    {"auto", LEASEC_POOL_PAGES_AUTO},
+    {"small", LEASEC_POOL_PAGES_SMALL},
+    {"huge", LEASEC_POOL_PAGES_HUGE},
+    {"thp", LEASEC_POOL_PAGES_THP},
     {NULL, 0},
 };
 
@@ -266,7 +276,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
     case SD_CFG_LEVEL: {
         const struct base_enum *names = k->type == SD_CFG_OP         ? sd_job_op_names
                                         : k->type == SD_CFG_DOORBELL ? sd_job_doorbell_names
-                                        : k->type == SD_CFG_PAGES    ? sd_pool_pages_names
+                                        : k->type == SD_CFG_PAGES    ? sd_config__pages
                                                                      : sd_config__levels;
         char why[SD_CONFIG_ERR_LEN - 64];
         int e = 0;
@@ -279,7 +289,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         else if (k->type == SD_CFG_DOORBELL)
             *(enum sd_doorbell_mode *)(void *)field = (enum sd_doorbell_mode)e;
         else if (k->type == SD_CFG_PAGES)
-            *(enum sd_pool_pages *)(void *)field = (enum sd_pool_pages)e;
+            *(enum leasec_pool_pages *)(void *)field = (enum leasec_pool_pages)e;
         else
             *(int *)(void *)field = e;
         return 0;

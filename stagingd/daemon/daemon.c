@@ -16,9 +16,8 @@
 
 #include "control.h"
 #include "daemon_internal.h"
-#include "stagingd/client.h"
+#include "lease/client.h"
 #include "stagingd/job.h"
-#include "stagingd/pool.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
 
@@ -184,8 +183,8 @@ static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
         fprintf(out, "%s\n", line);
     }
     for (int cls = LT_CLASS_PINNED; cls <= LT_CLASS_MAPPED; cls++) {
-        struct sd_pool_class_stats ps;
-        if (sd_pool_stats(d->pool, (enum lt_class)cls, &ps) < 0 || ps.capacity == 0)
+        struct leasec_pool_class_stats ps;
+        if (leasec_pool_stats(d->pool, (enum lt_class)cls, &ps) < 0 || ps.capacity == 0)
             continue;
         char cap[32], use[32], high[32];
         sd_daemon__bytes(ps.capacity, cap, sizeof cap);
@@ -209,8 +208,8 @@ static void sd_daemon__stats(struct sd_daemon *d, FILE *out)
             rs.requests, rs.failed, rs.bytes, rs.reads, rs.fixed_reads);
     static const char *const states[] = {"disconnected", "handshake", "offering segments", "ready"};
     for (unsigned a = 0; a < d->cfg.nagents; a++) {
-        struct sd_client_agent_info info;
-        if (sd_client_agent_info(d->client, a, &info) < 0)
+        struct leasec_client_agent_info info;
+        if (leasec_client_agent_info(d->client, a, &info) < 0)
             continue;
         fprintf(out,
                 "agent %u %s: %s, connection %u, \"%s\", %u lease(s) held, %u request(s) in "
@@ -439,7 +438,7 @@ int sd_daemon_run(struct sd_daemon *d)
                 break;
             }
         }
-        int prc = sd_client_process(d->client);
+        int prc = leasec_client_process(d->client);
         if (prc < 0)
             sd_daemon__log(d, BASE_LOG_ERROR, "lease client: %s", strerror(-prc));
     }
@@ -507,9 +506,9 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     rc = sd_daemon__pool_create(cfg, mode, d->words_slots, largest, &d->pool);
     if (rc < 0)
         goto fail;
-    rc = sd_pool_alloc(d->pool, LT_CLASS_MAPPED,
-                       (size_t)sd_daemon__round_up(64ull * d->words_slots, SD_POOL_BUF_ALIGN),
-                       &d->words);
+    rc = leasec_pool_alloc(
+        d->pool, LT_CLASS_MAPPED,
+        (size_t)sd_daemon__round_up(64ull * d->words_slots, LEASEC_POOL_BUF_ALIGN), &d->words);
     if (rc < 0) {
         sd_daemon__log(d, BASE_LOG_ERROR, "doorbell words: %s", strerror(-rc));
         goto fail;
@@ -547,7 +546,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     }
     struct epoll_event ev = {.events = EPOLLIN};
     ev.data.u32 = SD_DAEMON__EV_CLIENT;
-    rc = epoll_ctl(d->epfd, EPOLL_CTL_ADD, sd_client_fd(d->client), &ev);
+    rc = epoll_ctl(d->epfd, EPOLL_CTL_ADD, leasec_client_fd(d->client), &ev);
     ev.data.u32 = SD_DAEMON__EV_SIGNAL;
     rc = rc ? rc : epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->sigfd, &ev);
     ev.data.u32 = SD_DAEMON__EV_STAGED;
@@ -573,9 +572,9 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     if (rc < 0)
         goto fail;
 
-    struct sd_pool_class_stats ps = {0};
+    struct leasec_pool_class_stats ps = {0};
     struct sd_reader_info ri;
-    sd_pool_stats(d->pool, LT_CLASS_PINNED, &ps);
+    leasec_pool_stats(d->pool, LT_CLASS_PINNED, &ps);
     sd_reader_info_get(d->reader, &ri);
     char pinned[32];
     sd_daemon__bytes(ps.capacity, pinned, sizeof pinned);
@@ -626,11 +625,11 @@ void sd_daemon_destroy(struct sd_daemon *d)
     sd_daemon__metrics_stop(d);
     /* The client first: closing the connections hands every lease and
      * segment back to the agents before the memory behind them goes. */
-    sd_client_destroy(d->client);
+    leasec_client_destroy(d->client);
     sd_reader_destroy(d->reader);
     if (d->have_words)
-        sd_pool_free(d->pool, &d->words);
-    sd_pool_destroy(d->pool);
+        leasec_pool_free(d->pool, &d->words);
+    leasec_pool_destroy(d->pool);
     if (d->streams)
         for (unsigned a = 0; a < d->cfg.nagents; a++) {
             free(d->streams[a].ids);

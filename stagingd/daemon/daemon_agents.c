@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "daemon_internal.h"
-#include "stagingd/client.h"
+#include "lease/client.h"
 #include "stagingd/job.h"
 
 /* While a job waits for an agent, say so this often. */
@@ -24,14 +24,14 @@ static int sd_daemon__mine(uint64_t tag)
 
 /* Grants and releases are also noted here, for `leases` (since when) and
  * the metrics, before the job sees them. */
-static void sd_daemon__on_grant(void *ctx, const struct sd_client_grant *g)
+static void sd_daemon__on_grant(void *ctx, const struct leasec_client_grant *g)
 {
     struct sd_daemon *d = ctx;
     if (sd_daemon__mine(g->tag))
         return;
     uint64_t now = base_now_ns();
     for (unsigned i = 0; i < g->count; i++) {
-        const struct sd_client_grant_entry *e = &g->entries[i];
+        const struct leasec_client_grant_entry *e = &g->entries[i];
         if (e->err == 0 && g->agent < d->cfg.nagents)
             /* Out of memory only loses the lease's age. */
             (void)base_u64map_put_u64(&d->lease_since[g->agent], lt_lease_id_to_u64(e->lease.id),
@@ -42,7 +42,7 @@ static void sd_daemon__on_grant(void *ctx, const struct sd_client_grant *g)
         sd_job_on_grant(d->job, g);
 }
 
-static void sd_daemon__on_completion(void *ctx, const struct sd_client_completion *c)
+static void sd_daemon__on_completion(void *ctx, const struct leasec_client_completion *c)
 {
     struct sd_daemon *d = ctx;
     if (sd_daemon__mine(c->tag))
@@ -52,7 +52,7 @@ static void sd_daemon__on_completion(void *ctx, const struct sd_client_completio
         sd_job_on_completion(d->job, c);
 }
 
-static void sd_daemon__on_release(void *ctx, const struct sd_client_release *r)
+static void sd_daemon__on_release(void *ctx, const struct leasec_client_release *r)
 {
     struct sd_daemon *d = ctx;
     if (sd_daemon__mine(r->tag))
@@ -66,9 +66,9 @@ static void sd_daemon__on_release(void *ctx, const struct sd_client_release *r)
         sd_job_on_release(d->job, r);
 }
 
-static void sd_daemon__offer_refused(struct sd_daemon *d, const struct sd_client_error *e);
+static void sd_daemon__offer_refused(struct sd_daemon *d, const struct leasec_client_error *e);
 
-static void sd_daemon__on_error(void *ctx, const struct sd_client_error *e)
+static void sd_daemon__on_error(void *ctx, const struct leasec_client_error *e)
 {
     struct sd_daemon *d = ctx;
     if (e->request_type == LT_MSG_SEGMENT_OFFER) {
@@ -86,19 +86,18 @@ static void sd_daemon__on_error(void *ctx, const struct sd_client_error *e)
         sd_job_on_error(d->job, e);
 }
 
-static void sd_daemon__on_reply(void *ctx, const struct sd_client_reply *r)
+static void sd_daemon__on_reply(void *ctx, const struct leasec_client_reply *r)
 {
     struct sd_daemon *d = ctx;
     if (!sd_daemon__mine(r->tag) || r->agent >= d->cfg.nagents)
         return;
-    const struct lt_msg_ctl_reply *m = r->msg;
-    if (m->hdr.type != LT_MSG_CTL_REPLY || m->request_type != LT_MSG_STREAM_CREATE)
+    if (r->request_type != LEASEC_REQ_STREAM_CREATE)
         return;
     struct sd_daemon__streams *st = &d->streams[r->agent];
     unsigned slot = (unsigned)((r->tag >> 4) & 0xfffu);
     uint32_t epoch = (uint32_t)(r->tag >> 24);
     if (epoch == st->epoch && slot < d->words_slots) {
-        st->ids[slot] = m->stream;
+        st->ids[slot] = r->stream;
         st->valid[slot] = 1;
     }
 }
@@ -106,10 +105,10 @@ static void sd_daemon__on_reply(void *ctx, const struct sd_client_reply *r)
 static void sd_daemon__on_ready(void *ctx, unsigned agent, uint32_t epoch)
 {
     struct sd_daemon *d = ctx;
-    struct sd_client_agent_info info;
-    if (sd_client_agent_info(d->client, agent, &info) < 0)
+    struct leasec_client_agent_info info;
+    if (leasec_client_agent_info(d->client, agent, &info) < 0)
         return;
-    const unsigned offered = sd_pool_segment_count(d->pool);
+    const unsigned offered = leasec_pool_segment_count(d->pool);
     sd_daemon__log(d, info.segments_accepted < offered ? BASE_LOG_WARN : BASE_LOG_INFO,
                    "agent %u %s ready: \"%s\"%s, connection %u, %u of %u segment(s) accepted",
                    agent, d->cfg.agents[agent], info.hello.agent_name,
@@ -121,12 +120,11 @@ static void sd_daemon__on_ready(void *ctx, unsigned agent, uint32_t epoch)
     memset(st->valid, 0, d->words_slots);
     unsigned n = d->words_slots < info.hello.max_streams ? d->words_slots : info.hello.max_streams;
     for (unsigned i = 0; i < n; i++) {
-        struct lt_msg_stream_cmd m;
-        lt_msg_init(&m, sizeof m, LT_MSG_STREAM_CREATE, 1);
-        m.flags = LT_STREAM_F_NONBLOCKING;
+        const struct leasec_ctl m = {.type = LEASEC_REQ_STREAM_CREATE,
+                                     .flags = LEASEC_STREAM_F_NONBLOCKING};
         uint64_t rid, tag = ((uint64_t)epoch << 24) | ((uint64_t)agent << 16) | ((uint64_t)i << 4) |
                             SD_JOB_TAG_DAEMON;
-        if (sd_client_send(d->client, agent, &m, sizeof m, tag, &rid) < 0)
+        if (leasec_client_ctl_send(d->client, agent, &m, tag, &rid) < 0)
             break;
     }
 }
@@ -148,13 +146,14 @@ static void sd_daemon__on_disconnect(void *ctx, unsigned agent, int err, const c
 /* An agent refused one of the pool's segments. For a budget, the first
  * refusal of a class on a connection says which budget, with the agent's
  * numbers and ours, and what to change; on_ready counts the rest. */
-static void sd_daemon__offer_refused(struct sd_daemon *d, const struct sd_client_error *e)
+static void sd_daemon__offer_refused(struct sd_daemon *d, const struct leasec_client_error *e)
 {
-    struct sd_pool_segment seg;
-    struct sd_pool_class_stats ps = {0};
+    struct leasec_pool_segment seg;
+    struct leasec_pool_class_stats ps = {0};
     const char *path = e->agent < d->cfg.nagents ? d->cfg.agents[e->agent] : "?";
-    if (e->agent >= d->cfg.nagents || sd_pool_segment_find(d->pool, (uint32_t)e->tag, &seg) < 0 ||
-        sd_pool_stats(d->pool, seg.mem_class, &ps) < 0) {
+    if (e->agent >= d->cfg.nagents ||
+        leasec_pool_segment_find(d->pool, (uint32_t)e->tag, &seg) < 0 ||
+        leasec_pool_stats(d->pool, seg.mem_class, &ps) < 0) {
         sd_daemon__log(d, BASE_LOG_WARN, "agent %u %s refused segment %" PRIu64 ": %s", e->agent,
                        path, e->tag, e->message);
         return;
@@ -212,14 +211,14 @@ void sd_daemon__agents_watch(struct sd_daemon *d)
 {
     uint64_t now = base_now_ns();
     unsigned ready = 0;
-    struct sd_client_agent_info first = {0};
+    struct leasec_client_agent_info first = {0};
     for (unsigned a = 0; a < d->cfg.nagents; a++) {
-        struct sd_client_agent_info info;
-        if (sd_client_agent_info(d->client, a, &info) < 0)
+        struct leasec_client_agent_info info;
+        if (leasec_client_agent_info(d->client, a, &info) < 0)
             continue;
         if (a == 0)
             first = info;
-        if (info.state == SD_CLIENT_READY) {
+        if (info.state == LEASEC_CLIENT_READY) {
             ready++;
             continue;
         }
@@ -257,16 +256,16 @@ void sd_daemon__agents_watch(struct sd_daemon *d)
 
 /* Offers every pool segment to every agent, keyed by its pool segment id
  * (the key job buffers name in lease requests). Returns 0 or the first
- * error of sd_client_segment_add. */
+ * error of leasec_client_segment_add. */
 static int sd_daemon__offer_pool(struct sd_daemon *d)
 {
-    unsigned n = sd_pool_segment_count(d->pool);
+    unsigned n = leasec_pool_segment_count(d->pool);
     for (unsigned i = 0; i < n; i++) {
-        struct sd_pool_segment seg;
-        int rc = sd_pool_segment_at(d->pool, i, &seg);
+        struct leasec_pool_segment seg;
+        int rc = leasec_pool_segment_at(d->pool, i, &seg);
         if (rc == 0)
-            rc = sd_client_segment_add(d->client, seg.id, seg.fd, seg.base, seg.size,
-                                       (uint32_t)seg.mem_class);
+            rc = leasec_client_segment_add(d->client, seg.id, seg.fd, seg.base, seg.size,
+                                           (uint32_t)seg.mem_class);
         if (rc < 0)
             return rc;
     }
@@ -277,9 +276,9 @@ int sd_daemon__client_open(struct sd_daemon *d)
 {
     const struct sd_config *cfg = &d->cfg;
     int rc;
-    struct sd_client_config ccfg;
-    sd_client_config_default(&ccfg);
-    ccfg.cb = (struct sd_client_callbacks){
+    struct leasec_client_config ccfg;
+    leasec_client_config_default(&ccfg);
+    ccfg.cb = (struct leasec_client_callbacks){
         .on_grant = sd_daemon__on_grant,
         .on_completion = sd_daemon__on_completion,
         .on_release = sd_daemon__on_release,
@@ -288,9 +287,10 @@ int sd_daemon__client_open(struct sd_daemon *d)
         .on_ready = sd_daemon__on_ready,
         .on_disconnect = sd_daemon__on_disconnect,
     };
+    ccfg.name = "stagingd";
     ccfg.cb_ctx = d;
-    ccfg.log = d->cfg.log;
-    rc = sd_client_create(&ccfg, &d->client);
+    ccfg.log = sd_daemon__leasec_log(&d->cfg.log);
+    rc = leasec_client_create(&ccfg, &d->client);
     if (rc < 0) {
         sd_daemon__log(d, BASE_LOG_ERROR, "lease client: %s", strerror(-rc));
         return rc;
@@ -298,12 +298,12 @@ int sd_daemon__client_open(struct sd_daemon *d)
     rc = sd_daemon__offer_pool(d);
     if (rc < 0) {
         sd_daemon__log(d, BASE_LOG_ERROR, "offering the pool's segments: %s",
-                       sd_client_last_error(d->client));
+                       leasec_client_last_error(d->client));
         return rc;
     }
     for (unsigned a = 0; a < cfg->nagents; a++) {
         unsigned idx;
-        rc = sd_client_agent_add(d->client, cfg->agents[a], &idx);
+        rc = leasec_client_agent_add(d->client, cfg->agents[a], &idx);
         if (rc < 0) {
             sd_daemon__log(d, BASE_LOG_ERROR, "agent %s: %s", cfg->agents[a], strerror(-rc));
             return rc;

@@ -15,7 +15,7 @@
 #include "base/time.h"
 #include "base/u64map.h"
 #include "stagingd/daemon.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 
 /* The streams the daemon made on one agent connection, one per slot. */
 struct sd_daemon__streams {
@@ -34,12 +34,12 @@ struct sd_daemon__req {
 struct sd_daemon {
     struct sd_config cfg;
     enum sd_daemon_mode mode;
-    struct sd_pool *pool;
+    struct leasec_pool *pool;
     struct sd_reader *reader;
-    struct sd_client *client;
+    struct leasec_client *client;
     struct sd_ctl *ctl;
     int epfd, sigfd, evfd;
-    struct sd_pool_buf words;
+    struct leasec_pool_buf words;
     int have_words;
     unsigned words_slots;
     uint64_t seq;
@@ -75,6 +75,12 @@ static inline uint64_t sd_daemon__round_up(uint64_t v, uint64_t a)
 }
 
 /* @b as "1.5 GiB" or "12.0 MiB". */
+/* The daemon's sink as liblease-client takes it (the same three fields). */
+static inline struct leasec_log sd_daemon__leasec_log(const struct base_log_sink *sink)
+{
+    return (struct leasec_log){.fn = sink->fn, .ctx = sink->ctx, .max_level = sink->max_level};
+}
+
 static inline void sd_daemon__bytes(uint64_t b, char *buf, size_t len)
 {
     if (b >= (1ull << 30))
@@ -109,7 +115,7 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink
  * holds the largest buffer (checked by allocating one) and a one-shot pool
  * holds inflight of them. Returns 0 and *@pool_p, or -errno (logged). */
 int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode,
-                           unsigned words_slots, uint64_t largest, struct sd_pool **pool_p);
+                           unsigned words_slots, uint64_t largest, struct leasec_pool **pool_p);
 
 /* ---- daemon_json.c ---- */
 
@@ -142,7 +148,7 @@ int sd_daemon__metrics_timeout(const struct sd_daemon *d);
 
 /* Events the callbacks see (no-ops without metrics). */
 void sd_daemon__metrics_grant(struct sd_daemon *d, unsigned agent,
-                              const struct sd_client_grant_entry *e);
+                              const struct leasec_client_grant_entry *e);
 void sd_daemon__metrics_release(struct sd_daemon *d, unsigned agent, uint64_t held_ns);
 void sd_daemon__metrics_completion(struct sd_daemon *d, uint16_t op, uint32_t status);
 void sd_daemon__metrics_segment_refused(struct sd_daemon *d, unsigned agent, uint32_t mem_class,

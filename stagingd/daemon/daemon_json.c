@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "daemon_internal.h"
-#include "stagingd/client.h"
+#include "lease/client.h"
 #include "stagingd/reader.h"
 
 #ifndef STAGINGD_VERSION
@@ -101,8 +101,8 @@ static json_t *sd_daemon__json_pool(struct sd_daemon *d)
     json_t *pool = json_array();
     int rc = pool ? 0 : -ENOMEM;
     for (int c = LT_CLASS_PINNED; rc == 0 && c <= LT_CLASS_MAPPED; c++) {
-        struct sd_pool_class_stats ps;
-        if (sd_pool_stats(d->pool, (enum lt_class)c, &ps) < 0 || ps.capacity == 0)
+        struct leasec_pool_class_stats ps;
+        if (leasec_pool_stats(d->pool, (enum lt_class)c, &ps) < 0 || ps.capacity == 0)
             continue;
         rc = sd_daemon__append(
             pool,
@@ -124,8 +124,8 @@ static json_t *sd_daemon__json_pool(struct sd_daemon *d)
 
 static json_t *sd_daemon__json_agent(struct sd_daemon *d, unsigned a)
 {
-    struct sd_client_agent_info info;
-    if (sd_client_agent_info(d->client, a, &info) < 0)
+    struct leasec_client_agent_info info;
+    if (leasec_client_agent_info(d->client, a, &info) < 0)
         return json_null();
     json_t *e = json_pack(
         "{si ss ss sI ss sb sI sI sI sI sI sI}", "index", (int)a, "path", d->cfg.agents[a], "state",
@@ -134,7 +134,7 @@ static json_t *sd_daemon__json_agent(struct sd_daemon *d, unsigned a)
         "leases", (json_int_t)info.leases, "in_flight", (json_int_t)info.in_flight, "attempts",
         (json_int_t)info.attempts, "offers_sent", (json_int_t)info.offers_sent, "segments_accepted",
         (json_int_t)info.segments_accepted, "segments_offered",
-        (json_int_t)sd_pool_segment_count(d->pool));
+        (json_int_t)leasec_pool_segment_count(d->pool));
     if (sd_daemon__put(e, "last_error",
                        info.last_err ? json_string(strerror(-info.last_err)) : json_null(),
                        e ? 0 : -ENOMEM) < 0) {
@@ -200,7 +200,7 @@ static json_t *sd_daemon__json_stats(struct sd_daemon *d)
 static json_t *sd_daemon__json_lease(struct sd_daemon *d, const struct sd_job_slot_info *si,
                                      uint64_t now)
 {
-    const struct sd_client_lease *l = &si->lease;
+    const struct leasec_client_lease *l = &si->lease;
     uint64_t since = 0;
     if (l->agent < d->cfg.nagents)
         base_u64map_get_u64(&d->lease_since[l->agent], lt_lease_id_to_u64(l->id), &since);
@@ -244,10 +244,10 @@ static json_t *sd_daemon__json_segments(struct sd_daemon *d)
 {
     json_t *o = json_object(), *list = json_array();
     int rc = sd_daemon__put(o, "segments", list, o ? 0 : -ENOMEM);
-    unsigned n = sd_pool_segment_count(d->pool);
+    unsigned n = leasec_pool_segment_count(d->pool);
     for (unsigned i = 0; rc == 0 && i < n; i++) {
-        struct sd_pool_segment seg;
-        if (sd_pool_segment_at(d->pool, i, &seg) < 0)
+        struct leasec_pool_segment seg;
+        if (leasec_pool_segment_at(d->pool, i, &seg) < 0)
             continue;
         const char *pages = seg.page_size > 4096        ? "hugetlb"
                             : seg.thp_bytes == seg.size ? "thp"

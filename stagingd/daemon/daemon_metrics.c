@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "daemon_internal.h"
+#include "lease/client.h"
 #include "lease_metrics/metrics.h"
-#include "stagingd/client.h"
 #include "stagingd/reader.h"
 
 #ifndef STAGINGD_VERSION
@@ -306,8 +306,8 @@ void sd_daemon__metrics_publish(struct sd_daemon *d, int force)
     sd_daemon__set(m->queued, d->queued, 0);
 
     for (int c = LT_CLASS_PINNED; c <= LT_CLASS_MAPPED; c++) {
-        struct sd_pool_class_stats ps;
-        if (sd_pool_stats(d->pool, (enum lt_class)c, &ps) < 0)
+        struct leasec_pool_class_stats ps;
+        if (leasec_pool_stats(d->pool, (enum lt_class)c, &ps) < 0)
             continue;
         sd_daemon__set(m->pool_capacity[c], (double)ps.capacity, 0);
         sd_daemon__set(m->pool_in_use[c], (double)ps.in_use, 0);
@@ -317,10 +317,10 @@ void sd_daemon__metrics_publish(struct sd_daemon *d, int force)
         sd_daemon__set(m->pool_failures[c], (double)ps.alloc_failures, 1);
     }
     for (unsigned a = 0; a < d->cfg.nagents; a++) {
-        struct sd_client_agent_info info;
-        if (sd_client_agent_info(d->client, a, &info) < 0)
+        struct leasec_client_agent_info info;
+        if (leasec_client_agent_info(d->client, a, &info) < 0)
             continue;
-        sd_daemon__set(m->ready[a], info.state == SD_CLIENT_READY, 0);
+        sd_daemon__set(m->ready[a], info.state == LEASEC_CLIENT_READY, 0);
         sd_daemon__set(m->attempts[a], (double)info.attempts, 1);
         sd_daemon__set(m->connections[a], info.epoch, 1);
         sd_daemon__set(m->held[a], info.leases, 0);
@@ -343,7 +343,7 @@ void sd_daemon__metrics_publish(struct sd_daemon *d, int force)
 /* ---- events ---- */
 
 void sd_daemon__metrics_grant(struct sd_daemon *d, unsigned agent,
-                              const struct sd_client_grant_entry *e)
+                              const struct leasec_client_grant_entry *e)
 {
     struct sd_daemon__metrics *m = d->metrics;
     if (!m || agent >= d->cfg.nagents)

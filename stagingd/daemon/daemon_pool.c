@@ -37,7 +37,7 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink
         const struct sd_store_entry *e = sd_store_entry_get(st, i);
         uint64_t need = sd_daemon__round_up(e->payload_len, SD_SHARD_ALIGN) +
                         sd_daemon__round_up(8 * e->blocks, 64) + 4ull * e->dim;
-        need = sd_daemon__round_up(need, SD_POOL_BUF_ALIGN);
+        need = sd_daemon__round_up(need, LEASEC_POOL_BUF_ALIGN);
         if (need > most)
             most = need;
     }
@@ -46,15 +46,15 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink
 }
 
 int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode,
-                           unsigned words_slots, uint64_t largest, struct sd_pool **pool_p)
+                           unsigned words_slots, uint64_t largest, struct leasec_pool **pool_p)
 {
-    struct sd_pool *pool = NULL;
-    const uint64_t align = SD_POOL_SEGMENT_ALIGN;
+    struct leasec_pool *pool = NULL;
+    const uint64_t align = LEASEC_POOL_SEGMENT_ALIGN;
     uint64_t seg = cfg->segment_size ? sd_daemon__round_up(cfg->segment_size, align)
                    : largest ? sd_daemon__round_up(sd_daemon__size_class(largest) + 4096, align)
                              : SD_DAEMON__RUN_SEGMENT_DEFAULT;
     uint64_t mapped = sd_daemon__round_up(cfg->mapped_pool ? cfg->mapped_pool : align, align);
-    uint64_t words = sd_daemon__round_up(64ull * words_slots, SD_POOL_BUF_ALIGN);
+    uint64_t words = sd_daemon__round_up(64ull * words_slots, LEASEC_POOL_BUF_ALIGN);
     if (mapped < sd_daemon__round_up(words, align))
         mapped = sd_daemon__round_up(words, align);
     int rc = -ENOMEM;
@@ -62,8 +62,8 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         uint64_t pinned = cfg->pinned_pool            ? sd_daemon__round_up(cfg->pinned_pool, align)
                           : mode == SD_DAEMON_ONESHOT ? seg * cfg->job.inflight
                                                       : SD_DAEMON__RUN_PINNED_DEFAULT;
-        struct sd_pool_config pc;
-        if (sd_pool_config_default(&pc) < 0) {
+        struct leasec_pool_config pc;
+        if (leasec_pool_config_default(&pc) < 0) {
             memset(&pc, 0, sizeof pc);
             pc.prefault_threads = 1;
         }
@@ -72,8 +72,8 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         pc.class_bytes[LT_CLASS_MAPPED] = mapped;
         pc.segment_bytes = seg < pinned ? seg : pinned;
         pc.pages = cfg->pages;
-        pc.log = cfg->log;
-        rc = sd_pool_create(&pc, &pool);
+        pc.log = sd_daemon__leasec_log(&cfg->log);
+        rc = leasec_pool_create(&pc, &pool);
         if (rc < 0) {
             char p[32];
             sd_daemon__bytes(pinned, p, sizeof p);
@@ -84,13 +84,13 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         }
         if (!largest || cfg->segment_size)
             break;
-        struct sd_pool_buf probe;
-        if (sd_pool_alloc(pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
-            sd_pool_free(pool, &probe);
+        struct leasec_pool_buf probe;
+        if (leasec_pool_alloc(pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
+            leasec_pool_free(pool, &probe);
             break;
         }
         /* jemalloc's classes and padding did not fit: larger segments. */
-        sd_pool_destroy(pool);
+        leasec_pool_destroy(pool);
         pool = NULL;
         seg = sd_daemon__round_up(seg + seg / 4, align);
         rc = -ENOMEM;

@@ -118,7 +118,7 @@ void sd_job_destroy(struct sd_job *job)
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (s->have_buf && !s->quarantine)
-            sd_pool_free(job->env.pool, &s->buf);
+            leasec_pool_free(job->env.pool, &s->buf);
         sd_shard_close(s->sh);
     }
     for (size_t i = 0; i < job->nshards; i++) {
@@ -151,9 +151,9 @@ enum sd_job_op sd_job_op_get(const struct sd_job *job)
 static void sd_job__no_agent(struct sd_job *job)
 {
     char why[SD_JOB__WHY_LEN];
-    struct sd_client_agent_info info;
+    struct leasec_client_agent_info info;
     int last = 0;
-    if (sd_client_agent_info(job->env.client, 0, &info) == 0)
+    if (leasec_client_agent_info(job->env.client, 0, &info) == 0)
         last = info.last_err;
     const char *where = job->env.agent_paths ? job->env.agent_paths[0] : NULL;
     snprintf(why, sizeof why, "no GPU agent ready%s%s%s for %u s (last error: %s)",

@@ -16,10 +16,11 @@ void sd_job__agents_refresh(struct sd_job *job, unsigned *nready_p)
 {
     unsigned n = 0;
     for (unsigned a = 0; a < job->env.nagents; a++) {
-        struct sd_client_agent_info info;
+        struct leasec_client_agent_info info;
         struct sd_job__agent *ag = &job->agents[a];
         ag->ready = 0;
-        if (sd_client_agent_info(job->env.client, a, &info) == 0 && info.state == SD_CLIENT_READY) {
+        if (leasec_client_agent_info(job->env.client, a, &info) == 0 &&
+            info.state == LEASEC_CLIENT_READY) {
             ag->ready = 1;
             ag->caps = info.hello.caps;
             ag->max_batch = info.hello.max_lease_batch ? info.hello.max_lease_batch : 1;
@@ -33,7 +34,7 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
 {
     if (nready == 0)
         return;
-    struct sd_client_lease_req reqs[LT_MAX_BATCH];
+    struct leasec_client_lease_req reqs[LT_MAX_BATCH];
     unsigned idx[LT_MAX_BATCH];
     unsigned i = 0;
     for (;;) {
@@ -51,7 +52,7 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
             struct sd_job__slot *s = &job->slots[i];
             if (!s->active || s->lease != SD_JOB__L_WANT)
                 continue;
-            reqs[n] = (struct sd_client_lease_req){
+            reqs[n] = (struct leasec_client_lease_req){
                 .segment = s->buf.segment_id,
                 .mem_class = 0,
                 .flags = LT_LEASE_F_ALLOW_STAGED,
@@ -63,8 +64,8 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
         if (n == 0)
             return;
         uint64_t batch = ++job->next_batch, rid = 0;
-        int rc = sd_client_lease_request(job->env.client, a, reqs, n, 0,
-                                         sd_job__tag(job, SD_JOB__TAG_LEASE, 0, batch), &rid);
+        int rc = leasec_client_lease_request(job->env.client, a, reqs, n, 0,
+                                             sd_job__tag(job, SD_JOB__TAG_LEASE, 0, batch), &rid);
         if (rc < 0 && sd_job__transient(rc)) {
             job->agents[a].ready = 0;
             return; /* on_disconnect follows; the slots stay wanting */
@@ -74,7 +75,7 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
             if (rc < 0) {
                 s->lease = SD_JOB__L_NONE;
                 sd_job__slot_fail(s, "lease request not sent: %s",
-                                  sd_client_last_error(job->env.client));
+                                  leasec_client_last_error(job->env.client));
                 continue;
             }
             s->lease = SD_JOB__L_REQUESTED;
@@ -89,7 +90,7 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
 
 void sd_job__flush_releases(struct sd_job *job)
 {
-    struct sd_client_lease leases[LT_MAX_BATCH];
+    struct leasec_client_lease leases[LT_MAX_BATCH];
     unsigned idx[LT_MAX_BATCH];
     for (;;) {
         /* One batch: the first wanting slot's agent and connection. */
@@ -115,8 +116,8 @@ void sd_job__flush_releases(struct sd_job *job)
             }
         }
         uint64_t batch = ++job->next_batch, rid = 0;
-        int rc = sd_client_lease_release(job->env.client, leases, n,
-                                         sd_job__tag(job, SD_JOB__TAG_RELEASE, 0, batch), &rid);
+        int rc = leasec_client_lease_release(job->env.client, leases, n,
+                                             sd_job__tag(job, SD_JOB__TAG_RELEASE, 0, batch), &rid);
         if (rc < 0 && (rc == -ENOTCONN || rc == -ECONNRESET || rc == -EPIPE))
             return; /* on_disconnect follows and forgets these leases */
         for (unsigned k = 0; k < n; k++) {
@@ -131,7 +132,7 @@ void sd_job__flush_releases(struct sd_job *job)
                 s->lease = SD_JOB__L_NONE;
                 s->quarantine = 1;
                 sd_job__log(job, BASE_LOG_ERROR, "job %u: release not sent: %s", job->env.id,
-                            sd_client_last_error(job->env.client));
+                            leasec_client_last_error(job->env.client));
             }
         }
         if (rc == 0) {
@@ -144,7 +145,7 @@ void sd_job__flush_releases(struct sd_job *job)
 
 /* ---- the agent's answers ---- */
 
-void sd_job_on_grant(struct sd_job *job, const struct sd_client_grant *g)
+void sd_job_on_grant(struct sd_job *job, const struct leasec_client_grant *g)
 {
     if (!sd_job__tag_mine(job, g->tag) || sd_job__tag_kind(g->tag) != SD_JOB__TAG_LEASE)
         return;
@@ -155,7 +156,7 @@ void sd_job_on_grant(struct sd_job *job, const struct sd_client_grant *g)
         if (!s->active || s->lease != SD_JOB__L_REQUESTED || s->lease_batch != batch ||
             s->lease_pos >= g->count)
             continue;
-        const struct sd_client_grant_entry *e = &g->entries[s->lease_pos];
+        const struct leasec_client_grant_entry *e = &g->entries[s->lease_pos];
         matched++;
         if (e->err == 0) {
             s->lease = SD_JOB__L_HELD;
@@ -181,15 +182,15 @@ void sd_job_on_grant(struct sd_job *job, const struct sd_client_grant *g)
                        job->slots[i].l.epoch == g->entries[k].lease.epoch;
             uint64_t rid;
             if (!used && g->entries[k].err == 0 &&
-                sd_client_lease_release(job->env.client, &g->entries[k].lease, 1,
-                                        sd_job__tag(job, SD_JOB__TAG_RELEASE, 0, 0), &rid) == 0)
+                leasec_client_lease_release(job->env.client, &g->entries[k].lease, 1,
+                                            sd_job__tag(job, SD_JOB__TAG_RELEASE, 0, 0), &rid) == 0)
                 sd_job__log(job, BASE_LOG_WARN, "job %u: lease %u:%u granted to nobody; released",
                             job->env.id, g->entries[k].lease.id.slot, g->entries[k].lease.id.gen);
         }
     }
 }
 
-void sd_job_on_release(struct sd_job *job, const struct sd_client_release *r)
+void sd_job_on_release(struct sd_job *job, const struct leasec_client_release *r)
 {
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
@@ -214,7 +215,7 @@ void sd_job_on_release(struct sd_job *job, const struct sd_client_release *r)
     }
 }
 
-void sd_job_on_error(struct sd_job *job, const struct sd_client_error *e)
+void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e)
 {
     if (!sd_job__tag_mine(job, e->tag))
         return;

@@ -18,7 +18,7 @@
 
 #include "base/time.h"
 #include "stagingd/job.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 #include "stagingd/shard.h"
 
 #define SD_JOB__OP_VERIFY 1u
@@ -63,7 +63,7 @@ struct sd_job__result {
     char *why;
     /* verify */
     uint32_t vstatus;
-    struct lt_checksum_result v;
+    struct leasec_checksum_result v;
     int cpu_checked, cpu_bad;
     uint64_t cpu_block;
     /* scan */
@@ -83,7 +83,7 @@ struct sd_job__slot {
     uint64_t seq; /* this assignment: tags, and the doorbell's sequence */
     size_t shard;
     struct sd_shard *sh;
-    struct sd_pool_buf buf;
+    struct leasec_pool_buf buf;
     int have_buf;
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
@@ -104,10 +104,10 @@ struct sd_job__slot {
     /* completions that arrived before the read was taken (doorbell path) */
     unsigned early_mask;
     uint32_t early_status[2];
-    union lt_op_result early_result[2];
+    union leasec_op_result early_result[2];
     /* the lease */
     enum sd_job__lease lease;
-    struct sd_client_lease l;
+    struct leasec_client_lease l;
     unsigned lease_agent;
     uint64_t lease_batch;
     unsigned lease_pos;
@@ -121,7 +121,7 @@ struct sd_job__agent {
     unsigned max_batch;
     int stats_valid;
     char name[LT_NAME_LEN];
-    struct lt_client_stats me;
+    struct leasec_agent_client_stats me;
     uint64_t uptime_ns;
 };
 

@@ -42,27 +42,23 @@ void sd_job_progress(const struct sd_job *job, char *buf, size_t len)
 void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 {
     for (unsigned a = 0; a < job->env.nagents; a++) {
-        struct sd_client_agent_info info;
+        struct leasec_client_agent_info info;
         struct sd_job__agent *ag = &job->agents[a];
-        if (sd_client_agent_info(job->env.client, a, &info) < 0 || info.state != SD_CLIENT_READY)
+        if (leasec_client_agent_info(job->env.client, a, &info) < 0 ||
+            info.state != LEASEC_CLIENT_READY)
             continue;
         snprintf(ag->name, sizeof ag->name, "%s", info.hello.agent_name);
         ag->caps = info.hello.caps;
-        struct lt_msg_stats_request m;
-        lt_msg_init(&m, sizeof m, LT_MSG_STATS_REQUEST, 1);
-        union lt_msg_buffer reply;
-        if (sd_client_call(job->env.client, a, &m, sizeof m, timeout_ms, &reply) < 0) {
+        struct leasec_agent_stats st;
+        if (leasec_client_stats_call(job->env.client, a, 0, timeout_ms, &st) < 0) {
             sd_job__log(job, BASE_LOG_WARN, "job %u: agent %u stats: %s", job->env.id, a,
-                        sd_client_last_error(job->env.client));
+                        leasec_client_last_error(job->env.client));
             continue;
         }
-        const struct lt_msg_stats_reply *sr = (const struct lt_msg_stats_reply *)(void *)&reply;
-        ag->uptime_ns = sr->uptime_ns;
-        for (uint32_t k = 0; k < sr->client_count; k++) {
-            if (sr->clients[k].client_id == info.hello.client_id) {
-                ag->me = sr->clients[k];
-                ag->stats_valid = 1;
-            }
+        ag->uptime_ns = st.uptime_ns;
+        if (st.have_self) {
+            ag->me = st.self;
+            ag->stats_valid = 1;
         }
     }
 }

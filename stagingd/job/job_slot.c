@@ -31,7 +31,7 @@
 #include "stagingd/reader.h"
 
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
-                          const union lt_op_result *r);
+                          const union leasec_op_result *r);
 
 /* ---- failures ---- */
 
@@ -125,7 +125,7 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     s->read_rc = result;
     s->read_bytes = bytes;
     if (s->using_bell)
-        sd_client_ring(s->bell, s->seq);
+        leasec_client_ring(s->bell, s->seq);
     s->cpu_rc = 0;
     if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY))
         s->cpu_rc = sd_shard_verify_mem(s->sh, s->buf.base, 0, s->payload_len, s->cpu_err,
@@ -177,7 +177,7 @@ static void sd_job__read_start(struct sd_job__slot *s, int bell)
         s->read_rc = rc;
         /* Work queued behind the bell must not wait forever. */
         if (bell)
-            sd_client_ring(s->bell, s->seq);
+            leasec_client_ring(s->bell, s->seq);
         sd_job__slot_fail(s, "staging read refused: %s",
                           s->read_err[0] ? s->read_err : strerror(-rc));
     }
@@ -256,7 +256,7 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     const uint32_t k = job->cfg.k < LT_SCAN_MAX_K ? (uint32_t)job->cfg.k : LT_SCAN_MAX_K;
     const uint64_t hits_off = sd_job__round_up(query_off + (uint64_t)h->dim * es, 8);
     const uint64_t lease_len = (job->ops & SD_JOB__OP_SCAN)
-                                   ? hits_off + (uint64_t)k * sizeof(struct lt_scan_hit)
+                                   ? hits_off + (uint64_t)k * sizeof(struct leasec_scan_hit)
                                    : query_off;
     if ((job->ops & SD_JOB__OP_SCAN) && sd_job__query(job, h->record_type, h->dim) < 0) {
         sd_job__result_fail(job, idx, SD_JOB__RES_FAILED, "out of memory for a %u-element query",
@@ -264,17 +264,17 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
         sd_shard_close(sh);
         return 1;
     }
-    struct sd_pool_buf buf;
-    rc = sd_pool_alloc(job->env.pool, LT_CLASS_PINNED,
-                       (size_t)sd_job__round_up(lease_len, SD_POOL_BUF_ALIGN), &buf);
+    struct leasec_pool_buf buf;
+    rc = leasec_pool_alloc(job->env.pool, LT_CLASS_PINNED,
+                           (size_t)sd_job__round_up(lease_len, LEASEC_POOL_BUF_ALIGN), &buf);
     if (rc == -ENOMEM && job->active > 0) {
         job->alloc_blocked = 1; /* until a slot frees its buffer */
         sd_shard_close(sh);
         return 0;
     }
     if (rc < 0) {
-        struct sd_pool_class_stats ps = {0};
-        sd_pool_stats(job->env.pool, LT_CLASS_PINNED, &ps);
+        struct leasec_pool_class_stats ps = {0};
+        leasec_pool_stats(job->env.pool, LT_CLASS_PINNED, &ps);
         char need[32], cap[32];
         sd_job__bytes_fmt(lease_len, need, sizeof need);
         sd_job__bytes_fmt(ps.capacity, cap, sizeof cap);
@@ -353,7 +353,7 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
     if (s->read == SD_JOB__READ_DONE && s->read_rc == 0 && !s->failed)
         job->bytes_done += s->payload_len;
     if (s->have_buf && !s->quarantine)
-        sd_pool_free(job->env.pool, &s->buf);
+        leasec_pool_free(job->env.pool, &s->buf);
     if (s->quarantine)
         sd_job__log(job, BASE_LOG_WARN,
                     "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
@@ -375,7 +375,7 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
  * rank, the first the completion's best. Returns 0, or -1 (the slot failed
  * with a message) when they are not that or memory runs out. */
 static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
-                             const union lt_op_result *r)
+                             const union leasec_op_result *r)
 {
     const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
     const unsigned char *at = (const unsigned char *)s->buf.base + s->hits_off;
@@ -385,7 +385,7 @@ static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
         return -1;
     }
     for (uint64_t i = 0; i < n; i++) {
-        struct lt_scan_hit h;
+        struct leasec_scan_hit h;
         memcpy(&h, at + i * sizeof h, sizeof h);
         hits[i].score = lt_f32_from_bits(h.score_bits);
         hits[i].index = h.index;
@@ -412,7 +412,7 @@ static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
 }
 
 static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
-                          const union lt_op_result *r)
+                          const union leasec_op_result *r)
 {
     struct sd_job *job = s->job;
     struct sd_job__result *res = &job->res[s->shard];
@@ -475,7 +475,7 @@ struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag)
     return s->active && s->seq == sd_job__tag_seq(tag) ? s : NULL;
 }
 
-void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion *c)
+void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c)
 {
     unsigned kind = sd_job__tag_kind(c->tag);
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
@@ -488,7 +488,7 @@ void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion 
         return;
     }
     if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) &&
-        sd_client_done_word_read(s->done) >= s->seq)
+        leasec_client_done_word_read(s->done) >= s->seq)
         job->done_words_seen++;
     if (s->read == SD_JOB__READ_RUNNING) {
         /* The bell rang but the staging thread has not posted the slot yet:
@@ -524,7 +524,7 @@ static void sd_job__submit(struct sd_job__slot *s)
     } else if (s->read == SD_JOB__READ_RUNNING && !s->using_bell) {
         return; /* a plain read is landing (agent switched): submit after it */
     } else if (s->read == SD_JOB__READ_DONE) {
-        sd_client_ring(s->bell, s->seq); /* the bytes are in already */
+        leasec_client_ring(s->bell, s->seq); /* the bytes are in already */
     }
     if (s->read == SD_JOB__READ_DONE && s->read_rc < 0)
         return;
@@ -535,10 +535,10 @@ static void sd_job__submit(struct sd_job__slot *s)
     for (unsigned op = SD_JOB__OP_VERIFY; op <= SD_JOB__OP_SCAN && !s->failed; op <<= 1) {
         if (!(todo & op))
             continue;
-        struct sd_client_work w = {.stream = stream};
+        struct leasec_client_work w = {.stream = stream};
         if (op == SD_JOB__OP_VERIFY) {
             w.op = LT_OP_CHECKSUM_VERIFY;
-            w.args.checksum = (struct lt_op_checksum_verify){
+            w.args.checksum = (struct leasec_op_checksum){
                 .offset = 0,
                 .length = s->payload_len,
                 .sums_offset = s->sums_off,
@@ -546,7 +546,7 @@ static void sd_job__submit(struct sd_job__slot *s)
             };
         } else {
             w.op = LT_OP_VECTOR_SCAN;
-            w.args.scan = (struct lt_op_vector_scan){
+            w.args.scan = (struct leasec_op_scan){
                 .offset = 0,
                 .length = s->payload_len,
                 .query_offset = s->query_off,
@@ -558,13 +558,13 @@ static void sd_job__submit(struct sd_job__slot *s)
             };
         }
         if (bell)
-            w.bell = (struct sd_client_word){job->env.words_segment, s->word_off, s->seq};
+            w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
         if (ag->caps & LT_CAP_DONE_WORD)
-            w.done = (struct sd_client_word){job->env.words_segment, s->word_off + 8, s->seq};
+            w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
         unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
         uint64_t rid = 0;
-        int rc = sd_client_submit(job->env.client, &s->l, &w,
-                                  sd_job__tag(job, kind, s->idx, s->seq), &rid);
+        int rc = leasec_client_submit(job->env.client, &s->l, &w,
+                                      sd_job__tag(job, kind, s->idx, s->seq), &rid);
         if (rc == 0) {
             s->ops_inflight |= op;
             job->submits++;
@@ -576,7 +576,7 @@ static void sd_job__submit(struct sd_job__slot *s)
             return; /* on_disconnect follows: a new lease, then this again */
         s->ops_todo &= ~op;
         sd_job__slot_fail(s, "%s not submitted: %s", op == SD_JOB__OP_VERIFY ? "verify" : "scan",
-                          sd_client_last_error(job->env.client));
+                          leasec_client_last_error(job->env.client));
     }
     /* The work waits behind the bell: only now may the bytes start landing. */
     if (bell && s->read == SD_JOB__READ_NONE && s->ops_inflight)

@@ -6,16 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "leasec/log.h"
 #include "pool_internal.h"
 
 #define SD_GIB ((uint64_t)1 << 30)
 #define SD_MIB ((uint64_t)1 << 20)
-#define SD_POOL_MAX_PREFAULT_THREADS 64u
+#define LEASEC_POOL_MAX_PREFAULT_THREADS 64u
 
 /* No thread cache: a freed buffer goes straight back to its arena, and
  * destroying the arena finds nothing cached elsewhere. */
 #define SD_BUF_LG_ALIGN 12
-_Static_assert(((size_t)1 << SD_BUF_LG_ALIGN) == SD_POOL_BUF_ALIGN, "SD_BUF_LG_ALIGN");
+_Static_assert(((size_t)1 << SD_BUF_LG_ALIGN) == LEASEC_POOL_BUF_ALIGN, "SD_BUF_LG_ALIGN");
 #define SD_BUF_FLAGS (MALLOCX_TCACHE_NONE | MALLOCX_LG_ALIGN(SD_BUF_LG_ALIGN))
 
 /* --- fault injection --- */
@@ -23,14 +24,14 @@ _Static_assert(((size_t)1 << SD_BUF_LG_ALIGN) == SD_POOL_BUF_ALIGN, "SD_BUF_LG_A
 static atomic_uint sd_fault_armed;  /* 0: disarmed */
 static atomic_uint sd_fault_passed; /* checkpoints reached since the last arm */
 
-unsigned sd__pool_fault_arm(unsigned nth)
+unsigned leasec__pool_fault_arm(unsigned nth)
 {
     unsigned passed = atomic_exchange(&sd_fault_passed, 0);
     atomic_store(&sd_fault_armed, nth);
     return passed;
 }
 
-static int sd__pool_fault_hit(void)
+static int leasec__pool_fault_hit(void)
 {
     unsigned n = atomic_fetch_add(&sd_fault_passed, 1) + 1;
     unsigned armed = atomic_load(&sd_fault_armed);
@@ -39,43 +40,43 @@ static int sd__pool_fault_hit(void)
 
 /* --- configuration --- */
 
-const struct base_enum sd_pool_pages_names[] = {
-    {"auto", SD_POOL_PAGES_AUTO},
-    {"small", SD_POOL_PAGES_SMALL},
-    {"huge", SD_POOL_PAGES_HUGE},
-    {"thp", SD_POOL_PAGES_THP},
+static const struct base_enum leasec__pool_pages_names[] = {
+    {"auto", LEASEC_POOL_PAGES_AUTO},
+    {"small", LEASEC_POOL_PAGES_SMALL},
+    {"huge", LEASEC_POOL_PAGES_HUGE},
+    {"thp", LEASEC_POOL_PAGES_THP},
     {NULL, 0},
 };
 
-const char *sd_pool_pages_name(enum sd_pool_pages pages)
+const char *leasec_pool_pages_name(enum leasec_pool_pages pages)
 {
-    const char *name = base_enum_name(sd_pool_pages_names, (int)pages);
+    const char *name = base_enum_name(leasec__pool_pages_names, (int)pages);
     return name ? name : "invalid";
 }
 
-int sd_pool_pages_parse(const char *text, enum sd_pool_pages *pages_p)
+int leasec_pool_pages_parse(const char *text, enum leasec_pool_pages *pages_p)
 {
     int v = 0;
-    int rc = base_parse_enum(text, sd_pool_pages_names, &v, NULL, 0);
+    int rc = base_parse_enum(text, leasec__pool_pages_names, &v, NULL, 0);
     if (rc == 0)
-        *pages_p = (enum sd_pool_pages)v;
+        *pages_p = (enum leasec_pool_pages)v;
     return rc;
 }
 
-static int sd__class_valid(enum lt_class mem_class)
+static int leasec__class_valid(enum lt_class mem_class)
 {
     return lt_class_is_valid((uint32_t)mem_class);
 }
 
-static uint64_t sd__clamp_align(uint64_t v, uint64_t lo, uint64_t hi)
+static uint64_t leasec__clamp_align(uint64_t v, uint64_t lo, uint64_t hi)
 {
     if (v > hi)
         v = hi;
-    v &= ~(SD_POOL_SEGMENT_ALIGN - 1);
+    v &= ~(LEASEC_POOL_SEGMENT_ALIGN - 1);
     return v < lo ? lo : v;
 }
 
-static int sd__phys_bytes(uint64_t *bytes_p)
+static int leasec__phys_bytes(uint64_t *bytes_p)
 {
     long pages = sysconf(_SC_PHYS_PAGES);
     long page = sysconf(_SC_PAGESIZE);
@@ -85,87 +86,91 @@ static int sd__phys_bytes(uint64_t *bytes_p)
     return 0;
 }
 
-int sd_pool_config_default(struct sd_pool_config *config_p)
+int leasec_pool_config_default(struct leasec_pool_config *config_p)
 {
     uint64_t phys = 0;
-    int rc = sd__phys_bytes(&phys);
+    int rc = leasec__phys_bytes(&phys);
     if (rc < 0)
         return rc;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    struct sd_pool_config c = {0};
+    struct leasec_pool_config c = {0};
     /* Pinned memory is what the GPU copies from at full speed, but every
      * byte of it is locked away from the rest of the machine. */
-    c.class_bytes[LT_CLASS_PINNED] = sd__clamp_align(phys / 8, SD_POOL_SEGMENT_ALIGN, 64 * SD_GIB);
-    c.class_bytes[LT_CLASS_STAGED] = sd__clamp_align(phys / 16, SD_POOL_SEGMENT_ALIGN, 32 * SD_GIB);
+    c.class_bytes[LT_CLASS_PINNED] =
+        leasec__clamp_align(phys / 8, LEASEC_POOL_SEGMENT_ALIGN, 64 * SD_GIB);
+    c.class_bytes[LT_CLASS_STAGED] =
+        leasec__clamp_align(phys / 16, LEASEC_POOL_SEGMENT_ALIGN, 32 * SD_GIB);
     /* Zero-copy is for doorbells and single-pass scans: small. */
     c.class_bytes[LT_CLASS_MAPPED] =
-        sd__clamp_align(phys / 512, SD_POOL_SEGMENT_ALIGN, 256 * SD_MIB);
+        leasec__clamp_align(phys / 512, LEASEC_POOL_SEGMENT_ALIGN, 256 * SD_MIB);
     c.segment_bytes = SD_GIB;
     c.prefault_threads = cores < 1 ? 1 : cores > 8 ? 8 : (unsigned)cores;
     *config_p = c;
     return 0;
 }
 
-static int sd__config_check(const struct sd_pool_config *c)
+static int leasec__config_check(const struct leasec_pool_config *c)
 {
-    const struct sd__pool_ctx log_only = {.log = c->log};
-    const struct sd__pool_ctx *ctx = &log_only;
-    if (c->segment_bytes == 0 || c->segment_bytes % SD_POOL_SEGMENT_ALIGN) {
-        sd__ctx_log(ctx, "config: expected segment_bytes a positive multiple of %llu, found %llu",
-                    (unsigned long long)SD_POOL_SEGMENT_ALIGN,
-                    (unsigned long long)c->segment_bytes);
+    const struct leasec__pool_ctx log_only = {.log = leasec__log_sink(&c->log)};
+    const struct leasec__pool_ctx *ctx = &log_only;
+    if (c->segment_bytes == 0 || c->segment_bytes % LEASEC_POOL_SEGMENT_ALIGN) {
+        leasec__ctx_log(
+            ctx, "config: expected segment_bytes a positive multiple of %llu, found %llu",
+            (unsigned long long)LEASEC_POOL_SEGMENT_ALIGN, (unsigned long long)c->segment_bytes);
         return -EINVAL;
     }
-    if (c->prefault_threads == 0 || c->prefault_threads > SD_POOL_MAX_PREFAULT_THREADS) {
-        sd__ctx_log(ctx, "config: expected prefault_threads in 1..%u, found %u",
-                    SD_POOL_MAX_PREFAULT_THREADS, c->prefault_threads);
+    if (c->prefault_threads == 0 || c->prefault_threads > LEASEC_POOL_MAX_PREFAULT_THREADS) {
+        leasec__ctx_log(ctx, "config: expected prefault_threads in 1..%u, found %u",
+                        LEASEC_POOL_MAX_PREFAULT_THREADS, c->prefault_threads);
         return -EINVAL;
     }
-    if (c->flags & ~(unsigned)SD_POOL_PREFAULT_TOUCH) {
-        sd__ctx_log(ctx, "config: unknown flags 0x%x", c->flags);
+    if (c->flags & ~(unsigned)LEASEC_POOL_PREFAULT_TOUCH) {
+        leasec__ctx_log(ctx, "config: unknown flags 0x%x", c->flags);
         return -EINVAL;
     }
-    if (c->pages != SD_POOL_PAGES_AUTO && c->pages != SD_POOL_PAGES_SMALL &&
-        c->pages != SD_POOL_PAGES_HUGE && c->pages != SD_POOL_PAGES_THP) {
-        sd__ctx_log(ctx,
-                    "config: expected pages auto (0), small (1), huge (2) or thp (3), found %d",
-                    (int)c->pages);
+    if (c->pages != LEASEC_POOL_PAGES_AUTO && c->pages != LEASEC_POOL_PAGES_SMALL &&
+        c->pages != LEASEC_POOL_PAGES_HUGE && c->pages != LEASEC_POOL_PAGES_THP) {
+        leasec__ctx_log(ctx,
+                        "config: expected pages auto (0), small (1), huge (2) or thp (3), found %d",
+                        (int)c->pages);
         return -EINVAL;
     }
     uint64_t total = 0;
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
         uint64_t bytes = c->class_bytes[k];
-        if (bytes % SD_POOL_SEGMENT_ALIGN) {
-            sd__ctx_log(ctx, "config: expected %s bytes a multiple of %llu, found %llu",
-                        lt_class_name((uint32_t)k), (unsigned long long)SD_POOL_SEGMENT_ALIGN,
-                        (unsigned long long)bytes);
+        if (bytes % LEASEC_POOL_SEGMENT_ALIGN) {
+            leasec__ctx_log(ctx, "config: expected %s bytes a multiple of %llu, found %llu",
+                            lt_class_name((uint32_t)k),
+                            (unsigned long long)LEASEC_POOL_SEGMENT_ALIGN,
+                            (unsigned long long)bytes);
             return -EINVAL;
         }
         if (total + bytes < total) {
-            sd__ctx_log(ctx, "config: class sizes overflow 64 bits");
+            leasec__ctx_log(ctx, "config: class sizes overflow 64 bits");
             return -EINVAL;
         }
         total += bytes;
     }
     if (total == 0) {
-        sd__ctx_log(ctx, "config: expected at least one class with bytes, found none");
+        leasec__ctx_log(ctx, "config: expected at least one class with bytes, found none");
         return -EINVAL;
     }
     uint64_t phys = 0;
-    int rc = sd__phys_bytes(&phys);
+    int rc = leasec__phys_bytes(&phys);
     if (rc < 0) {
-        sd__ctx_log(ctx, "config: cannot read physical memory size: %s", strerror(-rc));
+        leasec__ctx_log(ctx, "config: cannot read physical memory size: %s", strerror(-rc));
         return rc;
     }
     /* Every byte is populated up front; more than the machine has would
      * end in the OOM killer, not in an error. */
     if (total > phys) {
-        sd__ctx_log(ctx,
-                    "config: classes add up to %llu bytes (STAGED %llu, PINNED %llu, MAPPED %llu), "
-                    "more than the %llu bytes of physical memory",
-                    (unsigned long long)total, (unsigned long long)c->class_bytes[LT_CLASS_STAGED],
-                    (unsigned long long)c->class_bytes[LT_CLASS_PINNED],
-                    (unsigned long long)c->class_bytes[LT_CLASS_MAPPED], (unsigned long long)phys);
+        leasec__ctx_log(
+            ctx,
+            "config: classes add up to %llu bytes (STAGED %llu, PINNED %llu, MAPPED %llu), "
+            "more than the %llu bytes of physical memory",
+            (unsigned long long)total, (unsigned long long)c->class_bytes[LT_CLASS_STAGED],
+            (unsigned long long)c->class_bytes[LT_CLASS_PINNED],
+            (unsigned long long)c->class_bytes[LT_CLASS_MAPPED], (unsigned long long)phys);
         return -ENOMEM;
     }
     return 0;
@@ -173,21 +178,21 @@ static int sd__config_check(const struct sd_pool_config *c)
 
 /* --- life cycle --- */
 
-static int sd__seg_cmp(const void *a, const void *b)
+static int leasec__seg_cmp(const void *a, const void *b)
 {
-    const struct sd__segment *x = *(struct sd__segment *const *)a;
-    const struct sd__segment *y = *(struct sd__segment *const *)b;
+    const struct leasec__segment *x = *(struct leasec__segment *const *)a;
+    const struct leasec__segment *y = *(struct leasec__segment *const *)b;
     return (x->base > y->base) - (x->base < y->base);
 }
 
-/* Undoes whatever sd_pool_create got to: arenas first (their destruction
+/* Undoes whatever leasec_pool_create got to: arenas first (their destruction
  * runs the hooks over the segments), then segments, then memory. */
-static void sd__pool_teardown(struct sd_pool *pool)
+static void leasec__pool_teardown(struct leasec_pool *pool)
 {
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++)
-        sd__arena_destroy(&pool->classes[k]);
+        leasec__arena_destroy(&pool->classes[k]);
     for (unsigned i = 0; pool->segs && i < pool->nsegs; i++)
-        sd__segment_destroy(&pool->segs[i]);
+        leasec__segment_destroy(&pool->segs[i]);
     for (int k = LT_CLASS_STAGED; k < pool->locks_ready; k++) {
         pthread_mutex_destroy(&pool->classes[k].carve_lock);
         pthread_mutex_destroy(&pool->classes[k].stats_lock);
@@ -197,34 +202,34 @@ static void sd__pool_teardown(struct sd_pool *pool)
     free(pool);
 }
 
-int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
+int leasec_pool_create(const struct leasec_pool_config *config, struct leasec_pool **pool_p)
 {
     if (!config || !pool_p)
         return -EINVAL;
-    int rc = sd__config_check(config);
+    int rc = leasec__config_check(config);
     if (rc < 0)
         return rc;
 
-    struct sd_pool *pool = calloc(1, sizeof(*pool));
+    struct leasec_pool *pool = calloc(1, sizeof(*pool));
     if (!pool) {
-        const struct sd__pool_ctx log_only = {.log = config->log};
-        sd__ctx_log(&log_only, "creating pool: out of memory");
+        const struct leasec__pool_ctx log_only = {.log = leasec__log_sink(&config->log)};
+        leasec__ctx_log(&log_only, "creating pool: out of memory");
         return -ENOMEM;
     }
-    pool->ctx = (struct sd__pool_ctx){
+    pool->ctx = (struct leasec__pool_ctx){
         .page = (size_t)sysconf(_SC_PAGESIZE),
         .prefault_threads = config->prefault_threads,
         .flags = config->flags,
         .pages = config->pages,
-        .log = config->log,
-        .fault_hit = sd__pool_fault_hit,
+        .log = leasec__log_sink(&config->log),
+        .fault_hit = leasec__pool_fault_hit,
     };
     pool->locks_ready = LT_CLASS_STAGED;
 
     rc = -ENOMEM;
     unsigned nsegs = 0;
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
-        struct sd__class *cls = &pool->classes[k];
+        struct leasec__class *cls = &pool->classes[k];
         cls->ctx = &pool->ctx;
         cls->mem_class = (enum lt_class)k;
         cls->capacity = config->class_bytes[k];
@@ -233,12 +238,12 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
             (unsigned)((cls->capacity + config->segment_bytes - 1) / config->segment_bytes);
         nsegs += cls->nsegs;
         if (pthread_mutex_init(&cls->carve_lock, NULL) != 0) {
-            sd__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
+            leasec__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
             goto fail;
         }
         if (pthread_mutex_init(&cls->stats_lock, NULL) != 0) {
             pthread_mutex_destroy(&cls->carve_lock);
-            sd__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
+            leasec__ctx_log(&pool->ctx, "creating pool: pthread_mutex_init failed");
             goto fail;
         }
         pool->locks_ready = k + 1;
@@ -246,7 +251,7 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     pool->segs = calloc(nsegs, sizeof(*pool->segs));
     pool->by_addr = calloc(nsegs, sizeof(*pool->by_addr));
     if (!pool->segs || !pool->by_addr) {
-        sd__ctx_log(&pool->ctx, "creating pool: out of memory for %u segment records", nsegs);
+        leasec__ctx_log(&pool->ctx, "creating pool: out of memory for %u segment records", nsegs);
         goto fail;
     }
     pool->nsegs = nsegs;
@@ -261,11 +266,11 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
                                                    LT_CLASS_STAGED};
     uint32_t id = 1;
     for (size_t o = 0; o < sizeof(creation_order) / sizeof(creation_order[0]); o++) {
-        struct sd__class *cls = &pool->classes[creation_order[o]];
+        struct leasec__class *cls = &pool->classes[creation_order[o]];
         uint64_t left = cls->capacity;
         for (unsigned i = 0; i < cls->nsegs; i++) {
             uint64_t size = left < config->segment_bytes ? left : config->segment_bytes;
-            rc = sd__segment_create(&pool->ctx, &cls->segs[i], id++, cls->mem_class, size);
+            rc = leasec__segment_create(&pool->ctx, &cls->segs[i], id++, cls->mem_class, size);
             if (rc < 0)
                 goto fail;
             left -= size;
@@ -273,12 +278,12 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     }
     for (unsigned i = 0; i < nsegs; i++)
         pool->by_addr[i] = &pool->segs[i];
-    qsort(pool->by_addr, nsegs, sizeof(*pool->by_addr), sd__seg_cmp);
+    qsort(pool->by_addr, nsegs, sizeof(*pool->by_addr), leasec__seg_cmp);
 
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAX; k++) {
         if (pool->classes[k].nsegs == 0)
             continue;
-        rc = sd__arena_create(&pool->classes[k]);
+        rc = leasec__arena_create(&pool->classes[k]);
         if (rc < 0)
             goto fail;
     }
@@ -286,19 +291,20 @@ int sd_pool_create(const struct sd_pool_config *config, struct sd_pool **pool_p)
     return 0;
 
 fail:
-    sd__pool_teardown(pool);
+    leasec__pool_teardown(pool);
     return rc;
 }
 
-void sd_pool_destroy(struct sd_pool *pool)
+void leasec_pool_destroy(struct leasec_pool *pool)
 {
     if (pool)
-        sd__pool_teardown(pool);
+        leasec__pool_teardown(pool);
 }
 
 /* --- buffers --- */
 
-static const struct sd__segment *sd__pool_find(const struct sd_pool *pool, uintptr_t addr)
+static const struct leasec__segment *leasec__pool_find(const struct leasec_pool *pool,
+                                                       uintptr_t addr)
 {
     unsigned lo = 0, hi = pool->nsegs;
     while (lo < hi) { /* first segment whose base is above addr */
@@ -310,17 +316,17 @@ static const struct sd__segment *sd__pool_find(const struct sd_pool *pool, uintp
     }
     if (lo == 0)
         return NULL;
-    const struct sd__segment *seg = pool->by_addr[lo - 1];
+    const struct leasec__segment *seg = pool->by_addr[lo - 1];
     return addr - (uintptr_t)seg->base < seg->size ? seg : NULL;
 }
 
-static int sd__pool_locate_seg(const struct sd_pool *pool, const void *ptr, size_t len,
-                               const struct sd__segment **seg_p)
+static int leasec__pool_locate_seg(const struct leasec_pool *pool, const void *ptr, size_t len,
+                                   const struct leasec__segment **seg_p)
 {
     if (len == 0)
         return -EINVAL;
     uintptr_t addr = (uintptr_t)ptr;
-    const struct sd__segment *seg = sd__pool_find(pool, addr);
+    const struct leasec__segment *seg = leasec__pool_find(pool, addr);
     if (!seg)
         return -ENOENT;
     if (len > seg->size - (addr - (uintptr_t)seg->base))
@@ -329,11 +335,11 @@ static int sd__pool_locate_seg(const struct sd_pool *pool, const void *ptr, size
     return 0;
 }
 
-int sd_pool_locate(const struct sd_pool *pool, const void *ptr, size_t len, uint32_t *seg_id_p,
-                   uint64_t *offset_p)
+int leasec_pool_locate(const struct leasec_pool *pool, const void *ptr, size_t len,
+                       uint32_t *seg_id_p, uint64_t *offset_p)
 {
-    const struct sd__segment *seg;
-    int rc = sd__pool_locate_seg(pool, ptr, len, &seg);
+    const struct leasec__segment *seg;
+    int rc = leasec__pool_locate_seg(pool, ptr, len, &seg);
     if (rc < 0)
         return rc;
     *seg_id_p = seg->id;
@@ -341,7 +347,7 @@ int sd_pool_locate(const struct sd_pool *pool, const void *ptr, size_t len, uint
     return 0;
 }
 
-static void sd__log_enomem(struct sd__class *cls, size_t size, const char *why)
+static void leasec__log_enomem(struct leasec__class *cls, size_t size, const char *why)
 {
     pthread_mutex_lock(&cls->stats_lock);
     cls->alloc_failures++;
@@ -350,42 +356,42 @@ static void sd__log_enomem(struct sd__class *cls, size_t size, const char *why)
     pthread_mutex_lock(&cls->carve_lock);
     uint64_t carved = cls->carved;
     pthread_mutex_unlock(&cls->carve_lock);
-    sd__ctx_log(cls->ctx,
-                "%s: cannot allocate %zu bytes: capacity %llu, in use %llu in %llu buffers, "
-                "carved %llu (%s)",
-                lt_class_name(cls->mem_class), size, (unsigned long long)cls->capacity,
-                (unsigned long long)in_use, (unsigned long long)live, (unsigned long long)carved,
-                why);
+    leasec__ctx_log(cls->ctx,
+                    "%s: cannot allocate %zu bytes: capacity %llu, in use %llu in %llu buffers, "
+                    "carved %llu (%s)",
+                    lt_class_name(cls->mem_class), size, (unsigned long long)cls->capacity,
+                    (unsigned long long)in_use, (unsigned long long)live,
+                    (unsigned long long)carved, why);
 }
 
-int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
-                  struct sd_pool_buf *buf_p)
+int leasec_pool_alloc(struct leasec_pool *pool, enum lt_class mem_class, size_t size,
+                      struct leasec_pool_buf *buf_p)
 {
-    if (!pool || !buf_p || !sd__class_valid(mem_class) || size == 0)
+    if (!pool || !buf_p || !leasec__class_valid(mem_class) || size == 0)
         return -EINVAL;
-    struct sd__class *cls = &pool->classes[mem_class];
+    struct leasec__class *cls = &pool->classes[mem_class];
     if (!cls->has_arena) {
-        sd__log_enomem(cls, size, "class not configured");
+        leasec__log_enomem(cls, size, "class not configured");
         return -ENOMEM;
     }
     void *p = mallocx(size, MALLOCX_ARENA(cls->arena_ind) | SD_BUF_FLAGS);
-    if (!p && sd__arena_consolidate(cls) == 0) {
+    if (!p && leasec__arena_consolidate(cls) == 0) {
         /* Free ranges sit in jemalloc's dirty set and its retained set,
          * which never coalesce with each other; the purge (refused by the
          * hooks, so the pages stay) moves all into one and merges them. */
         p = mallocx(size, MALLOCX_ARENA(cls->arena_ind) | SD_BUF_FLAGS);
     }
     if (!p) {
-        sd__log_enomem(cls, size, "no free range large enough in its segments");
+        leasec__log_enomem(cls, size, "no free range large enough in its segments");
         return -ENOMEM;
     }
-    const struct sd__segment *seg;
-    if (sd__pool_locate_seg(pool, p, size, &seg) < 0 || seg->mem_class != mem_class) {
+    const struct leasec__segment *seg;
+    if (leasec__pool_locate_seg(pool, p, size, &seg) < 0 || seg->mem_class != mem_class) {
         /* Only the hooks feed this arena, so this is a broken invariant. */
-        sd__ctx_log(&pool->ctx,
-                    "%s: jemalloc returned %p (%zu bytes), expected memory of this class's "
-                    "segments",
-                    lt_class_name(mem_class), p, size);
+        leasec__ctx_log(&pool->ctx,
+                        "%s: jemalloc returned %p (%zu bytes), expected memory of this class's "
+                        "segments",
+                        lt_class_name(mem_class), p, size);
         dallocx(p, SD_BUF_FLAGS);
         return -ENOTRECOVERABLE;
     }
@@ -397,7 +403,7 @@ int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
         cls->high_water = cls->in_use;
     pthread_mutex_unlock(&cls->stats_lock);
 
-    *buf_p = (struct sd_pool_buf){
+    *buf_p = (struct leasec_pool_buf){
         .base = p,
         .len = size,
         .offset = (uintptr_t)p - (uintptr_t)seg->base,
@@ -407,13 +413,13 @@ int sd_pool_alloc(struct sd_pool *pool, enum lt_class mem_class, size_t size,
     return 0;
 }
 
-int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
+int leasec_pool_free(struct leasec_pool *pool, const struct leasec_pool_buf *buf)
 {
     if (!pool || !buf)
         return -EINVAL;
-    const struct sd__segment *seg = NULL;
+    const struct leasec__segment *seg = NULL;
     const char *why = NULL;
-    int rc = buf->base ? sd__pool_locate_seg(pool, buf->base, buf->len, &seg) : -ENOENT;
+    int rc = buf->base ? leasec__pool_locate_seg(pool, buf->base, buf->len, &seg) : -ENOENT;
     if (rc == -ENOENT || rc == -EINVAL)
         why = "not in any segment";
     else if (rc == -ERANGE)
@@ -426,15 +432,15 @@ int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
     else if (sallocx(buf->base, 0) != nallocx(buf->len, SD_BUF_FLAGS))
         why = "size does not match the allocation";
     if (why) {
-        sd__ctx_log(&pool->ctx,
-                    "free: expected a buffer of this pool, found %p len %zu segment %u offset "
-                    "%llu class %s: %s",
-                    buf->base, buf->len, buf->segment_id, (unsigned long long)buf->offset,
-                    lt_class_name(buf->mem_class), why);
+        leasec__ctx_log(&pool->ctx,
+                        "free: expected a buffer of this pool, found %p len %zu segment %u offset "
+                        "%llu class %s: %s",
+                        buf->base, buf->len, buf->segment_id, (unsigned long long)buf->offset,
+                        lt_class_name(buf->mem_class), why);
         return -EINVAL;
     }
 
-    struct sd__class *cls = &pool->classes[buf->mem_class];
+    struct leasec__class *cls = &pool->classes[buf->mem_class];
     dallocx(buf->base, SD_BUF_FLAGS);
     pthread_mutex_lock(&cls->stats_lock);
     cls->in_use -= buf->len;
@@ -445,16 +451,16 @@ int sd_pool_free(struct sd_pool *pool, const struct sd_pool_buf *buf)
 
 /* --- introspection --- */
 
-int sd_pool_stats(struct sd_pool *pool, enum lt_class mem_class,
-                  struct sd_pool_class_stats *stats_p)
+int leasec_pool_stats(struct leasec_pool *pool, enum lt_class mem_class,
+                      struct leasec_pool_class_stats *stats_p)
 {
-    if (!pool || !stats_p || !sd__class_valid(mem_class))
+    if (!pool || !stats_p || !leasec__class_valid(mem_class))
         return -EINVAL;
-    struct sd__class *cls = &pool->classes[mem_class];
-    struct sd_pool_class_stats s = {.capacity = cls->capacity, .segments = cls->nsegs};
-    for (unsigned i = 0; i < cls->nsegs; i++) { /* fixed since sd_pool_create */
-        const struct sd__segment *seg = &cls->segs[i];
-        s.huge_segments += seg->page_size == SD_POOL_HUGE_PAGE;
+    struct leasec__class *cls = &pool->classes[mem_class];
+    struct leasec_pool_class_stats s = {.capacity = cls->capacity, .segments = cls->nsegs};
+    for (unsigned i = 0; i < cls->nsegs; i++) { /* fixed since leasec_pool_create */
+        const struct leasec__segment *seg = &cls->segs[i];
+        s.huge_segments += seg->page_size == LEASEC_POOL_HUGE_PAGE;
         s.thp_segments += seg->thp_bytes == seg->size;
     }
     pthread_mutex_lock(&cls->stats_lock);
@@ -471,41 +477,42 @@ int sd_pool_stats(struct sd_pool *pool, enum lt_class mem_class,
     return 0;
 }
 
-unsigned sd_pool_segment_count(const struct sd_pool *pool)
+unsigned leasec_pool_segment_count(const struct leasec_pool *pool)
 {
     return pool ? pool->nsegs : 0;
 }
 
-static void sd__segment_export(const struct sd__segment *seg, struct sd_pool_segment *out)
+static void leasec__segment_export(const struct leasec__segment *seg,
+                                   struct leasec_pool_segment *out)
 {
-    *out = (struct sd_pool_segment){.id = seg->id,
-                                    .mem_class = seg->mem_class,
-                                    .fd = seg->fd,
-                                    .base = seg->base,
-                                    .size = seg->size,
-                                    .page_size = seg->page_size,
-                                    .thp_bytes = seg->thp_bytes};
+    *out = (struct leasec_pool_segment){.id = seg->id,
+                                        .mem_class = seg->mem_class,
+                                        .fd = seg->fd,
+                                        .base = seg->base,
+                                        .size = seg->size,
+                                        .page_size = seg->page_size,
+                                        .thp_bytes = seg->thp_bytes};
 }
 
-int sd_pool_segment_at(const struct sd_pool *pool, unsigned index,
-                       struct sd_pool_segment *segment_p)
+int leasec_pool_segment_at(const struct leasec_pool *pool, unsigned index,
+                           struct leasec_pool_segment *segment_p)
 {
     if (!pool || !segment_p)
         return -EINVAL;
     if (index >= pool->nsegs)
         return -ERANGE;
-    sd__segment_export(pool->by_addr[index], segment_p);
+    leasec__segment_export(pool->by_addr[index], segment_p);
     return 0;
 }
 
-int sd_pool_segment_find(const struct sd_pool *pool, uint32_t seg_id,
-                         struct sd_pool_segment *segment_p)
+int leasec_pool_segment_find(const struct leasec_pool *pool, uint32_t seg_id,
+                             struct leasec_pool_segment *segment_p)
 {
     if (!pool || !segment_p)
         return -EINVAL;
     for (unsigned i = 0; i < pool->nsegs; i++) {
         if (pool->segs[i].id == seg_id) {
-            sd__segment_export(&pool->segs[i], segment_p);
+            leasec__segment_export(&pool->segs[i], segment_p);
             return 0;
         }
     }

@@ -15,7 +15,7 @@
 #define MFD_HUGE_2MB (21U << 26)
 #endif
 
-struct sd__prefault_job {
+struct leasec__prefault_job {
     pthread_t thread;
     int started;
     int touch;
@@ -25,7 +25,7 @@ struct sd__prefault_job {
     int err; /* positive errno */
 };
 
-static void sd__prefault_run(struct sd__prefault_job *job)
+static void leasec__prefault_run(struct leasec__prefault_job *job)
 {
     if (job->touch) {
         /* The segment is brand new, so storing zero changes nothing but
@@ -43,36 +43,37 @@ static void sd__prefault_run(struct sd__prefault_job *job)
     }
 }
 
-static void *sd__prefault_thread(void *arg)
+static void *leasec__prefault_thread(void *arg)
 {
-    sd__prefault_run(arg);
+    leasec__prefault_run(arg);
     return NULL;
 }
 
 /* Whether MADV_POPULATE_WRITE works here (Linux 5.14+): tried on the first
  * page. Returns 1 (populated it), 0 (EINVAL: not supported), or -errno. */
-static int sd__populate_probe(unsigned char *base, size_t page)
+static int leasec__populate_probe(unsigned char *base, size_t page)
 {
     if (madvise(base, page, MADV_POPULATE_WRITE) == 0)
         return 1;
     return errno == EINVAL ? 0 : -errno;
 }
 
-int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, uint64_t len)
+int leasec__segment_prefault(struct leasec__pool_ctx *ctx, int fd, unsigned char *base,
+                             uint64_t len)
 {
-    int touch = (ctx->flags & SD_POOL_PREFAULT_TOUCH) != 0;
+    int touch = (ctx->flags & LEASEC_POOL_PREFAULT_TOUCH) != 0;
     if (!touch) {
-        int rc = sd__populate_probe(base, ctx->page);
+        int rc = leasec__populate_probe(base, ctx->page);
         if (rc < 0) {
-            sd__ctx_log(ctx, "pre-faulting segment fd %d: MADV_POPULATE_WRITE: %s", fd,
-                        strerror(-rc));
+            leasec__ctx_log(ctx, "pre-faulting segment fd %d: MADV_POPULATE_WRITE: %s", fd,
+                            strerror(-rc));
             return rc;
         }
         if (rc == 0) {
             touch = 1;
             if (!ctx->touch_noted)
-                sd__ctx_log(ctx, "MADV_POPULATE_WRITE not supported by this kernel (EINVAL, "
-                                 "needs Linux 5.14): pre-faulting by touching every page");
+                leasec__ctx_log(ctx, "MADV_POPULATE_WRITE not supported by this kernel (EINVAL, "
+                                     "needs Linux 5.14): pre-faulting by touching every page");
             ctx->touch_noted = 1;
         }
     }
@@ -81,37 +82,38 @@ int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, 
          * SIGBUS; reserving the pages first turns that into an error. */
         if (fallocate(fd, 0, 0, (off_t)len) != 0 && errno != EOPNOTSUPP) {
             int err = errno;
-            sd__ctx_log(ctx, "reserving %llu bytes for segment fd %d: fallocate: %s",
-                        (unsigned long long)len, fd, strerror(err));
+            leasec__ctx_log(ctx, "reserving %llu bytes for segment fd %d: fallocate: %s",
+                            (unsigned long long)len, fd, strerror(err));
             return -err;
         }
     }
 
     /* Slices on 2 MiB boundaries, so a huge page is never split between
      * two threads. */
-    uint64_t units = len / SD_POOL_SEGMENT_ALIGN;
+    uint64_t units = len / LEASEC_POOL_SEGMENT_ALIGN;
     unsigned n = ctx->prefault_threads;
     if (n > units)
         n = units ? (unsigned)units : 1;
-    struct sd__prefault_job jobs[64];
+    struct leasec__prefault_job jobs[64];
     if (n > sizeof(jobs) / sizeof(jobs[0]))
         n = sizeof(jobs) / sizeof(jobs[0]);
     uint64_t done = 0;
     for (unsigned i = 0; i < n; i++) {
-        uint64_t share = units ? (units / n + (i < units % n)) * SD_POOL_SEGMENT_ALIGN : len;
+        uint64_t share = units ? (units / n + (i < units % n)) * LEASEC_POOL_SEGMENT_ALIGN : len;
         if (i == n - 1)
             share = len - done;
-        jobs[i] = (struct sd__prefault_job){
+        jobs[i] = (struct leasec__prefault_job){
             .touch = touch, .base = base + done, .len = share, .page = ctx->page};
         done += share;
         /* The calling thread takes the last slice; a thread that cannot be
          * started has its slice run here too. */
-        if (i + 1 < n && pthread_create(&jobs[i].thread, NULL, sd__prefault_thread, &jobs[i]) == 0)
+        if (i + 1 < n &&
+            pthread_create(&jobs[i].thread, NULL, leasec__prefault_thread, &jobs[i]) == 0)
             jobs[i].started = 1;
     }
     for (unsigned i = 0; i < n; i++)
         if (!jobs[i].started)
-            sd__prefault_run(&jobs[i]);
+            leasec__prefault_run(&jobs[i]);
     int err = 0;
     for (unsigned i = 0; i < n; i++) {
         if (jobs[i].started)
@@ -120,8 +122,8 @@ int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, 
             err = jobs[i].err;
     }
     if (err) {
-        sd__ctx_log(ctx, "pre-faulting %llu bytes of segment fd %d: MADV_POPULATE_WRITE: %s",
-                    (unsigned long long)len, fd, strerror(err));
+        leasec__ctx_log(ctx, "pre-faulting %llu bytes of segment fd %d: MADV_POPULATE_WRITE: %s",
+                        (unsigned long long)len, fd, strerror(err));
         return -err;
     }
     return 0;
@@ -129,14 +131,15 @@ int sd__segment_prefault(struct sd__pool_ctx *ctx, int fd, unsigned char *base, 
 
 /* Maps @fd at a 2 MiB-aligned address, so shmem huge pages (when the
  * system enables them) line up with the mapping. */
-static int sd__segment_map(int fd, uint64_t size, unsigned char **base_p)
+static int leasec__segment_map(int fd, uint64_t size, unsigned char **base_p)
 {
-    size_t span = size + SD_POOL_SEGMENT_ALIGN;
+    size_t span = size + LEASEC_POOL_SEGMENT_ALIGN;
     unsigned char *area =
         mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (area == MAP_FAILED)
         return -errno;
-    uintptr_t start = ((uintptr_t)area + SD_POOL_SEGMENT_ALIGN - 1) & ~(SD_POOL_SEGMENT_ALIGN - 1);
+    uintptr_t start =
+        ((uintptr_t)area + LEASEC_POOL_SEGMENT_ALIGN - 1) & ~(LEASEC_POOL_SEGMENT_ALIGN - 1);
     unsigned char *base =
         mmap((void *)start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     if (base == MAP_FAILED) {
@@ -157,7 +160,7 @@ static int sd__segment_map(int fd, uint64_t size, unsigned char **base_p)
 
 /* One counter of the 2 MiB hugetlb pool (whatever the default huge page
  * size is); -1 when it cannot be read. */
-static long sd__huge_counter(const char *name)
+static long leasec__huge_counter(const char *name)
 {
     char path[128];
     snprintf(path, sizeof(path), SD_HUGE_SYSFS "/%s", name);
@@ -173,7 +176,7 @@ static long sd__huge_counter(const char *name)
 
 /* The system's shmem THP policy, the bracketed word of shmem_enabled
  * ("never" when it cannot be read). */
-static void sd__shmem_thp_policy(char *buf, size_t len)
+static void leasec__shmem_thp_policy(char *buf, size_t len)
 {
     snprintf(buf, len, "never");
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
@@ -190,7 +193,7 @@ static void sd__shmem_thp_policy(char *buf, size_t len)
 
 /* Whether that policy gives 2 MiB folios to a mapping that asks for them
  * with MADV_HUGEPAGE. */
-static int sd__shmem_thp_allowed(const char *policy)
+static int leasec__shmem_thp_allowed(const char *policy)
 {
     return strcmp(policy, "advise") == 0 || strcmp(policy, "always") == 0 ||
            strcmp(policy, "within_size") == 0 || strcmp(policy, "force") == 0;
@@ -198,7 +201,7 @@ static int sd__shmem_thp_allowed(const char *policy)
 
 /* Bytes of the mapping starting at @base that this process maps with PMD
  * entries on shmem folios (smaps ShmemPmdMapped); 0 when unknown. */
-static uint64_t sd__segment_thp_bytes(const unsigned char *base)
+static uint64_t leasec__segment_thp_bytes(const unsigned char *base)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)
@@ -223,12 +226,13 @@ static uint64_t sd__segment_thp_bytes(const unsigned char *base)
 /* Why a hugetlb segment could not be made, with the system's numbers:
  * free pages less those already promised to other mappings (resv) are what
  * a new mapping can have. */
-static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
+static void leasec__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
 {
-    long total = sd__huge_counter("nr_hugepages"), free_pages = sd__huge_counter("free_hugepages"),
-         resv = sd__huge_counter("resv_hugepages");
+    long total = leasec__huge_counter("nr_hugepages"),
+         free_pages = leasec__huge_counter("free_hugepages"),
+         resv = leasec__huge_counter("resv_hugepages");
     long avail = free_pages >= 0 && resv >= 0 ? free_pages - resv : -1;
-    unsigned long long need = (unsigned long long)(size / SD_POOL_HUGE_PAGE);
+    unsigned long long need = (unsigned long long)(size / LEASEC_POOL_HUGE_PAGE);
     if (strcmp(step, "mmap") == 0 && rc == -ENOMEM)
         snprintf(buf, len,
                  "expected %llu available 2 MiB huge pages, found %ld (%ld free, %ld promised, "
@@ -243,25 +247,27 @@ static void sd__huge_reason(const char *step, int rc, uint64_t size, char *buf, 
 /* AUTO: hugetlb pages gave out at segment @name; this and every later
  * segment use base pages (with THP where allowed). Said once, with what it
  * costs on this system. */
-static void sd__huge_give_up(struct sd__pool_ctx *ctx, const char *name, const char *why)
+static void leasec__huge_give_up(struct leasec__pool_ctx *ctx, const char *name, const char *why)
 {
     ctx->huge_given_up = 1;
     char policy[32];
-    sd__shmem_thp_policy(policy, sizeof(policy));
-    if (sd__shmem_thp_allowed(policy))
-        sd__ctx_log(ctx,
-                    "segment %s and any after it: no hugetlb pages (%s); they use shmem pages "
-                    "with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with 2 MiB folios "
-                    "where memory is not too fragmented",
-                    name, why, policy);
+    leasec__shmem_thp_policy(policy, sizeof(policy));
+    if (leasec__shmem_thp_allowed(policy))
+        leasec__ctx_log(
+            ctx,
+            "segment %s and any after it: no hugetlb pages (%s); they use shmem pages "
+            "with MADV_HUGEPAGE instead, which shmem THP ('%s') backs with 2 MiB folios "
+            "where memory is not too fragmented",
+            name, why, policy);
     else
-        sd__ctx_log(ctx,
-                    "segment %s and any after it use %zu-byte pages, which the GPU agent "
-                    "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
-                    "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
-                    "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
-                    "shmem_enabled`), or set pages = small to say nothing",
-                    name, ctx->page, why, policy);
+        leasec__ctx_log(
+            ctx,
+            "segment %s and any after it use %zu-byte pages, which the GPU agent "
+            "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
+            "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
+            "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
+            "shmem_enabled`), or set pages = small to say nothing",
+            name, ctx->page, why, policy);
 }
 
 /* A memfd of @size bytes on hugetlb (@huge) or base pages, mapped at a
@@ -269,8 +275,8 @@ static void sd__huge_give_up(struct sd__pool_ctx *ctx, const char *name, const c
  * *step_p naming the call that failed; on failure nothing is left open.
  * A hugetlb mapping reserves its pages when it is made, so a shortage of
  * huge pages shows up here as ENOMEM, never as a later SIGBUS. */
-static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p,
-                            unsigned char **base_p, const char **step_p)
+static int leasec__segment_open(const char *name, uint64_t size, int huge, int *fd_p,
+                                unsigned char **base_p, const char **step_p)
 {
     unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
     if (huge)
@@ -283,7 +289,7 @@ static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p
     int rc = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
     if (rc == 0) {
         *step_p = "mmap";
-        rc = sd__segment_map(fd, size, base_p);
+        rc = leasec__segment_map(fd, size, base_p);
     }
     if (rc < 0) {
         close(fd);
@@ -297,44 +303,44 @@ static int sd__segment_open(const char *name, uint64_t size, int huge, int *fd_p
  * huge, and for auto while they last (never for STAGED, which the agent does
  * not register); else base pages asking for THP (pages = small: refusing
  * it). -errno when none could be had. */
-static int sd__segment_open_paged(struct sd__pool_ctx *ctx, const char *name,
-                                  enum lt_class mem_class, uint64_t size, int *fd_p,
-                                  unsigned char **base_p, uint64_t *page_p, const char **step_p)
+static int leasec__segment_open_paged(struct leasec__pool_ctx *ctx, const char *name,
+                                      enum lt_class mem_class, uint64_t size, int *fd_p,
+                                      unsigned char **base_p, uint64_t *page_p, const char **step_p)
 {
-    int want_huge =
-        ctx->pages == SD_POOL_PAGES_HUGE ||
-        (ctx->pages == SD_POOL_PAGES_AUTO && !ctx->huge_given_up && mem_class != LT_CLASS_STAGED);
+    int want_huge = ctx->pages == LEASEC_POOL_PAGES_HUGE ||
+                    (ctx->pages == LEASEC_POOL_PAGES_AUTO && !ctx->huge_given_up &&
+                     mem_class != LT_CLASS_STAGED);
     if (want_huge) {
-        int rc = sd__segment_open(name, size, 1, fd_p, base_p, step_p);
+        int rc = leasec__segment_open(name, size, 1, fd_p, base_p, step_p);
         if (rc == 0) {
-            *page_p = SD_POOL_HUGE_PAGE;
+            *page_p = LEASEC_POOL_HUGE_PAGE;
             return 0;
         }
         char why[320];
-        sd__huge_reason(*step_p, rc, size, why, sizeof(why));
-        if (ctx->pages == SD_POOL_PAGES_HUGE) {
-            sd__ctx_log(ctx,
-                        "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
-                        "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
-                        "pages = auto",
-                        name, (unsigned long long)size, why);
+        leasec__huge_reason(*step_p, rc, size, why, sizeof(why));
+        if (ctx->pages == LEASEC_POOL_PAGES_HUGE) {
+            leasec__ctx_log(ctx,
+                            "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
+                            "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
+                            "pages = auto",
+                            name, (unsigned long long)size, why);
             *step_p = NULL;
             return rc;
         }
-        sd__huge_give_up(ctx, name, why);
+        leasec__huge_give_up(ctx, name, why);
     }
-    if (ctx->pages == SD_POOL_PAGES_THP && !ctx->thp_noted) {
+    if (ctx->pages == LEASEC_POOL_PAGES_THP && !ctx->thp_noted) {
         ctx->thp_noted = 1;
         char policy[32];
-        sd__shmem_thp_policy(policy, sizeof(policy));
-        if (!sd__shmem_thp_allowed(policy))
-            sd__ctx_log(ctx,
-                        "pages = thp, but shmem THP is '%s': segments get %zu-byte pages, "
-                        "which the GPU agent registers several times slower (`echo advise > "
-                        "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows THP)",
-                        policy, ctx->page);
+        leasec__shmem_thp_policy(policy, sizeof(policy));
+        if (!leasec__shmem_thp_allowed(policy))
+            leasec__ctx_log(ctx,
+                            "pages = thp, but shmem THP is '%s': segments get %zu-byte pages, "
+                            "which the GPU agent registers several times slower (`echo advise > "
+                            "/sys/kernel/mm/transparent_hugepage/shmem_enabled` allows THP)",
+                            policy, ctx->page);
     }
-    int rc = sd__segment_open(name, size, 0, fd_p, base_p, step_p);
+    int rc = leasec__segment_open(name, size, 0, fd_p, base_p, step_p);
     if (rc < 0)
         return rc;
     /* Before pre-faulting: where the shmem THP policy allows it (advise,
@@ -342,13 +348,13 @@ static int sd__segment_open_paged(struct sd__pool_ctx *ctx, const char *name,
      * which the agent maps and pins as fast as hugetlb pages; small asks
      * for base pages outright. */
     (void)madvise(*base_p, (size_t)size,
-                  ctx->pages == SD_POOL_PAGES_SMALL ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
+                  ctx->pages == LEASEC_POOL_PAGES_SMALL ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
     *page_p = ctx->page;
     return 0;
 }
 
-int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32_t id,
-                       enum lt_class mem_class, uint64_t size)
+int leasec__segment_create(struct leasec__pool_ctx *ctx, struct leasec__segment *seg, uint32_t id,
+                           enum lt_class mem_class, uint64_t size)
 {
     /* "sd-pool-pinned-7": shows up as /memfd:sd-pool-pinned-7 in maps and fd links. */
     char name[64];
@@ -363,23 +369,23 @@ int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32
     int rc = -EIO;
     const char *step = "memfd_create";
 
-    if (sd__ctx_fault(ctx))
+    if (leasec__ctx_fault(ctx))
         goto fail;
-    rc = sd__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
+    rc = leasec__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
     if (rc < 0)
         goto fail;
     step = "mapping";
-    if (sd__ctx_fault(ctx)) {
+    if (leasec__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
     step = "pre-faulting";
-    if (sd__ctx_fault(ctx)) {
+    if (leasec__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
-    rc = sd__segment_prefault(ctx, fd, base, size);
-    if (rc < 0 && page_size == SD_POOL_HUGE_PAGE && ctx->pages == SD_POOL_PAGES_AUTO) {
+    rc = leasec__segment_prefault(ctx, fd, base, size);
+    if (rc < 0 && page_size == LEASEC_POOL_HUGE_PAGE && ctx->pages == LEASEC_POOL_PAGES_AUTO) {
         /* The mapping's reservation held but the pages would not fault in:
          * a hugetlb cgroup limit, or reserved pages outside this cpuset's
          * memory nodes. Base pages instead, as for a failed reservation. */
@@ -392,19 +398,19 @@ int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32
                  "pre-faulting a 2 MiB hugetlb memfd failed: %s (a hugetlb cgroup limit, or "
                  "reserved pages outside this cpuset's nodes?)",
                  strerror(-rc));
-        sd__huge_give_up(ctx, name, why);
-        rc = sd__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
+        leasec__huge_give_up(ctx, name, why);
+        rc = leasec__segment_open_paged(ctx, name, mem_class, size, &fd, &base, &page_size, &step);
         if (rc < 0)
             goto fail;
-        rc = sd__segment_prefault(ctx, fd, base, size);
+        rc = leasec__segment_prefault(ctx, fd, base, size);
     }
     if (rc < 0) {
-        step = NULL; /* sd__segment_prefault said why */
+        step = NULL; /* leasec__segment_prefault said why */
         goto fail;
     }
-    uint64_t thp_bytes = page_size == SD_POOL_HUGE_PAGE ? 0 : sd__segment_thp_bytes(base);
+    uint64_t thp_bytes = page_size == LEASEC_POOL_HUGE_PAGE ? 0 : leasec__segment_thp_bytes(base);
     step = "sealing (F_ADD_SEALS)";
-    if (sd__ctx_fault(ctx)) {
+    if (leasec__ctx_fault(ctx)) {
         rc = -EIO;
         goto fail;
     }
@@ -414,29 +420,29 @@ int sd__segment_create(struct sd__pool_ctx *ctx, struct sd__segment *seg, uint32
     }
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || (seals & SD_SEGMENT_SEALS) != SD_SEGMENT_SEALS) {
-        sd__ctx_log(ctx,
-                    "segment %s: expected seals SHRINK|GROW|SEAL (0x%x) after sealing, "
-                    "found 0x%x",
-                    name, SD_SEGMENT_SEALS, seals);
+        leasec__ctx_log(ctx,
+                        "segment %s: expected seals SHRINK|GROW|SEAL (0x%x) after sealing, "
+                        "found 0x%x",
+                        name, SD_SEGMENT_SEALS, seals);
         rc = -ENOTRECOVERABLE;
         step = NULL;
         goto fail;
     }
 
-    *seg = (struct sd__segment){.id = id,
-                                .mem_class = mem_class,
-                                .fd = fd,
-                                .base = base,
-                                .size = size,
-                                .page_size = page_size,
-                                .thp_bytes = thp_bytes,
-                                .carved = 0};
+    *seg = (struct leasec__segment){.id = id,
+                                    .mem_class = mem_class,
+                                    .fd = fd,
+                                    .base = base,
+                                    .size = size,
+                                    .page_size = page_size,
+                                    .thp_bytes = thp_bytes,
+                                    .carved = 0};
     return 0;
 
 fail:
     if (step)
-        sd__ctx_log(ctx, "creating segment %s of %llu bytes: %s: %s", name,
-                    (unsigned long long)size, step, strerror(-rc));
+        leasec__ctx_log(ctx, "creating segment %s of %llu bytes: %s: %s", name,
+                        (unsigned long long)size, step, strerror(-rc));
     if (base)
         munmap(base, size);
     if (fd >= 0)
@@ -444,7 +450,7 @@ fail:
     return rc;
 }
 
-void sd__segment_destroy(struct sd__segment *seg)
+void leasec__segment_destroy(struct leasec__segment *seg)
 {
     if (seg->base)
         munmap(seg->base, seg->size);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "reader_internal.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U
@@ -63,13 +63,13 @@ int sd_reader__region_find(const struct sd_reader *r, const void *p, size_t len)
 }
 
 /* The pool's segments as registrable regions, in address order. */
-static int sd_reader__regions_build(struct sd_reader *r, struct sd_pool *pool)
+static int sd_reader__regions_build(struct sd_reader *r, struct leasec_pool *pool)
 {
-    unsigned nseg = sd_pool_segment_count(pool);
+    unsigned nseg = leasec_pool_segment_count(pool);
     unsigned n = 0;
     for (unsigned i = 0; i < nseg; i++) {
-        struct sd_pool_segment seg;
-        if (sd_pool_segment_at(pool, i, &seg) == 0)
+        struct leasec_pool_segment seg;
+        if (leasec_pool_segment_at(pool, i, &seg) == 0)
             n += (unsigned)((seg.size + SD_READER_REGION_MAX - 1) / SD_READER_REGION_MAX);
     }
     if (n == 0)
@@ -78,8 +78,8 @@ static int sd_reader__regions_build(struct sd_reader *r, struct sd_pool *pool)
     if (!r->regions)
         return -ENOMEM;
     for (unsigned i = 0; i < nseg; i++) {
-        struct sd_pool_segment seg;
-        if (sd_pool_segment_at(pool, i, &seg) != 0)
+        struct leasec_pool_segment seg;
+        if (leasec_pool_segment_at(pool, i, &seg) != 0)
             continue;
         for (uint64_t off = 0; off < seg.size && r->nregions < n; off += SD_READER_REGION_MAX) {
             uint64_t len = seg.size - off;

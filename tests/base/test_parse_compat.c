@@ -1,8 +1,8 @@
-/* base_parse_size accepts everything the size parsers it replaces accept,
- * with the same bytes: stagingd's sd_size_parse and the agent's
- * ga_server_size_parse, run side by side on listed and random strings.
- * (agent_size_parse and store_parse_u64 are static: their forms are listed
- * in test_parse.c.) Delete this suite once both old parsers are gone. */
+/* base_parse_size accepts everything the size parser it replaces accepts,
+ * with the same bytes: stagingd's sd_size_parse, run side by side on listed
+ * and random strings. (The agent's parsers are gone: it parses with
+ * base_parse_size; store_parse_u64 is static: its forms are listed in
+ * test_parse.c.) Delete this suite once sd_size_parse is gone. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,7 +10,6 @@
 #include "base/parse.h"
 #include "base/rand.h"
 #include "check_main.h"
-#include "gpu/server.h"
 #include "stagingd/shard.h" /* sd_size_parse */
 
 static int checked, accepted;
@@ -21,11 +20,6 @@ static void compare(const char *s)
     int base_rc = base_parse_size(s, &base_v, NULL, 0);
     if (sd_size_parse(s, &old_v) == 0) {
         ck_assert_msg(base_rc == 0 && base_v == old_v, "'%s': sd_size_parse gives %llu", s,
-                      (unsigned long long)old_v);
-        accepted++;
-    }
-    if (ga_server_size_parse(s, &old_v) == 0) {
-        ck_assert_msg(base_rc == 0 && base_v == old_v, "'%s': ga_server_size_parse gives %llu", s,
                       (unsigned long long)old_v);
         accepted++;
     }

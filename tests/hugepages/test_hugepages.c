@@ -19,13 +19,13 @@
 
 #include "huge_pages.h"
 #include "lease/lease.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 
 #define MIB ((uint64_t)1 << 20)
 /* PINNED 4 MiB + MAPPED 2 MiB: within an 8 MiB RLIMIT_MEMLOCK. */
 #define PINNED_BYTES (4 * MIB)
 #define MAPPED_BYTES (2 * MIB)
-#define PAGES_NEEDED ((PINNED_BYTES + MAPPED_BYTES) / SD_POOL_HUGE_PAGE)
+#define PAGES_NEEDED ((PINNED_BYTES + MAPPED_BYTES) / LEASEC_POOL_HUGE_PAGE)
 /* One 4 MiB PINNED segment (two huge pages, so a boundary inside it) and
  * one 2 MiB MAPPED segment. */
 #define SEGMENTS 2
@@ -40,31 +40,31 @@ static void capture(void *ctx, int level, const char *subsys, const char *line)
     snprintf(pool_log + used, sizeof(pool_log) - used, "%s\n", line);
 }
 
-static struct sd_pool *paged_pool(enum sd_pool_pages pages)
+static struct leasec_pool *paged_pool(enum leasec_pool_pages pages)
 {
-    struct sd_pool_config c = {0};
+    struct leasec_pool_config c = {0};
     c.class_bytes[LT_CLASS_PINNED] = PINNED_BYTES;
     c.class_bytes[LT_CLASS_MAPPED] = MAPPED_BYTES;
     c.segment_bytes = 4 * MIB;
     c.prefault_threads = 2;
     c.pages = pages;
-    c.log = (struct base_log_sink){capture, NULL, BASE_LOG_DEBUG};
+    c.log = (struct leasec_log){capture, NULL, LEASEC_LOG_DEBUG};
     pool_log[0] = '\0';
-    struct sd_pool *pool = NULL;
-    int rc = sd_pool_create(&c, &pool);
-    ck_assert_msg(rc == 0, "sd_pool_create(pages = %s): %s; log:\n%s", sd_pool_pages_name(pages),
-                  strerror(-rc), pool_log);
+    struct leasec_pool *pool = NULL;
+    int rc = leasec_pool_create(&c, &pool);
+    ck_assert_msg(rc == 0, "leasec_pool_create(pages = %s): %s; log:\n%s",
+                  leasec_pool_pages_name(pages), strerror(-rc), pool_log);
     return pool;
 }
 
-static struct sd_pool *huge_pool(void)
+static struct leasec_pool *huge_pool(void)
 {
-    return paged_pool(SD_POOL_PAGES_HUGE);
+    return paged_pool(LEASEC_POOL_PAGES_HUGE);
 }
 
 START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
 {
-    struct sd_pool *pool = paged_pool(SD_POOL_PAGES_THP);
+    struct leasec_pool *pool = paged_pool(LEASEC_POOL_PAGES_THP);
     struct lease_backend be;
     ck_assert_int_eq(lease_host_backend_init(&be, NULL), 0);
     struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
@@ -74,9 +74,9 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
     ck_assert_msg(lease_service_create(&cfg, &be, &svc, &why) == 0, "%s", why.message);
     struct lease_client_id client = {0};
     ck_assert_int_eq(lease_client_add(svc, NULL, &client, NULL), 0);
-    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
-        struct sd_pool_segment s;
-        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+    for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
+        struct leasec_pool_segment s;
+        ck_assert_int_eq(leasec_pool_segment_at(pool, i, &s), 0);
         ck_assert_uint_eq(s.page_size, (uint64_t)sysconf(_SC_PAGESIZE));
         ck_assert_msg(s.thp_bytes == s.size, "segment %u: %llu of %llu bytes on THP", s.id,
                       (unsigned long long)s.thp_bytes, (unsigned long long)s.size);
@@ -90,28 +90,28 @@ START_TEST(test_thp_segments_are_pmd_mapped_by_the_pool_and_the_agent)
         ck_assert_int_eq(lease_segment_query(svc, client, id, 0, &info, NULL), 0);
         /* The agent's fresh mapping, aligned and populated, maps the same
          * folios with one entry per 2 MiB: nothing 4 KiB left to build. */
-        ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
+        ck_assert_uint_eq((uintptr_t)info.host_base % LEASEC_POOL_HUGE_PAGE, 0);
         ck_assert_int_eq(test_smaps_kb(info.host_base, "ShmemPmdMapped:"), (long)(s.size / 1024));
     }
     ck_assert_int_eq(lease_client_drop(svc, client, NULL), 0);
     lease_service_destroy(svc);
     lease_backend_fini(&be);
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 
 START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
 {
-    struct sd_pool *pool = huge_pool();
-    ck_assert_uint_eq(sd_pool_segment_count(pool), SEGMENTS);
-    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
-        struct sd_pool_segment s;
-        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
-        ck_assert_uint_eq(s.page_size, SD_POOL_HUGE_PAGE);
+    struct leasec_pool *pool = huge_pool();
+    ck_assert_uint_eq(leasec_pool_segment_count(pool), SEGMENTS);
+    for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
+        struct leasec_pool_segment s;
+        ck_assert_int_eq(leasec_pool_segment_at(pool, i, &s), 0);
+        ck_assert_uint_eq(s.page_size, LEASEC_POOL_HUGE_PAGE);
         struct statfs sfs;
         ck_assert_int_eq(fstatfs(s.fd, &sfs), 0);
         ck_assert_uint_eq((unsigned long)sfs.f_type, HUGETLBFS_MAGIC);
-        ck_assert_uint_eq((uint64_t)sfs.f_bsize, SD_POOL_HUGE_PAGE);
+        ck_assert_uint_eq((uint64_t)sfs.f_bsize, LEASEC_POOL_HUGE_PAGE);
         int seals = fcntl(s.fd, F_GET_SEALS);
         ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
                          F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
@@ -125,18 +125,18 @@ START_TEST(test_pool_segments_are_sealed_populated_hugetlb_memfds)
         free(vec);
     }
     for (int k = LT_CLASS_PINNED; k <= LT_CLASS_MAPPED; k++) {
-        struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
+        struct leasec_pool_class_stats st;
+        ck_assert_int_eq(leasec_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.huge_segments, st.segments);
     }
     ck_assert_str_eq(pool_log, ""); /* nothing fell back */
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 
 START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
 {
-    struct sd_pool *pool = huge_pool();
+    struct leasec_pool *pool = huge_pool();
     struct lease_backend be;
     ck_assert_int_eq(lease_host_backend_init(&be, NULL), 0);
     struct lease_service_config cfg = {.budget_pinned = PINNED_BYTES,
@@ -148,9 +148,9 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
     ck_assert_int_eq(lease_client_add(svc, NULL, &client, NULL), 0);
 
     struct lt_segment_id ids[SEGMENTS];
-    struct sd_pool_segment segs[SEGMENTS];
+    struct leasec_pool_segment segs[SEGMENTS];
     for (unsigned i = 0; i < SEGMENTS; i++) {
-        ck_assert_int_eq(sd_pool_segment_at(pool, i, &segs[i]), 0);
+        ck_assert_int_eq(leasec_pool_segment_at(pool, i, &segs[i]), 0);
         /* The agent takes over a copy of the fd, as SCM_RIGHTS would give it. */
         int fd = fcntl(segs[i].fd, F_DUPFD_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
@@ -174,11 +174,12 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
         ck_assert_int_eq(lease_segment_query(svc, client, ids[i], 0, &info, NULL), 0);
         ck_assert_uint_eq(info.registered, 1);
         /* One page-table entry per huge page needs a 2 MiB-aligned mapping. */
-        ck_assert_uint_eq((uintptr_t)info.host_base % SD_POOL_HUGE_PAGE, 0);
+        ck_assert_uint_eq((uintptr_t)info.host_base % LEASEC_POOL_HUGE_PAGE, 0);
         /* A lease across the boundary between the PINNED segment's two huge
          * pages (within the MAPPED one's only page): what the pool writes,
          * the agent reads, and back. */
-        uint64_t mid = segs[i].size > SD_POOL_HUGE_PAGE ? SD_POOL_HUGE_PAGE : segs[i].size / 2;
+        uint64_t mid =
+            segs[i].size > LEASEC_POOL_HUGE_PAGE ? LEASEC_POOL_HUGE_PAGE : segs[i].size / 2;
         struct lease_grant_req q = {
             ids[i], mid - 4096, 2 * 4096,
             segs[i].mem_class == LT_CLASS_MAPPED ? LT_CLASS_MAPPED : LT_CLASS_PINNED, 0};
@@ -202,7 +203,7 @@ START_TEST(test_agent_accepts_leases_and_counts_hugetlb_segments)
     ck_assert_uint_eq(lease_host_backend_locked(&be), 0);
     lease_service_destroy(svc);
     lease_backend_fini(&be);
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 

@@ -211,7 +211,7 @@ static uint64_t part_checksum(const unsigned char *p, size_t len, unsigned int n
     uint64_t sum = 0;
     for (unsigned int t = 0; t < nthreads; t++)
         sum += kn_thread_terms(p, len, t, nthreads);
-    return kb_finish(sum, len);
+    return kn_finish(sum, len);
 }
 
 START_TEST(kernel_thread_shares_add_up_to_reference)

@@ -361,7 +361,7 @@ START_TEST(random_corruption_never_reads_out_of_bounds)
 }
 END_TEST
 
-/* Runs cubincheck with @argv; returns its exit status, stderr in @out. */
+/* Runs cubincheck with @argv; returns its exit status, stdout and stderr in @out. */
 static int cubincheck_run(char *const argv[], char *out, size_t out_len)
 {
     char path[] = "/tmp/kn-cubincheck-XXXXXX";
@@ -416,6 +416,12 @@ START_TEST(cli_fails_the_build_and_leaves_no_output)
     char *usage[] = {"cubincheck", "--arch", "sm90", KN_TEST_CUBIN, NULL};
     ck_assert_int_eq(cubincheck_run(usage, out, sizeof(out)), 2);
     ck_assert_msg(strstr(out, "expected digits"), "%s", out);
+
+    char *help[] = {"cubincheck", "--help", NULL}; /* issue #13: --help is not an error */
+    ck_assert_int_eq(cubincheck_run(help, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "usage: cubincheck --arch DIGITS"), "%s", out);
+    char *unknown[] = {"cubincheck", "--bogus", KN_TEST_CUBIN, NULL};
+    ck_assert_int_eq(cubincheck_run(unknown, out, sizeof(out)), 2);
 }
 END_TEST
 

@@ -259,8 +259,10 @@ static void on_drained(void *arg, struct lease_client_id client)
     pthread_mutex_unlock(&r->mu);
 }
 
-static void test_log(void *arg, const char *line)
+static void test_log(void *arg, int level, const char *subsys, const char *line)
 {
+    (void)level;
+    (void)subsys;
     struct recorder *r = arg;
     pthread_mutex_lock(&r->mu);
     r->logs++;
@@ -284,8 +286,7 @@ static struct lease_service_config config(uint64_t pinned, uint64_t mapped)
         .on_release_complete = on_complete,
         .on_client_drained = on_drained,
         .cb_arg = &rec,
-        .log = test_log,
-        .log_arg = &rec,
+        .log = {.fn = test_log, .ctx = &rec, .max_level = BASE_LOG_DEBUG},
     };
 }
 

@@ -17,16 +17,16 @@
 #include <stdint.h>
 
 #if defined(__CUDACC__)
-#define KB_FN static __host__ __device__ __forceinline__
+#define KN_FN static __host__ __device__ __forceinline__
 #else
-#define KB_FN static inline
+#define KN_FN static inline
 #endif
 
-#define KB_SEED 0x6c656173655f7631ULL /* "lease_v1" */
-#define KB_INDEX_KEY 0x9e3779b97f4a7c15ULL
+#define KN_SEED 0x6c656173655f7631ULL /* "lease_v1" */
+#define KN_INDEX_KEY 0x9e3779b97f4a7c15ULL
 
 /* The 64-bit finalizer of MurmurHash3: a bijection with full avalanche. */
-KB_FN uint64_t kb_fmix64(uint64_t k)
+KN_FN uint64_t kn_fmix64(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
@@ -37,15 +37,15 @@ KB_FN uint64_t kb_fmix64(uint64_t k)
 }
 
 /* What the word at @index (counted in words from the block's start) adds. */
-KB_FN uint64_t kb_word_term(uint64_t word, uint64_t index)
+KN_FN uint64_t kn_word_term(uint64_t word, uint64_t index)
 {
-    return kb_fmix64(word ^ (KB_SEED + index * KB_INDEX_KEY));
+    return kn_fmix64(word ^ (KN_SEED + index * KN_INDEX_KEY));
 }
 
 /* The checksum of a block of @block_len bytes whose word terms sum to @sum. */
-KB_FN uint64_t kb_finish(uint64_t sum, uint64_t block_len)
+KN_FN uint64_t kn_finish(uint64_t sum, uint64_t block_len)
 {
-    return kb_fmix64(sum ^ kb_fmix64(block_len + KB_SEED));
+    return kn_fmix64(sum ^ kn_fmix64(block_len + KN_SEED));
 }
 
 #endif /* KERNELS_BLOCKHASH_H */

@@ -40,7 +40,7 @@ static inline uint64_t kn__load_word(const unsigned char *q)
 /* The sum of the word terms thread @tid of @nthreads adds for a block of
  * @len bytes at @p (8-byte aligned). The shares of threads 0..nthreads-1 sum
  * to the block's full term sum, for any @nthreads >= 1. */
-KB_FN uint64_t kn_thread_terms(const unsigned char *KN__RESTRICT p, uint64_t len, unsigned int tid,
+KN_FN uint64_t kn_thread_terms(const unsigned char *KN__RESTRICT p, uint64_t len, unsigned int tid,
                                unsigned int nthreads)
 {
     const uint64_t words = len / 8;
@@ -50,7 +50,7 @@ KB_FN uint64_t kn_thread_terms(const unsigned char *KN__RESTRICT p, uint64_t len
      * odd word, word 0 is taken alone and the pairs begin at word 1. */
     const uint64_t first = ((uintptr_t)p & 8u) ? 1 : 0;
     if (first && words > 0 && tid == 0)
-        sum += kb_word_term(KN__LOAD_WORD(p), 0);
+        sum += kn_word_term(KN__LOAD_WORD(p), 0);
     const uint64_t pair_words = words > first ? words - first : 0;
     const uint64_t pairs = pair_words / 2;
     const unsigned char *KN__RESTRICT q = p + first * 8;
@@ -60,12 +60,12 @@ KB_FN uint64_t kn_thread_terms(const unsigned char *KN__RESTRICT p, uint64_t len
     for (uint64_t i = tid; i < pairs; i += nthreads) {
         uint64_t lo, hi;
         KN__LOAD_PAIR(q + 16 * i, lo, hi);
-        sum += kb_word_term(lo, first + 2 * i);
-        sum += kb_word_term(hi, first + 2 * i + 1);
+        sum += kn_word_term(lo, first + 2 * i);
+        sum += kn_word_term(hi, first + 2 * i + 1);
     }
     /* The odd word after the pairs, on another thread than word 0's. */
     if ((pair_words & 1) && tid == nthreads - 1)
-        sum += kb_word_term(KN__LOAD_WORD(p + (words - 1) * 8), words - 1);
+        sum += kn_word_term(KN__LOAD_WORD(p + (words - 1) * 8), words - 1);
     /* A tail of 1..7 bytes is a word padded with zero bytes, read bytewise
      * because it may end at the very last byte of the buffer. */
     const unsigned int tail = (unsigned int)(len % 8);
@@ -74,7 +74,7 @@ KB_FN uint64_t kn_thread_terms(const unsigned char *KN__RESTRICT p, uint64_t len
         uint64_t w = 0;
         for (unsigned int i = 0; i < tail; i++)
             w |= (uint64_t)t[i] << (8 * i);
-        sum += kb_word_term(w, words);
+        sum += kn_word_term(w, words);
     }
     return sum;
 }

@@ -48,6 +48,15 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+/* Minor versions: version 1 stays the wire version; each later feature is a
+ * minor version of it, negotiated by its own capability bit, so a peer that
+ * does not know a bit never sees that feature's messages. Reserved, in order
+ * (message types and error codes are appended in the same order):
+ *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37)
+ *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
+ *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
+ * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
+#define LT_PROTO_MINOR 0u /* the highest minor this build implements */
 #define LT_CAP_CLIENT_KNOWN (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)

@@ -6,7 +6,7 @@
  * lease_service_destroy, which must not run concurrently with any other call.
  * Callbacks (on_release_complete, on_client_drained) are invoked WITHOUT the
  * lock held, on the thread whose call completed the event, before that call
- * returns; they may call back into the service. The log function may be
+ * returns; they may call back into the service. The log sink may be
  * invoked with the lock held and must not call into the service.
  * Backend calls: lease_segment_add registers without the lock (the segment is
  * not visible yet); a re-registration after an LRU eviction (in lease_grant)
@@ -18,7 +18,7 @@
  * protocol code (enum lt_error) the agent sends for it, the errno, and one
  * line saying what was expected and what was found. The function that
  * decides a failure fills it and logs the same line through the service's
- * log function once; callers pass it up. See docs/lease-service.md for the
+ * log sink once; callers pass it up. See docs/lease-service.md for the
  * error table.
  *
  * Vocabulary: classes are lease-types' enum lt_class, segment and lease ids
@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "lease_types/classes.h"
 #include "lease_types/errors.h"
 #include "lease_types/ids.h"
@@ -118,9 +119,10 @@ struct lease_service_config {
      * unmapped and their fds closed. Optional. */
     void (*on_client_drained)(void *arg, struct lease_client_id client);
     void *cb_arg;
-    /* Receives every error and notice (one line, no newline). NULL: stderr. */
-    void (*log)(void *arg, const char *line);
-    void *log_arg;
+    /* Receives every line the service logs, subsystem "lease": refusals
+     * (info), registrations (info), fallbacks (notice), leftovers at destroy
+     * (warning). Zeroed: the process default (base/log.h). */
+    struct base_log_sink log;
 };
 
 /* Creates a service over a copy of @backend. Refuses (-EINVAL, with the

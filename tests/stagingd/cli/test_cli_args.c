@@ -58,7 +58,7 @@ START_TEST(options_take_their_value_after_a_space_or_an_equals_sign)
     ck_assert_str_eq(a.agents[0], "/a");
     ck_assert_str_eq(a.agents[1], "/b");
     ck_assert_uint_eq(a.job.k, 3);
-    ck_assert_int_eq(a.pages, SD_POOL_PAGES_SMALL);
+    ck_assert_int_eq(a.pages, LEASEC_POOL_PAGES_SMALL);
     ck_assert_uint_eq(a.job.rate_limit, 1u << 20);
 }
 END_TEST

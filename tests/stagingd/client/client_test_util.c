@@ -76,15 +76,15 @@ void *memfd_seg(uint64_t size, int *fd_p)
 
 /* Offers every segment of @pool, keyed by the pool's segment ids, as the
  * daemon does. Returns the number offered, or the first error. */
-int offer_pool(struct sd_client *c, const struct sd_pool *pool)
+int offer_pool(struct leasec_client *c, const struct leasec_pool *pool)
 {
-    unsigned n = sd_pool_segment_count(pool);
+    unsigned n = leasec_pool_segment_count(pool);
     for (unsigned i = 0; i < n; i++) {
-        struct sd_pool_segment seg;
-        int rc = sd_pool_segment_at(pool, i, &seg);
+        struct leasec_pool_segment seg;
+        int rc = leasec_pool_segment_at(pool, i, &seg);
         if (rc == 0)
-            rc = sd_client_segment_add(c, seg.id, seg.fd, seg.base, seg.size,
-                                       (uint32_t)seg.mem_class);
+            rc = leasec_client_segment_add(c, seg.id, seg.fd, seg.base, seg.size,
+                                           (uint32_t)seg.mem_class);
         if (rc < 0)
             return rc;
     }
@@ -95,7 +95,7 @@ int offer_pool(struct sd_client *c, const struct sd_pool *pool)
 
 struct ev evs[512];
 unsigned nev;
-struct sd_client *g_client;
+struct leasec_client *g_client;
 char g_log[8192];
 
 static struct ev *ev_new(int kind)
@@ -107,7 +107,7 @@ static struct ev *ev_new(int kind)
     return e;
 }
 
-static void on_grant(void *ctx, const struct sd_client_grant *g)
+static void on_grant(void *ctx, const struct leasec_client_grant *g)
 {
     (void)ctx;
     struct ev *e = ev_new(EV_GRANT);
@@ -119,7 +119,7 @@ static void on_grant(void *ctx, const struct sd_client_grant *g)
         e->ents[k] = g->entries[k];
 }
 
-static void on_completion(void *ctx, const struct sd_client_completion *c)
+static void on_completion(void *ctx, const struct leasec_client_completion *c)
 {
     (void)ctx;
     struct ev *e = ev_new(EV_COMPLETION);
@@ -132,7 +132,7 @@ static void on_completion(void *ctx, const struct sd_client_completion *c)
     e->result = c->result;
 }
 
-static void on_release(void *ctx, const struct sd_client_release *r)
+static void on_release(void *ctx, const struct leasec_client_release *r)
 {
     (void)ctx;
     struct ev *e = ev_new(EV_RELEASE);
@@ -146,7 +146,7 @@ static void on_release(void *ctx, const struct sd_client_release *r)
     snprintf(e->msg, sizeof(e->msg), "%s", r->message ? r->message : "");
 }
 
-static void on_error(void *ctx, const struct sd_client_error *x)
+static void on_error(void *ctx, const struct leasec_client_error *x)
 {
     (void)ctx;
     struct ev *e = ev_new(EV_ERROR);
@@ -158,15 +158,32 @@ static void on_error(void *ctx, const struct sd_client_error *x)
     e->code = x->code;
     e->index = x->index;
     snprintf(e->msg, sizeof(e->msg), "%s", x->message);
+    if (x->refusal) {
+        e->refused = 1;
+        e->refusal = *x->refusal;
+    }
 }
 
-static void on_reply(void *ctx, const struct sd_client_reply *r)
+static void on_reply(void *ctx, const struct leasec_client_reply *r)
 {
     (void)ctx;
     struct ev *e = ev_new(EV_REPLY);
     e->agent = r->agent;
     e->rid = r->request_id;
     e->tag = r->tag;
+    e->type = r->request_type;
+    e->stream = r->stream;
+    e->event = r->event;
+    e->ready = r->ready;
+    e->elapsed_ms = r->elapsed_ms;
+    if (r->stats) {
+        e->has_stats = 1;
+        e->stats_clients = r->stats->client_count;
+        e->stats_have_self = (uint32_t)r->stats->have_self;
+        e->stats_self_id = r->stats->self.client_id;
+        e->stats_uptime_ns = r->stats->uptime_ns;
+        e->stats_self_submits = r->stats->self.submits;
+    }
 }
 
 static void on_ready(void *ctx, unsigned agent, uint32_t epoch)
@@ -176,7 +193,7 @@ static void on_ready(void *ctx, unsigned agent, uint32_t epoch)
     e->agent = agent;
     e->epoch = epoch;
     /* the driving functions refuse to nest inside a callback */
-    e->nested_rc = sd_client_process(g_client);
+    e->nested_rc = leasec_client_process(g_client);
 }
 
 static void on_disconnect(void *ctx, unsigned agent, int err, const char *message)
@@ -200,46 +217,46 @@ void capture_log(void *ctx, int level, const char *subsys, const char *line)
 
 uint32_t g_handshake_ms; /* 0: the default */
 
-struct sd_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
+struct leasec_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
 {
-    struct sd_client_config cfg;
-    sd_client_config_default(&cfg);
+    struct leasec_client_config cfg;
+    leasec_client_config_default(&cfg);
     if (g_handshake_ms)
         cfg.handshake_timeout_ms = g_handshake_ms;
     cfg.name = "test-client";
     cfg.backoff_min_ms = backoff_min;
     cfg.backoff_max_ms = backoff_max;
     cfg.seed = SEED;
-    cfg.cb = (struct sd_client_callbacks){on_grant, on_completion, on_release,   on_error,
-                                          on_reply, on_ready,      on_disconnect};
-    cfg.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
+    cfg.cb = (struct leasec_client_callbacks){on_grant, on_completion, on_release,   on_error,
+                                              on_reply, on_ready,      on_disconnect};
+    cfg.log = (struct leasec_log){capture_log, NULL, LEASEC_LOG_DEBUG};
     nev = 0;
     g_log[0] = '\0';
-    struct sd_client *c = NULL;
-    ck_assert_int_eq(sd_client_create(&cfg, &c), 0);
+    struct leasec_client *c = NULL;
+    ck_assert_int_eq(leasec_client_create(&cfg, &c), 0);
     g_client = c;
     return c;
 }
 
-void pump_for(struct sd_client *c, int ms)
+void pump_for(struct leasec_client *c, int ms)
 {
     uint64_t end = now_ms() + (uint64_t)ms;
     while (now_ms() < end) {
-        struct pollfd p = {.fd = sd_client_fd(c), .events = POLLIN};
+        struct pollfd p = {.fd = leasec_client_fd(c), .events = POLLIN};
         poll(&p, 1, 2);
-        ck_assert_int_ge(sd_client_process(c), 0);
+        ck_assert_int_ge(leasec_client_process(c), 0);
     }
 }
 
-void pump_until(struct sd_client *c, unsigned want)
+void pump_until(struct leasec_client *c, unsigned want)
 {
     uint64_t end = now_ms() + WAIT_MS;
     while (nev < want) {
         ck_assert_msg(now_ms() < end, "waited for %u callbacks, saw %u; log:\n%s", want, nev,
                       g_log);
-        struct pollfd p = {.fd = sd_client_fd(c), .events = POLLIN};
+        struct pollfd p = {.fd = leasec_client_fd(c), .events = POLLIN};
         poll(&p, 1, 10);
-        ck_assert_int_ge(sd_client_process(c), 0);
+        ck_assert_int_ge(leasec_client_process(c), 0);
     }
 }
 
@@ -261,7 +278,7 @@ unsigned ev_count(int kind)
 
 /* Receives the next client message on the fake side, processing the
  * client meanwhile (it sends offers only while processing a reply). */
-ssize_t recv_pumped(struct fake *f, struct sd_client *c, union lt_msg_buffer *b, int *fds,
+ssize_t recv_pumped(struct fake *f, struct leasec_client *c, union lt_msg_buffer *b, int *fds,
                     unsigned *nfds)
 {
     uint64_t end = now_ms() + WAIT_MS;
@@ -269,14 +286,14 @@ ssize_t recv_pumped(struct fake *f, struct sd_client *c, union lt_msg_buffer *b,
         ssize_t n = fake_recv(f, b, 2, fds, nfds);
         if (n >= 0)
             return n;
-        ck_assert_int_ge(sd_client_process(c), 0);
+        ck_assert_int_ge(leasec_client_process(c), 0);
     }
     ck_abort_msg("fake agent: nothing from the client within %d ms; log:\n%s", WAIT_MS, g_log);
     return -1;
 }
 
 /* Receives one message and checks it is a valid @type from a client. */
-size_t recv_type(struct fake *f, struct sd_client *c, union lt_msg_buffer *b, uint16_t type)
+size_t recv_type(struct fake *f, struct leasec_client *c, union lt_msg_buffer *b, uint16_t type)
 {
     ssize_t n = recv_pumped(f, c, b, NULL, NULL);
     uint16_t got = 0;
@@ -289,7 +306,7 @@ size_t recv_type(struct fake *f, struct sd_client *c, union lt_msg_buffer *b, ui
 
 /* Accepts the client's connection, processing the client meanwhile (it
  * reconnects only while processing). */
-void accept_pumped(struct fake *f, struct sd_client *c)
+void accept_pumped(struct fake *f, struct leasec_client *c)
 {
     uint64_t end = now_ms() + WAIT_MS;
     while (now_ms() < end) {
@@ -298,7 +315,7 @@ void accept_pumped(struct fake *f, struct sd_client *c)
             fake_accept(f);
             return;
         }
-        ck_assert_int_ge(sd_client_process(c), 0);
+        ck_assert_int_ge(leasec_client_process(c), 0);
     }
     ck_abort_msg("fake agent: the client did not connect within %d ms; log:\n%s", WAIT_MS, g_log);
 }
@@ -313,7 +330,7 @@ struct lt_segment_id agent_seg_id(unsigned k)
 /* Accepts a connection, answers HELLO and every offer (with agent_seg_id),
  * and pumps the client until ready. Returns the number of offers seen;
  * their cookies go to @cookies_p (room for 8) when not NULL. */
-unsigned handshake(struct fake *f, struct sd_client *c, uint32_t caps, uint32_t batch,
+unsigned handshake(struct fake *f, struct leasec_client *c, uint32_t caps, uint32_t batch,
                    unsigned nsegs, uint64_t *cookies_p)
 {
     union lt_msg_buffer b;
@@ -349,12 +366,12 @@ unsigned handshake(struct fake *f, struct sd_client *c, uint32_t caps, uint32_t 
 
 /* Requests one lease per entry of @reqs and grants them all with lease
  * ids {first_slot + k, 1}. */
-void lease_all(struct fake *f, struct sd_client *c, const struct sd_client_lease_req *reqs,
-               unsigned n, uint32_t first_slot, struct sd_client_lease *leases_p)
+void lease_all(struct fake *f, struct leasec_client *c, const struct leasec_client_lease_req *reqs,
+               unsigned n, uint32_t first_slot, struct leasec_client_lease *leases_p)
 {
     union lt_msg_buffer b;
     uint64_t rid;
-    ck_assert_int_eq(sd_client_lease_request(c, 0, reqs, n, 0, 0, &rid), 0);
+    ck_assert_int_eq(leasec_client_lease_request(c, 0, reqs, n, 0, 0, &rid), 0);
     recv_type(f, c, &b, LT_MSG_LEASE_REQUEST);
     const struct lt_msg_lease_request *q = (const void *)&b;
     union lt_msg_buffer out;
@@ -378,9 +395,9 @@ void lease_all(struct fake *f, struct sd_client *c, const struct sd_client_lease
     }
 }
 
-struct sd_client_work checksum_work(uint64_t offset, uint64_t length, uint64_t sums)
+struct leasec_client_work checksum_work(uint64_t offset, uint64_t length, uint64_t sums)
 {
-    struct sd_client_work w;
+    struct leasec_client_work w;
     memset(&w, 0, sizeof(w));
     w.op = LT_OP_CHECKSUM_VERIFY;
     w.args.checksum.offset = offset;

@@ -28,11 +28,11 @@
 START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmits)
 {
     const uint32_t bmin = 4, bmax = 32;
-    struct sd_client *c = client_new(bmin, bmax);
+    struct leasec_client *c = client_new(bmin, bmax);
     int fd1, fd2;
     void *b1 = memfd_seg(MIB, &fd1), *b2 = memfd_seg(64 << 10, &fd2);
-    ck_assert_int_eq(sd_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
-    ck_assert_int_eq(sd_client_segment_add(c, 2, fd2, b2, 64 << 10, LT_CLASS_MAPPED), 0);
+    ck_assert_int_eq(leasec_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
+    ck_assert_int_eq(leasec_client_segment_add(c, 2, fd2, b2, 64 << 10, LT_CLASS_MAPPED), 0);
     uint64_t rng = SEED;
     for (size_t i = 0; i < MIB / 8; i++)
         ((uint64_t *)b1)[i] = rng_next(&rng);
@@ -43,19 +43,19 @@ START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmi
     union lt_msg_buffer b;
     unsigned agent;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     ck_assert_uint_eq(handshake(&f, c, 0, 8, 2, NULL), 2);
-    struct sd_client_lease_req r[2] = {{.segment = 1, .offset = 0, .length = 65536 + 4096},
-                                       {.segment = 1, .offset = 131072, .length = 4096}};
-    struct sd_client_lease l[2];
+    struct leasec_client_lease_req r[2] = {{.segment = 1, .offset = 0, .length = 65536 + 4096},
+                                           {.segment = 1, .offset = 131072, .length = 4096}};
+    struct leasec_client_lease l[2];
     lease_all(&f, c, r, 2, 1, l);
     uint64_t rids[3], rel;
     for (unsigned k = 0; k < 3; k++) {
-        struct sd_client_work w = checksum_work(0, 65536, 65536);
-        ck_assert_int_eq(sd_client_submit(c, &l[0], &w, 1 + k, &rids[k]), 0);
+        struct leasec_client_work w = checksum_work(0, 65536, 65536);
+        ck_assert_int_eq(leasec_client_submit(c, &l[0], &w, 1 + k, &rids[k]), 0);
         recv_type(&f, c, &b, LT_MSG_SUBMIT);
     }
-    ck_assert_int_eq(sd_client_lease_release(c, &l[1], 1, 9, &rel), 0);
+    ck_assert_int_eq(leasec_client_lease_release(c, &l[1], 1, 9, &rel), 0);
     recv_type(&f, c, &b, LT_MSG_LEASE_RELEASE);
 
     /* the agent dies with three submits and a release in flight */
@@ -81,14 +81,14 @@ START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmi
     ck_assert_int_eq(e->err, -ECONNRESET);
     ck_assert_int_eq(e->reusable, 0);
     ck_assert(lt_lease_id_eq(e->lease.id, l[1].id));
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
-    ck_assert_int_eq(info.state, SD_CLIENT_DISCONNECTED);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
+    ck_assert_int_eq(info.state, LEASEC_CLIENT_DISCONNECTED);
     ck_assert_uint_eq(info.in_flight, 0);
     ck_assert_uint_eq(info.leases, 0);
     uint64_t rid;
-    struct sd_client_work w = checksum_work(0, 65536, 65536);
-    ck_assert_int_eq(sd_client_submit(c, &l[0], &w, 0, &rid), -ENOTCONN);
+    struct leasec_client_work w = checksum_work(0, 65536, 65536);
+    ck_assert_int_eq(leasec_client_submit(c, &l[0], &w, 0, &rid), -ENOTCONN);
 
     /* nobody listens: attempts back off exponentially, with jitter, capped */
     uint64_t attempts0 = info.attempts, last = info.attempts;
@@ -97,7 +97,7 @@ START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmi
     uint64_t end = now_ms() + 300;
     while (now_ms() < end) {
         pump_for(c, 1);
-        ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+        ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
         if (info.attempts == last)
             continue;
         ck_assert_uint_eq(info.attempts, last + 1);
@@ -122,19 +122,19 @@ START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmi
     ck_assert_uint_eq(handshake(&f, c, 0, 8, 2, NULL), 2);
     ck_assert_int_eq(evs[base].kind, EV_READY);
     ck_assert_uint_eq(evs[base].epoch, 2);
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
     ck_assert_uint_eq(info.offers_sent, 4);
     ck_assert_uint_eq(info.epoch, 2);
     ck_assert_uint_eq(info.next_delay_ms, 0);
 
     /* the old lease is refused, a fresh one with the very same agent id works */
-    ck_assert_int_eq(sd_client_submit(c, &l[0], &w, 0, &rid), -ESTALE);
-    ck_assert_ptr_nonnull(strstr(sd_client_last_error(c), "connection 1"));
-    struct sd_client_lease nl;
+    ck_assert_int_eq(leasec_client_submit(c, &l[0], &w, 0, &rid), -ESTALE);
+    ck_assert_ptr_nonnull(strstr(leasec_client_last_error(c), "connection 1"));
+    struct leasec_client_lease nl;
     lease_all(&f, c, &r[0], 1, 1, &nl);
     ck_assert(lt_lease_id_eq(nl.id, l[0].id));
     ck_assert_uint_eq(nl.epoch, 2);
-    ck_assert_int_eq(sd_client_submit(c, &nl, &w, 1, &rid), 0);
+    ck_assert_int_eq(leasec_client_submit(c, &nl, &w, 1, &rid), 0);
     ck_assert_uint_gt(rid, rids[2]); /* request ids never repeat on an agent */
     recv_type(&f, c, &b, LT_MSG_SUBMIT);
     completion_send(&f, rid, nl.id, 16);
@@ -144,7 +144,7 @@ START_TEST(test_agent_death_fails_in_flight_then_reconnects_reoffers_and_resubmi
     ck_assert_uint_eq(evs[base].tag, 1);
     ck_assert_int_eq(memcmp(copy, b1, MIB), 0); /* nothing staged was touched */
 
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
     free(copy);
     munmap(b1, MIB);
@@ -156,10 +156,10 @@ END_TEST
 
 START_TEST(test_two_agents_are_independent_connections)
 {
-    struct sd_client *c = client_new(5, 50);
+    struct leasec_client *c = client_new(5, 50);
     int fd1;
     void *b1 = memfd_seg(MIB, &fd1);
-    ck_assert_int_eq(sd_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
+    ck_assert_int_eq(leasec_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
     char path_b[160];
     snprintf(path_b, sizeof(path_b), "%s/agent-b.sock", g_dir);
     struct fake fa, fb;
@@ -167,18 +167,18 @@ START_TEST(test_two_agents_are_independent_connections)
     unsigned ia, ib;
     fake_listen(&fa, g_path);
     fake_listen(&fb, path_b);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &ia), 0);
-    ck_assert_int_eq(sd_client_agent_add(c, path_b, &ib), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &ia), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, path_b, &ib), 0);
     ck_assert_uint_eq(ib, ia + 1);
     handshake(&fa, c, 0, 8, 1, NULL); /* each agent gets its own offer */
     handshake(&fb, c, 0, 8, 1, NULL);
 
     /* the same lease id from both agents names two different leases */
-    struct sd_client_lease_req r = {.segment = 1, .offset = 0, .length = 65536 + 4096};
-    struct sd_client_lease la, lb;
+    struct leasec_client_lease_req r = {.segment = 1, .offset = 0, .length = 65536 + 4096};
+    struct leasec_client_lease la, lb;
     uint64_t ra, rb;
-    ck_assert_int_eq(sd_client_lease_request(c, ia, &r, 1, 0, 0, &ra), 0);
-    ck_assert_int_eq(sd_client_lease_request(c, ib, &r, 1, 0, 0, &rb), 0);
+    ck_assert_int_eq(leasec_client_lease_request(c, ia, &r, 1, 0, 0, &ra), 0);
+    ck_assert_int_eq(leasec_client_lease_request(c, ib, &r, 1, 0, 0, &rb), 0);
     ck_assert_uint_eq(ra, rb); /* request ids are per connection */
     struct fake *fs[2] = {&fa, &fb};
     for (int k = 0; k < 2; k++) {
@@ -199,10 +199,10 @@ START_TEST(test_two_agents_are_independent_connections)
     ck_assert_uint_eq(la.agent, ia);
     ck_assert_uint_eq(lb.agent, ib);
 
-    struct sd_client_work w = checksum_work(0, 65536, 65536);
+    struct leasec_client_work w = checksum_work(0, 65536, 65536);
     uint64_t sa, sb;
-    ck_assert_int_eq(sd_client_submit(c, &la, &w, 1, &sa), 0);
-    ck_assert_int_eq(sd_client_submit(c, &lb, &w, 2, &sb), 0);
+    ck_assert_int_eq(leasec_client_submit(c, &la, &w, 1, &sa), 0);
+    ck_assert_int_eq(leasec_client_submit(c, &lb, &w, 2, &sb), 0);
     recv_type(&fa, c, &b, LT_MSG_SUBMIT);
     recv_type(&fb, c, &b, LT_MSG_SUBMIT);
 
@@ -220,16 +220,16 @@ START_TEST(test_two_agents_are_independent_connections)
     ck_assert_int_eq(evs[base + 2].kind, EV_COMPLETION);
     ck_assert_uint_eq(evs[base + 2].agent, ib);
     ck_assert_uint_eq(evs[base + 2].tag, 2);
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, ib, &info), 0);
-    ck_assert_int_eq(info.state, SD_CLIENT_READY);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, ib, &info), 0);
+    ck_assert_int_eq(info.state, LEASEC_CLIENT_READY);
     ck_assert_uint_eq(info.epoch, 1);
     ck_assert_uint_eq(info.leases, 1);
-    ck_assert_int_eq(sd_client_agent_info(c, ia, &info), 0);
-    ck_assert_int_ne(info.state, SD_CLIENT_READY);
+    ck_assert_int_eq(leasec_client_agent_info(c, ia, &info), 0);
+    ck_assert_int_ne(info.state, LEASEC_CLIENT_READY);
     ck_assert_uint_eq(info.leases, 0);
 
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&fb);
     unlink(path_b);
     munmap(b1, MIB);
@@ -240,24 +240,24 @@ END_TEST
 START_TEST(test_sends_queue_in_order_while_the_socket_is_full)
 {
     enum { N = 3000 };
-    struct sd_client *c = client_new(5, 50);
+    struct leasec_client *c = client_new(5, 50);
     int fd1;
     void *b1 = memfd_seg(MIB, &fd1);
-    ck_assert_int_eq(sd_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
+    ck_assert_int_eq(leasec_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     handshake(&f, c, 0, 8, 1, NULL);
-    struct sd_client_lease_req r = {.segment = 1, .offset = 0, .length = 65536 + 4096};
-    struct sd_client_lease l;
+    struct leasec_client_lease_req r = {.segment = 1, .offset = 0, .length = 65536 + 4096};
+    struct leasec_client_lease l;
     lease_all(&f, c, &r, 1, 1, &l);
 
     uint64_t first = 0, rid;
     for (unsigned k = 0; k < N; k++) {
-        struct sd_client_work w = checksum_work(0, 4096 * (1 + k % 16), 65536);
-        ck_assert_int_eq(sd_client_submit(c, &l, &w, k, &rid), 0);
+        struct leasec_client_work w = checksum_work(0, 4096 * (1 + k % 16), 65536);
+        ck_assert_int_eq(leasec_client_submit(c, &l, &w, k, &rid), 0);
         if (k == 0)
             first = rid;
     }
@@ -278,10 +278,10 @@ START_TEST(test_sends_queue_in_order_while_the_socket_is_full)
                           4096 * (1 + got % 16));
         got++;
     }
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
     ck_assert_uint_eq(info.in_flight, N);
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
     munmap(b1, MIB);
     close(fd1);
@@ -291,31 +291,31 @@ END_TEST
 START_TEST(test_stuck_handshake_times_out_and_retries)
 {
     g_handshake_ms = 40;
-    struct sd_client *c = client_new(2, 10);
+    struct leasec_client *c = client_new(2, 10);
     g_handshake_ms = 0;
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     fake_accept(&f);
     recv_type(&f, c, &b, LT_MSG_HELLO); /* and never answer it */
     uint64_t t0 = now_ms();
-    ck_assert_int_eq(sd_client_wait_ready(c, 0, WAIT_MS), -ETIMEDOUT);
+    ck_assert_int_eq(leasec_client_wait_ready(c, 0, WAIT_MS), -ETIMEDOUT);
     uint64_t took = now_ms() - t0;
     ck_assert_msg(took >= 30 && took < 2000, "the 40 ms handshake timeout fired after %llu ms",
                   (unsigned long long)took);
-    ck_assert_msg(strstr(sd_client_last_error(c), "no HELLO_REPLY"), "message: %s",
-                  sd_client_last_error(c));
+    ck_assert_msg(strstr(leasec_client_last_error(c), "no HELLO_REPLY"), "message: %s",
+                  leasec_client_last_error(c));
     int d = ev_find(EV_DISCONNECT, 0);
     ck_assert_int_ge(d, 0);
     ck_assert_int_eq(evs[d].err, -ETIMEDOUT);
     fake_drop(&f);
     handshake(&f, c, 0, 8, 0, NULL); /* the retry succeeds */
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
     ck_assert_uint_eq(info.epoch, 2);
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
 }
 END_TEST

@@ -57,14 +57,14 @@ START_TEST(test_doorbell_ring_and_done_word_cross_processes)
             data[i] = rng_next(&rng);
             expect = expect * 31 + data[i];
         }
-        sd_client_ring(bell, seq);
+        leasec_client_ring(bell, seq);
         uint64_t spins = 0;
-        while (sd_client_done_word_read(done) < seq) {
+        while (leasec_client_done_word_read(done) < seq) {
             if (++spins % 64 == 0)
                 sched_yield();
             ck_assert_msg(spins < (1ull << 30), "round %llu: no answer", (unsigned long long)seq);
         }
-        ck_assert_uint_eq(sd_client_done_word_read(done), seq);
+        ck_assert_uint_eq(leasec_client_done_word_read(done), seq);
         ck_assert_uint_eq(*result, expect);
     }
     int status;
@@ -72,15 +72,15 @@ START_TEST(test_doorbell_ring_and_done_word_cross_processes)
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     /* the words a client resolves are the segment's own */
-    struct sd_client *c = client_new(5, 50);
-    ck_assert_int_eq(sd_client_segment_add(c, 5, fd, w, 4096, LT_CLASS_MAPPED), 0);
+    struct leasec_client *c = client_new(5, 50);
+    ck_assert_int_eq(leasec_client_segment_add(c, 5, fd, w, 4096, LT_CLASS_MAPPED), 0);
     uint64_t *p;
-    ck_assert_int_eq(sd_client_word_ptr(c, 5, 8, &p), 0);
+    ck_assert_int_eq(leasec_client_word_ptr(c, 5, 8, &p), 0);
     ck_assert_ptr_eq(p, done);
-    ck_assert_int_eq(sd_client_word_ptr(c, 5, 4092, &p), -EINVAL);
-    ck_assert_int_eq(sd_client_word_ptr(c, 5, 4096, &p), -EINVAL);
-    ck_assert_int_eq(sd_client_word_ptr(c, 6, 0, &p), -ENOENT);
-    sd_client_destroy(c);
+    ck_assert_int_eq(leasec_client_word_ptr(c, 5, 4092, &p), -EINVAL);
+    ck_assert_int_eq(leasec_client_word_ptr(c, 5, 4096, &p), -EINVAL);
+    ck_assert_int_eq(leasec_client_word_ptr(c, 6, 0, &p), -ENOENT);
+    leasec_client_destroy(c);
     munmap(w, 4096);
     close(fd);
 }

@@ -26,21 +26,21 @@
 
 START_TEST(test_handshake_sends_hello_and_adopts_agent_limits)
 {
-    struct sd_client *c = client_new(5, 50);
+    struct leasec_client *c = client_new(5, 50);
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent = 99;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     ck_assert_uint_eq(agent, 0);
 
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
-    ck_assert_int_eq(info.state, SD_CLIENT_HANDSHAKE);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
+    ck_assert_int_eq(info.state, LEASEC_CLIENT_HANDSHAKE);
     ck_assert_uint_eq(info.epoch, 1);
-    struct sd_client_lease_req r = {.segment = 1, .length = 4096};
+    struct leasec_client_lease_req r = {.segment = 1, .length = 4096};
     uint64_t rid;
-    ck_assert_int_eq(sd_client_lease_request(c, 0, &r, 1, 0, 0, &rid), -ENOTCONN);
+    ck_assert_int_eq(leasec_client_lease_request(c, 0, &r, 1, 0, 0, &rid), -ENOTCONN);
 
     fake_accept(&f);
     recv_type(&f, c, &b, LT_MSG_HELLO);
@@ -57,30 +57,30 @@ START_TEST(test_handshake_sends_hello_and_adopts_agent_limits)
     ck_assert_int_eq(evs[0].kind, EV_READY);
     ck_assert_uint_eq(evs[0].epoch, 1);
     ck_assert_int_eq(evs[0].nested_rc, -EDEADLK);
-    ck_assert_int_eq(sd_client_wait_ready(c, 0, 0), 0);
+    ck_assert_int_eq(leasec_client_wait_ready(c, 0, 0), 0);
 
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
-    ck_assert_int_eq(info.state, SD_CLIENT_READY);
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
+    ck_assert_int_eq(info.state, LEASEC_CLIENT_READY);
     ck_assert_uint_eq(info.hello.client_id, 7);
     ck_assert_uint_eq(info.hello.max_lease_batch, 4);
     ck_assert_uint_eq(info.hello.caps, LT_CAP_DOORBELL | LT_CAP_HOST_BACKEND);
     ck_assert_str_eq(info.hello.agent_name, "fake-agent");
     ck_assert_uint_eq(info.in_flight, 0);
-    ck_assert_int_eq(sd_client_agent_info(c, 1, &info), -ENOENT);
+    ck_assert_int_eq(leasec_client_agent_info(c, 1, &info), -ENOENT);
 
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
 }
 END_TEST
 
 START_TEST(test_version_mismatch_is_refused_with_a_message)
 {
-    struct sd_client *c = client_new(2, 10);
+    struct leasec_client *c = client_new(2, 10);
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
 
     /* 1: the agent refuses our HELLO */
     fake_accept(&f);
@@ -89,8 +89,8 @@ START_TEST(test_version_mismatch_is_refused_with_a_message)
     fake_error(&em, b.hdr.request_id, LT_MSG_HELLO, LT_E_BAD_VERSION, LT_INDEX_NONE,
                "this agent speaks only v2");
     fake_send(&f, &em, sizeof(em), -1);
-    ck_assert_int_eq(sd_client_wait_ready(c, 0, WAIT_MS), -EPROTONOSUPPORT);
-    const char *msg = sd_client_last_error(c);
+    ck_assert_int_eq(leasec_client_wait_ready(c, 0, WAIT_MS), -EPROTONOSUPPORT);
+    const char *msg = leasec_client_last_error(c);
     ck_assert_msg(strstr(msg, "this agent speaks only v2") && strstr(msg, g_path) &&
                       strstr(msg, "LT_E_BAD_VERSION"),
                   "message: %s", msg);
@@ -111,19 +111,19 @@ START_TEST(test_version_mismatch_is_refused_with_a_message)
         else
             hr.version = 2;
         fake_send(&f, &hr, sizeof(hr), -1);
-        ck_assert_int_eq(sd_client_wait_ready(c, 0, WAIT_MS), -EPROTONOSUPPORT);
-        msg = sd_client_last_error(c);
+        ck_assert_int_eq(leasec_client_wait_ready(c, 0, WAIT_MS), -EPROTONOSUPPORT);
+        msg = leasec_client_last_error(c);
         ck_assert_msg(strstr(msg, "version mismatch") && strstr(msg, "version 2") &&
                           strstr(msg, g_path),
                       "message: %s", msg);
         fake_drop(&f);
     }
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
-    ck_assert_int_ne(info.state, SD_CLIENT_READY);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
+    ck_assert_int_ne(info.state, LEASEC_CLIENT_READY);
     ck_assert_int_eq(info.last_err, -EPROTONOSUPPORT);
     ck_assert_int_eq(ev_find(EV_READY, 0), -1);
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
 }
 END_TEST
@@ -132,27 +132,27 @@ END_TEST
 
 START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
 {
-    struct sd_pool_config pc = {0};
+    struct leasec_pool_config pc = {0};
     pc.class_bytes[LT_CLASS_STAGED] = 2 * MIB;
     pc.class_bytes[LT_CLASS_PINNED] = 4 * MIB;
     pc.class_bytes[LT_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
-    pc.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
-    pc.log = (struct base_log_sink){capture_log, NULL, BASE_LOG_DEBUG};
-    struct sd_pool *pool = NULL;
-    ck_assert_int_eq(sd_pool_create(&pc, &pool), 0);
-    unsigned nseg = sd_pool_segment_count(pool);
+    pc.pages = LEASEC_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
+    pc.log = (struct leasec_log){capture_log, NULL, LEASEC_LOG_DEBUG};
+    struct leasec_pool *pool = NULL;
+    ck_assert_int_eq(leasec_pool_create(&pc, &pool), 0);
+    unsigned nseg = leasec_pool_segment_count(pool);
     ck_assert_uint_eq(nseg, 4);
 
-    struct sd_client *c = client_new(5, 50);
+    struct leasec_client *c = client_new(5, 50);
     ck_assert_int_eq(offer_pool(c, pool), 4);
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent;
     uint64_t rng = SEED;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     fake_accept(&f);
     int fds[4];
     unsigned nfds;
@@ -170,8 +170,8 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
         ck_assert_uint_eq(b.hdr.type, LT_MSG_SEGMENT_OFFER);
         ck_assert_uint_eq(nfds, 1);
         const struct lt_msg_segment_offer *o = (const void *)&b;
-        struct sd_pool_segment seg;
-        ck_assert_int_eq(sd_pool_segment_find(pool, (uint32_t)o->cookie, &seg), 0);
+        struct leasec_pool_segment seg;
+        ck_assert_int_eq(leasec_pool_segment_find(pool, (uint32_t)o->cookie, &seg), 0);
         ck_assert_uint_eq(o->size, seg.size);
         ck_assert_uint_eq(o->mem_class, (uint32_t)seg.mem_class);
         struct stat mine, theirs;
@@ -206,14 +206,14 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
         a.mem_class = o->mem_class;
         fake_send(&f, &a, sizeof(a), -1);
     }
-    ck_assert_int_eq(sd_client_wait_ready(c, 0, WAIT_MS), 0);
+    ck_assert_int_eq(leasec_client_wait_ready(c, 0, WAIT_MS), 0);
     ck_assert_int_eq(fake_recv(&f, &b, 20, fds, &nfds), -1); /* offered once, no more */
-    struct sd_client_agent_info info;
-    ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+    struct leasec_client_agent_info info;
+    ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
     ck_assert_uint_eq(info.offers_sent, 4);
     ck_assert_uint_eq(info.segments_accepted, 4);
-    sd_client_destroy(c);
-    sd_pool_destroy(pool);
+    leasec_client_destroy(c);
+    leasec_pool_destroy(pool);
     fake_close(&f);
 }
 END_TEST

@@ -18,6 +18,7 @@ static Suite *client_suite(void)
     client_tests_malformed(tc);
     client_tests_doorbell(tc);
     client_tests_restart(tc);
+    client_tests_api(tc);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -44,8 +44,8 @@ enum {
 
 /* Sends malformed case @k in answer to lease request @rid (two entries).
  * Returns the error expected, 0 for "any", and what the message names. */
-static int malformed_send(struct fake *f, struct sd_client *c, int k, uint64_t rid, uint64_t *rng,
-                          const char **needle_p)
+static int malformed_send(struct fake *f, struct leasec_client *c, int k, uint64_t rid,
+                          uint64_t *rng, const char **needle_p)
 {
     union lt_msg_buffer m;
     size_t len = sizeof(struct lt_msg_lease_grant) + 2 * sizeof(struct lt_lease_grant_entry);
@@ -136,10 +136,11 @@ static int malformed_send(struct fake *f, struct sd_client *c, int k, uint64_t r
         unsigned want = nev + 1;
         pump_until(c, want);
         ck_assert_int_eq(evs[want - 1].kind, EV_GRANT);
-        struct sd_client_lease l[2] = {evs[want - 1].ents[0].lease, evs[want - 1].ents[1].lease};
+        struct leasec_client_lease l[2] = {evs[want - 1].ents[0].lease,
+                                           evs[want - 1].ents[1].lease};
         uint64_t rel;
         union lt_msg_buffer b;
-        ck_assert_int_eq(sd_client_lease_release(c, l, 2, 0, &rel), 0);
+        ck_assert_int_eq(leasec_client_lease_release(c, l, 2, 0, &rel), 0);
         recv_type(f, c, &b, LT_MSG_LEASE_RELEASE);
         release_complete_send(f, rel, l[0].id, LT_OK);
         release_complete_send(f, rel, l[0].id, LT_OK);
@@ -167,26 +168,26 @@ static int malformed_send(struct fake *f, struct sd_client *c, int k, uint64_t r
 
 START_TEST(test_malformed_replies_disconnect_with_an_error_never_a_crash)
 {
-    struct sd_client *c = client_new(1, 4);
+    struct leasec_client *c = client_new(1, 4);
     int fd1;
     void *b1 = memfd_seg(MIB, &fd1);
-    ck_assert_int_eq(sd_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
+    ck_assert_int_eq(leasec_client_segment_add(c, 1, fd1, b1, MIB, LT_CLASS_PINNED), 0);
     struct fake f;
     union lt_msg_buffer b;
     unsigned agent;
     uint64_t rng = SEED;
     fake_listen(&f, g_path);
-    ck_assert_int_eq(sd_client_agent_add(c, g_path, &agent), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, g_path, &agent), 0);
     int fds_before = -1;
     for (int k = 0; k < BAD_CASES; k++) {
         handshake(&f, c, 0, 8, 1, NULL);
         if (fds_before < 0)
             fds_before = count_fds();
         ck_assert_int_eq(count_fds(), fds_before);
-        struct sd_client_lease_req r[2] = {{.segment = 1, .offset = 0, .length = 4096},
-                                           {.segment = 1, .offset = 8192, .length = 4096}};
+        struct leasec_client_lease_req r[2] = {{.segment = 1, .offset = 0, .length = 4096},
+                                               {.segment = 1, .offset = 8192, .length = 4096}};
         uint64_t rid;
-        ck_assert_int_eq(sd_client_lease_request(c, 0, r, 2, 0, 100 + (uint64_t)k, &rid), 0);
+        ck_assert_int_eq(leasec_client_lease_request(c, 0, r, 2, 0, 100 + (uint64_t)k, &rid), 0);
         recv_type(&f, c, &b, LT_MSG_LEASE_REQUEST);
         unsigned base = nev;
         const char *needle;
@@ -214,15 +215,15 @@ START_TEST(test_malformed_replies_disconnect_with_an_error_never_a_crash)
             ck_assert_int_eq(evs[x].err, e->err);
             ck_assert_uint_eq(evs[x].tag, 100 + (uint64_t)k);
         }
-        struct sd_client_agent_info info;
-        ck_assert_int_eq(sd_client_agent_info(c, 0, &info), 0);
+        struct leasec_client_agent_info info;
+        ck_assert_int_eq(leasec_client_agent_info(c, 0, &info), 0);
         /* nothing left but, if it reconnected already, its new HELLO */
-        ck_assert_uint_eq(info.in_flight, info.state == SD_CLIENT_DISCONNECTED ? 0u : 1u);
+        ck_assert_uint_eq(info.in_flight, info.state == LEASEC_CLIENT_DISCONNECTED ? 0u : 1u);
         ck_assert_uint_eq(info.leases, 0);
         fake_drop(&f);
         nev = 0;
     }
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
     fake_close(&f);
     munmap(b1, MIB);
     close(fd1);

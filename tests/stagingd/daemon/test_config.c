@@ -56,7 +56,7 @@ START_TEST(defaults_are_the_documented_ones)
     ck_assert_uint_eq(c.pinned_pool, 0);
     ck_assert_uint_eq(c.mapped_pool, 2u << 20);
     ck_assert_uint_eq(c.segment_size, 0);
-    ck_assert_int_eq(c.pages, SD_POOL_PAGES_AUTO);
+    ck_assert_int_eq(c.pages, LEASEC_POOL_PAGES_AUTO);
     ck_assert_int_eq(c.op, SD_JOB_VERIFY);
     ck_assert_uint_eq(c.job.inflight, 4);
     ck_assert_uint_eq(c.job.batch, 16);
@@ -163,9 +163,9 @@ START_TEST(words_and_yes_no_keys_take_their_spellings)
     expect_refused(&c, "doorbell", "sometimes", "expected auto, on or off, found 'sometimes'");
 
     ck_assert_int_eq(set1(&c, "pages", "huge"), 0);
-    ck_assert_int_eq(c.pages, SD_POOL_PAGES_HUGE);
+    ck_assert_int_eq(c.pages, LEASEC_POOL_PAGES_HUGE);
     ck_assert_int_eq(set1(&c, "pages", "thp"), 0);
-    ck_assert_int_eq(c.pages, SD_POOL_PAGES_THP);
+    ck_assert_int_eq(c.pages, LEASEC_POOL_PAGES_THP);
     expect_refused(&c, "pages", "large", "expected auto, small, huge or thp, found 'large'");
 
     ck_assert_int_eq(set1(&c, "log-level", "debug"), 0);

@@ -19,7 +19,7 @@
 
 #include "e2e_util.h"
 #include "lease_types/lease_types.h"
-#include "stagingd/client.h"
+#include "lease/client.h"
 
 #define MiB (1ull << 20)
 #define RUN_MS 60000
@@ -296,31 +296,27 @@ static int connect_stream(const char *path, int timeout_ms)
  * a client named @name is still connected. */
 static void agent_stats(const char *sock, uint64_t *live_p, int *named_p, const char *name)
 {
-    struct sd_client_config cc;
-    sd_client_config_default(&cc);
+    struct leasec_client_config cc;
+    leasec_client_config_default(&cc);
     cc.name = "e2e-probe";
     cc.caps = 0;
-    struct sd_client *c = NULL;
+    struct leasec_client *c = NULL;
     unsigned a;
-    ck_assert_int_eq(sd_client_create(&cc, &c), 0);
-    ck_assert_int_eq(sd_client_agent_add(c, sock, &a), 0);
-    ck_assert_int_eq(sd_client_wait_ready(c, a, 5000), 0);
-    struct lt_msg_stats_request m;
-    lt_msg_init(&m, sizeof m, LT_MSG_STATS_REQUEST, 1);
-    m.flags = LT_STATS_F_ALL_CLIENTS;
-    union lt_msg_buffer reply;
-    ck_assert_msg(sd_client_call(c, a, &m, sizeof m, 5000, &reply) == 0, "%s",
-                  sd_client_last_error(c));
-    const struct lt_msg_stats_reply *sr = (const struct lt_msg_stats_reply *)(void *)&reply;
+    ck_assert_int_eq(leasec_client_create(&cc, &c), 0);
+    ck_assert_int_eq(leasec_client_agent_add(c, sock, &a), 0);
+    ck_assert_int_eq(leasec_client_wait_ready(c, a, 5000), 0);
+    struct leasec_agent_stats st;
+    ck_assert_msg(leasec_client_stats_call(c, a, LEASEC_STATS_F_ALL_CLIENTS, 5000, &st) == 0, "%s",
+                  leasec_client_last_error(c));
     uint64_t live = 0;
     for (int cls = 1; cls < LT_CLASS_SLOTS; cls++)
-        live += sr->classes[cls].live_leases;
+        live += st.classes[cls].live_leases;
     int named = 0;
-    for (uint32_t k = 0; k < sr->client_count; k++)
-        named |= strncmp(sr->clients[k].name, name, LT_NAME_LEN) == 0;
+    for (uint32_t k = 0; k < st.client_count; k++)
+        named |= strncmp(st.clients[k].name, name, LT_NAME_LEN) == 0;
     *live_p = live;
     *named_p = named;
-    sd_client_destroy(c);
+    leasec_client_destroy(c);
 }
 
 START_TEST(test_sigterm_during_a_job_exits_cleanly_and_releases_every_lease)

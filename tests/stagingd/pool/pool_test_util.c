@@ -37,9 +37,9 @@ void capture_log(void *ctx, int level, const char *subsys, const char *line)
     snprintf(c->all + used, sizeof(c->all) - used, "%s\n", line);
 }
 
-struct sd_pool_config small_config(void)
+struct leasec_pool_config small_config(void)
 {
-    struct sd_pool_config c = {0};
+    struct leasec_pool_config c = {0};
     c.class_bytes[LT_CLASS_STAGED] = 6 * MIB; /* a 4 MiB and a 2 MiB segment */
     c.class_bytes[LT_CLASS_PINNED] = 16 * MIB;
     c.class_bytes[LT_CLASS_MAPPED] = 4 * MIB;
@@ -47,17 +47,17 @@ struct sd_pool_config small_config(void)
     c.prefault_threads = 2;
     /* Base pages: the same segments whether or not this machine has huge
      * pages reserved (the page-backing tests below choose their own). */
-    c.pages = SD_POOL_PAGES_SMALL;
+    c.pages = LEASEC_POOL_PAGES_SMALL;
     memset(&captured, 0, sizeof(captured));
-    c.log = (struct base_log_sink){capture_log, &captured, BASE_LOG_DEBUG};
+    c.log = (struct leasec_log){capture_log, &captured, LEASEC_LOG_DEBUG};
     return c;
 }
 
-struct sd_pool *create_or_fail(const struct sd_pool_config *c)
+struct leasec_pool *create_or_fail(const struct leasec_pool_config *c)
 {
-    struct sd_pool *pool = NULL;
-    int rc = sd_pool_create(c, &pool);
-    ck_assert_msg(rc == 0, "sd_pool_create: %s; log:\n%s", strerror(-rc), captured.all);
+    struct leasec_pool *pool = NULL;
+    int rc = leasec_pool_create(c, &pool);
+    ck_assert_msg(rc == 0, "leasec_pool_create: %s; log:\n%s", strerror(-rc), captured.all);
     ck_assert_ptr_nonnull(pool);
     return pool;
 }
@@ -142,7 +142,7 @@ void live_insert(struct live_set *s, const struct live *item)
     uintptr_t a = (uintptr_t)item->buf.base;
     unsigned i = live_lower_bound(s, a);
     if (i > 0) {
-        const struct sd_pool_buf *prev = &s->v[i - 1].buf;
+        const struct leasec_pool_buf *prev = &s->v[i - 1].buf;
         ck_assert_msg((uintptr_t)prev->base + prev->len <= a,
                       "buffer %p+%zu overlaps the live buffer %p+%zu before it", item->buf.base,
                       item->buf.len, prev->base, prev->len);
@@ -163,20 +163,20 @@ void live_remove(struct live_set *s, unsigned i)
 }
 
 /* Checks one fresh buffer against the pool's segment table. */
-void check_buf_placement(struct sd_pool *pool, const struct sd_pool_buf *b, enum lt_class mem_class,
-                         size_t size)
+void check_buf_placement(struct leasec_pool *pool, const struct leasec_pool_buf *b,
+                         enum lt_class mem_class, size_t size)
 {
     ck_assert_ptr_nonnull(b->base);
     ck_assert_uint_eq(b->len, size);
     ck_assert_int_eq(b->mem_class, mem_class);
-    ck_assert_uint_eq((uintptr_t)b->base % SD_POOL_BUF_ALIGN, 0);
+    ck_assert_uint_eq((uintptr_t)b->base % LEASEC_POOL_BUF_ALIGN, 0);
     uint32_t id = 0;
     uint64_t off = 0;
-    ck_assert_int_eq(sd_pool_locate(pool, b->base, b->len, &id, &off), 0);
+    ck_assert_int_eq(leasec_pool_locate(pool, b->base, b->len, &id, &off), 0);
     ck_assert_uint_eq(id, b->segment_id);
     ck_assert_uint_eq(off, b->offset);
-    struct sd_pool_segment seg;
-    ck_assert_int_eq(sd_pool_segment_find(pool, id, &seg), 0);
+    struct leasec_pool_segment seg;
+    ck_assert_int_eq(leasec_pool_segment_find(pool, id, &seg), 0);
     ck_assert_msg(seg.mem_class == mem_class, "%s buffer placed in a %s segment",
                   lt_class_name(mem_class), lt_class_name(seg.mem_class));
     ck_assert_uint_le(off + size, seg.size);
@@ -192,11 +192,11 @@ size_t random_size(uint64_t *rng)
     return 1 + (size_t)(rng_next(rng) % ((uint64_t)1 << bits));
 }
 
-void check_accounting(struct sd_pool *pool, const struct random_run *r)
+void check_accounting(struct leasec_pool *pool, const struct random_run *r)
 {
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
-        struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
+        struct leasec_pool_class_stats st;
+        ck_assert_int_eq(leasec_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.in_use, r->in_use[k]);
         ck_assert_uint_eq(st.live_buffers, r->live[k]);
         ck_assert_uint_eq(st.high_water, r->high[k]);
@@ -206,7 +206,7 @@ void check_accounting(struct sd_pool *pool, const struct random_run *r)
     }
 }
 
-void free_live(struct sd_pool *pool, struct random_run *r, unsigned i)
+void free_live(struct leasec_pool *pool, struct random_run *r, unsigned i)
 {
     struct live *l = &r->set.v[i];
     long bad = pattern_check(l->buf.base, l->buf.len, l->key);
@@ -215,7 +215,7 @@ void free_live(struct sd_pool *pool, struct random_run *r, unsigned i)
                   "overlapped it (seed 0x%llx)",
                   l->buf.base, l->buf.len, lt_class_name(l->buf.mem_class), bad,
                   (unsigned long long)SEED);
-    ck_assert_int_eq(sd_pool_free(pool, &l->buf), 0);
+    ck_assert_int_eq(leasec_pool_free(pool, &l->buf), 0);
     r->in_use[l->buf.mem_class] -= l->buf.len;
     r->live[l->buf.mem_class]--;
     live_remove(&r->set, i);

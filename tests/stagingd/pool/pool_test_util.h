@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "pool_internal.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define SEED 0x5d5eed2026ull
@@ -21,7 +21,7 @@ struct log_capture {
 };
 
 struct live {
-    struct sd_pool_buf buf;
+    struct leasec_pool_buf buf;
     uint64_t key;
 };
 
@@ -48,9 +48,9 @@ uint64_t rng_next(uint64_t *s);
 
 void capture_log(void *ctx, int level, const char *subsys, const char *line);
 
-struct sd_pool_config small_config(void);
+struct leasec_pool_config small_config(void);
 
-struct sd_pool *create_or_fail(const struct sd_pool_config *c);
+struct leasec_pool *create_or_fail(const struct leasec_pool_config *c);
 
 int count_fds(void);
 
@@ -73,14 +73,14 @@ void live_insert(struct live_set *s, const struct live *item);
 void live_remove(struct live_set *s, unsigned i);
 
 /* Checks one fresh buffer against the pool's segment table. */
-void check_buf_placement(struct sd_pool *pool, const struct sd_pool_buf *b, enum lt_class mem_class,
-                         size_t size);
+void check_buf_placement(struct leasec_pool *pool, const struct leasec_pool_buf *b,
+                         enum lt_class mem_class, size_t size);
 
 size_t random_size(uint64_t *rng);
 
-void check_accounting(struct sd_pool *pool, const struct random_run *r);
+void check_accounting(struct leasec_pool *pool, const struct random_run *r);
 
-void free_live(struct sd_pool *pool, struct random_run *r, unsigned i);
+void free_live(struct leasec_pool *pool, struct random_run *r, unsigned i);
 
 /* ---- the suite's groups, in the order they run ---- */
 

@@ -21,39 +21,39 @@
 
 START_TEST(test_failed_creation_leaks_no_fd_no_mapping_at_any_step)
 {
-    struct sd_pool_config c = small_config();
+    struct leasec_pool_config c = small_config();
     int fds = count_fds();
     ck_assert_int_eq(count_pool_mappings(), 0);
 
-    sd__pool_fault_arm(0);
-    struct sd_pool *pool = create_or_fail(&c);
-    sd_pool_destroy(pool);
-    unsigned steps = sd__pool_fault_arm(0);
+    leasec__pool_fault_arm(0);
+    struct leasec_pool *pool = create_or_fail(&c);
+    leasec_pool_destroy(pool);
+    unsigned steps = leasec__pool_fault_arm(0);
     /* Five per segment (four creating it, one priming it), two per arena. */
     ck_assert_uint_eq(steps, 7 * 5 + 3 * 2);
 
     for (unsigned k = 1; k <= steps; k++) {
-        struct sd_pool *untouched = (struct sd_pool *)&c;
-        sd__pool_fault_arm(k);
-        int rc = sd_pool_create(&c, &untouched);
-        sd__pool_fault_arm(0);
+        struct leasec_pool *untouched = (struct leasec_pool *)&c;
+        leasec__pool_fault_arm(k);
+        int rc = leasec_pool_create(&c, &untouched);
+        leasec__pool_fault_arm(0);
         ck_assert_msg(rc == -EIO, "failure injected at step %u: expected -EIO, found %d", k, rc);
-        ck_assert_ptr_eq(untouched, (struct sd_pool *)&c);
+        ck_assert_ptr_eq(untouched, (struct leasec_pool *)&c);
         ck_assert_msg(count_fds() == fds, "step %u: %d fds open, expected %d", k, count_fds(), fds);
         ck_assert_msg(count_pool_mappings() == 0, "step %u: %d segment mappings left", k,
                       count_pool_mappings());
     }
     pool = create_or_fail(&c); /* still works, arena indexes recycled or not */
-    struct sd_pool_buf b;
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_MAPPED, 1000, &b), 0);
-    sd_pool_destroy(pool);
+    struct leasec_pool_buf b;
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_MAPPED, 1000, &b), 0);
+    leasec_pool_destroy(pool);
     ck_assert_int_eq(count_fds(), fds);
 }
 END_TEST
 
 START_TEST(test_running_out_of_fds_halfway_leaks_nothing)
 {
-    struct sd_pool_config c = small_config();
+    struct leasec_pool_config c = small_config();
     int fds = count_fds();
     /* New fds take the lowest free numbers: allow exactly three of them. */
     static char open_fd[1 << 16];
@@ -73,8 +73,8 @@ START_TEST(test_running_out_of_fds_halfway_leaks_nothing)
     struct rlimit tight = {.rlim_cur = (rlim_t)limit, .rlim_max = old.rlim_max};
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
 
-    struct sd_pool *pool = NULL;
-    int rc = sd_pool_create(&c, &pool); /* needs 7 fds, gets at most 3 more */
+    struct leasec_pool *pool = NULL;
+    int rc = leasec_pool_create(&c, &pool); /* needs 7 fds, gets at most 3 more */
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
     ck_assert_int_eq(rc, -EMFILE);
     ck_assert_ptr_null(pool);
@@ -87,29 +87,30 @@ END_TEST
 START_TEST(test_bad_configs_are_refused_before_anything_is_created)
 {
     int fds = count_fds();
-    struct sd_pool *pool = NULL;
-    struct sd_pool_config c = small_config();
+    struct leasec_pool *pool = NULL;
+    struct leasec_pool_config c = small_config();
     c.class_bytes[LT_CLASS_PINNED] = 16 * MIB + 4096;
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -EINVAL);
     ck_assert_ptr_nonnull(strstr(captured.last, "PINNED"));
     c = small_config();
     c.segment_bytes = 3 * MIB;
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -EINVAL);
     c = small_config();
     c.prefault_threads = 0;
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -EINVAL);
     c = small_config();
     c.flags = 0x80;
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -EINVAL);
     c = small_config();
     memset(c.class_bytes, 0, sizeof(c.class_bytes));
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -EINVAL);
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -EINVAL);
 
     /* More than the machine has. */
     c = small_config();
     uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    c.class_bytes[LT_CLASS_STAGED] = (phys / SD_POOL_SEGMENT_ALIGN + 1) * SD_POOL_SEGMENT_ALIGN;
-    ck_assert_int_eq(sd_pool_create(&c, &pool), -ENOMEM);
+    c.class_bytes[LT_CLASS_STAGED] =
+        (phys / LEASEC_POOL_SEGMENT_ALIGN + 1) * LEASEC_POOL_SEGMENT_ALIGN;
+    ck_assert_int_eq(leasec_pool_create(&c, &pool), -ENOMEM);
     ck_assert_ptr_nonnull(strstr(captured.last, "physical memory"));
     ck_assert_ptr_null(pool);
     ck_assert_int_eq(count_fds(), fds);
@@ -120,22 +121,22 @@ END_TEST
 START_TEST(test_destroy_with_live_buffers_releases_everything_but_dup_fds)
 {
     int fds = count_fds();
-    struct sd_pool_config c = small_config();
-    struct sd_pool *pool = create_or_fail(&c);
+    struct leasec_pool_config c = small_config();
+    struct leasec_pool *pool = create_or_fail(&c);
     uint64_t rng = SEED ^ 3;
-    struct sd_pool_buf b[40];
+    struct leasec_pool_buf b[40];
     for (int i = 0; i < 40; i++)
-        ck_assert_int_eq(sd_pool_alloc(pool, (enum lt_class)(1 + i % 3),
-                                       1 + rng_next(&rng) % (64 * 1024), &b[i]),
+        ck_assert_int_eq(leasec_pool_alloc(pool, (enum lt_class)(1 + i % 3),
+                                           1 + rng_next(&rng) % (64 * 1024), &b[i]),
                          0);
     /* A peer's copy of a segment fd outlives the pool. */
-    struct sd_pool_segment s;
-    ck_assert_int_eq(sd_pool_segment_find(pool, b[0].segment_id, &s), 0);
+    struct leasec_pool_segment s;
+    ck_assert_int_eq(leasec_pool_segment_find(pool, b[0].segment_id, &s), 0);
     uint64_t v = rng_next(&rng), got = 0;
     memcpy(b[0].base, &v, sizeof(v));
     int peer = dup(s.fd);
     ck_assert_int_ge(peer, 0);
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
     ck_assert_int_eq(count_fds(), fds + 1);
     ck_assert_int_eq(count_pool_mappings(), 0);
     ck_assert_int_eq(pread(peer, &got, sizeof(got), (off_t)b[0].offset), sizeof(got));
@@ -145,22 +146,22 @@ START_TEST(test_destroy_with_live_buffers_releases_everything_but_dup_fds)
 
     /* And a new pool starts afresh. */
     pool = create_or_fail(&c);
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 3 * MIB, &b[0]), 0);
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, 3 * MIB, &b[0]), 0);
     check_buf_placement(pool, &b[0], LT_CLASS_PINNED, 3 * MIB);
-    sd_pool_destroy(pool);
-    sd_pool_destroy(NULL);
+    leasec_pool_destroy(pool);
+    leasec_pool_destroy(NULL);
 }
 END_TEST
 
 START_TEST(test_defaults_follow_machine_memory)
 {
-    struct sd_pool_config c;
-    ck_assert_int_eq(sd_pool_config_default(&c), 0);
+    struct leasec_pool_config c;
+    ck_assert_int_eq(leasec_pool_config_default(&c), 0);
     uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t total = 0;
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
         ck_assert_uint_gt(c.class_bytes[k], 0);
-        ck_assert_uint_eq(c.class_bytes[k] % SD_POOL_SEGMENT_ALIGN, 0);
+        ck_assert_uint_eq(c.class_bytes[k] % LEASEC_POOL_SEGMENT_ALIGN, 0);
         total += c.class_bytes[k];
     }
     ck_assert_uint_le(c.class_bytes[LT_CLASS_PINNED], phys / 8);
@@ -168,7 +169,7 @@ START_TEST(test_defaults_follow_machine_memory)
     ck_assert_uint_le(c.class_bytes[LT_CLASS_MAPPED], 256 * MIB);
     ck_assert_uint_le(c.class_bytes[LT_CLASS_MAPPED], c.class_bytes[LT_CLASS_STAGED]);
     ck_assert_uint_le(total, phys / 4);
-    ck_assert_uint_eq(c.segment_bytes % SD_POOL_SEGMENT_ALIGN, 0);
+    ck_assert_uint_eq(c.segment_bytes % LEASEC_POOL_SEGMENT_ALIGN, 0);
     ck_assert_uint_ge(c.prefault_threads, 1);
     ck_assert_uint_le(c.prefault_threads, 8);
     ck_assert_ptr_null(c.log.fn); /* the process default sink */

@@ -22,8 +22,8 @@
  * arena: what jemalloc would be told. */
 START_TEST(test_extent_hooks_carve_only_class_segments_and_keep_pages)
 {
-    static struct sd_pool fake;
-    static struct sd__segment segs[2];
+    static struct leasec_pool fake;
+    static struct leasec__segment segs[2];
     memset(&fake, 0, sizeof(fake));
     fake.ctx.page = (size_t)sysconf(_SC_PAGESIZE);
     fake.segs = segs;
@@ -33,21 +33,21 @@ START_TEST(test_extent_hooks_carve_only_class_segments_and_keep_pages)
         mmap(NULL, 8 * MIB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(area, MAP_FAILED);
     for (int i = 0; i < 2; i++)
-        segs[i] = (struct sd__segment){.id = (uint32_t)i + 1,
-                                       .mem_class = LT_CLASS_PINNED,
-                                       .fd = -1,
-                                       .base = area + i * 4 * MIB,
-                                       .size = 4 * MIB};
-    struct sd__class *cls = &fake.classes[LT_CLASS_PINNED];
+        segs[i] = (struct leasec__segment){.id = (uint32_t)i + 1,
+                                           .mem_class = LT_CLASS_PINNED,
+                                           .fd = -1,
+                                           .base = area + i * 4 * MIB,
+                                           .size = 4 * MIB};
+    struct leasec__class *cls = &fake.classes[LT_CLASS_PINNED];
     cls->ctx = &fake.ctx;
     cls->mem_class = LT_CLASS_PINNED;
     cls->segs = segs;
     cls->nsegs = 2;
     ck_assert_int_eq(pthread_mutex_init(&cls->carve_lock, NULL), 0);
-    sd__arena_hooks_init(cls);
+    leasec__arena_hooks_init(cls);
     extent_hooks_t *h = &cls->hooks;
     const unsigned ind = 4242;
-    struct sd__segment *s0 = &segs[0], *s1 = &segs[1];
+    struct leasec__segment *s0 = &segs[0], *s1 = &segs[1];
     uint64_t rng = SEED ^ 2;
 
     bool zero = false, commit = false;
@@ -122,58 +122,58 @@ END_TEST
  * segment can again hold the largest buffer that fits in it. */
 START_TEST(test_each_segment_holds_its_largest_buffer_again_after_churn)
 {
-    struct sd_pool_config c = small_config();
-    struct sd_pool *pool = create_or_fail(&c);
+    struct leasec_pool_config c = small_config();
+    struct leasec_pool *pool = create_or_fail(&c);
     /* 3.5 MiB: the largest jemalloc size class that, with its one-page pad,
      * fits a 4 MiB segment; 1.75 MiB likewise for 2 MiB. */
     const size_t big4 = 3584 * 1024, big2 = 1792 * 1024;
-    struct sd_pool_buf bufs[600];
+    struct leasec_pool_buf bufs[600];
     uint64_t rng = SEED ^ 4;
     for (int round = 0; round < 2; round++) {
         unsigned n = 0;
         for (int op = 0; op < 4000; op++) {
             if (n < 600 && (n == 0 || rng_next(&rng) % 100 < 60)) {
                 enum lt_class k = (enum lt_class)(LT_CLASS_STAGED + rng_next(&rng) % 3);
-                if (sd_pool_alloc(pool, k, random_size(&rng), &bufs[n]) == 0)
+                if (leasec_pool_alloc(pool, k, random_size(&rng), &bufs[n]) == 0)
                     n++;
             } else {
                 unsigned i = (unsigned)(rng_next(&rng) % n);
-                ck_assert_int_eq(sd_pool_free(pool, &bufs[i]), 0);
+                ck_assert_int_eq(leasec_pool_free(pool, &bufs[i]), 0);
                 bufs[i] = bufs[--n];
             }
         }
         while (n)
-            ck_assert_int_eq(sd_pool_free(pool, &bufs[--n]), 0);
+            ck_assert_int_eq(leasec_pool_free(pool, &bufs[--n]), 0);
 
         unsigned used[16] = {0};
-        struct sd_pool_buf big[7];
+        struct leasec_pool_buf big[7];
         unsigned nbig = 0;
         /* Large segments first: jemalloc may put a small buffer anywhere. */
-        for (unsigned j = 0; j < 2 * sd_pool_segment_count(pool); j++) {
-            struct sd_pool_segment s;
-            unsigned i = j % sd_pool_segment_count(pool);
-            ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
-            if ((j < sd_pool_segment_count(pool)) != (s.size == 4 * MIB))
+        for (unsigned j = 0; j < 2 * leasec_pool_segment_count(pool); j++) {
+            struct leasec_pool_segment s;
+            unsigned i = j % leasec_pool_segment_count(pool);
+            ck_assert_int_eq(leasec_pool_segment_at(pool, i, &s), 0);
+            if ((j < leasec_pool_segment_count(pool)) != (s.size == 4 * MIB))
                 continue;
             size_t want = s.size == 4 * MIB ? big4 : big2;
             i = nbig++;
-            int rc = sd_pool_alloc(pool, s.mem_class, want, &big[i]);
+            int rc = leasec_pool_alloc(pool, s.mem_class, want, &big[i]);
             ck_assert_msg(rc == 0, "round %d: %s buffer of %zu after churn: %s; log:\n%s", round,
                           lt_class_name(s.mem_class), want, strerror(-rc), captured.last);
             ck_assert_uint_lt(big[i].segment_id, 16);
             ck_assert_uint_eq(used[big[i].segment_id]++, 0); /* one per segment */
         }
-        ck_assert_uint_eq(nbig, sd_pool_segment_count(pool));
+        ck_assert_uint_eq(nbig, leasec_pool_segment_count(pool));
         for (unsigned i = 0; i < nbig; i++)
-            ck_assert_int_eq(sd_pool_free(pool, &big[i]), 0);
+            ck_assert_int_eq(leasec_pool_free(pool, &big[i]), 0);
     }
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
-        struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
+        struct leasec_pool_class_stats st;
+        ck_assert_int_eq(leasec_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.extents, st.segments); /* the hooks were never fed again */
         ck_assert_uint_eq(st.in_use, 0);
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 
@@ -181,28 +181,28 @@ END_TEST
  * piece (18 MiB) still gets its own extent, and no other segment is cut. */
 START_TEST(test_odd_sized_last_segment_is_primed_on_its_own)
 {
-    struct sd_pool_config c = small_config();
+    struct leasec_pool_config c = small_config();
     memset(c.class_bytes, 0, sizeof(c.class_bytes));
     c.class_bytes[LT_CLASS_PINNED] = 50 * MIB;
     c.segment_bytes = 32 * MIB; /* 32 + 18 */
-    struct sd_pool *pool = create_or_fail(&c);
+    struct leasec_pool *pool = create_or_fail(&c);
     ck_assert_uint_eq(captured.lines, 1); /* the 18 MiB tail notice */
     ck_assert_ptr_nonnull(strstr(captured.last, "PINNED"));
-    struct sd_pool_class_stats st;
-    ck_assert_int_eq(sd_pool_stats(pool, LT_CLASS_PINNED, &st), 0);
+    struct leasec_pool_class_stats st;
+    ck_assert_int_eq(leasec_pool_stats(pool, LT_CLASS_PINNED, &st), 0);
     ck_assert_uint_eq(st.extents, 2);
     ck_assert_uint_lt(st.carved, st.capacity);
-    struct sd_pool_buf b28, b16, small;
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 28 * MIB, &b28), 0);
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, 16 * MIB, &b16), 0);
+    struct leasec_pool_buf b28, b16, small;
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, 28 * MIB, &b28), 0);
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, 16 * MIB, &b16), 0);
     ck_assert_uint_ne(b28.segment_id, b16.segment_id);
     /* The rest of the 18 MiB segment is carved when needed. */
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, MIB, &small), 0);
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, MIB, &small), 0);
     check_buf_placement(pool, &small, LT_CLASS_PINNED, MIB);
-    ck_assert_int_eq(sd_pool_free(pool, &small), 0);
-    ck_assert_int_eq(sd_pool_free(pool, &b16), 0);
-    ck_assert_int_eq(sd_pool_free(pool, &b28), 0);
-    sd_pool_destroy(pool);
+    ck_assert_int_eq(leasec_pool_free(pool, &small), 0);
+    ck_assert_int_eq(leasec_pool_free(pool, &b16), 0);
+    ck_assert_int_eq(leasec_pool_free(pool, &b28), 0);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 

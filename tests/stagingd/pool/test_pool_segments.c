@@ -22,22 +22,22 @@
 
 START_TEST(test_segments_are_sealed_memfds_of_one_class)
 {
-    struct sd_pool_config c = small_config();
-    struct sd_pool *pool = create_or_fail(&c);
-    ck_assert_uint_eq(sd_pool_segment_count(pool), 7);
+    struct leasec_pool_config c = small_config();
+    struct leasec_pool *pool = create_or_fail(&c);
+    ck_assert_uint_eq(leasec_pool_segment_count(pool), 7);
 
     uint64_t rng = SEED;
     uint64_t per_class[LT_CLASS_MAPPED + 1] = {0};
     unsigned segs_per_class[LT_CLASS_MAPPED + 1] = {0};
     uintptr_t prev_end = 0;
-    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
-        struct sd_pool_segment s;
-        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+    for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
+        struct leasec_pool_segment s;
+        ck_assert_int_eq(leasec_pool_segment_at(pool, i, &s), 0);
         ck_assert_uint_ne(s.id, 0);
         ck_assert_uint_ge((uintptr_t)s.base, prev_end); /* ordered and disjoint */
         prev_end = (uintptr_t)s.base + s.size;
-        ck_assert_uint_eq(s.size % SD_POOL_SEGMENT_ALIGN, 0);
-        ck_assert_uint_eq((uintptr_t)s.base % SD_POOL_SEGMENT_ALIGN, 0);
+        ck_assert_uint_eq(s.size % LEASEC_POOL_SEGMENT_ALIGN, 0);
+        ck_assert_uint_eq((uintptr_t)s.base % LEASEC_POOL_SEGMENT_ALIGN, 0);
         per_class[s.mem_class] += s.size;
         segs_per_class[s.mem_class]++;
 
@@ -68,7 +68,7 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
         /* hugetlb files only take whole-page sizes: shrink by one page. */
         struct statfs sfs;
         ck_assert_int_eq(fstatfs(s.fd, &sfs), 0);
-        ck_assert_msg((s.page_size == SD_POOL_HUGE_PAGE) == (sfs.f_type == HUGETLBFS_MAGIC),
+        ck_assert_msg((s.page_size == LEASEC_POOL_HUGE_PAGE) == (sfs.f_type == HUGETLBFS_MAGIC),
                       "segment %u: page size %llu, file system magic %#lx", s.id,
                       (unsigned long long)s.page_size, (unsigned long)sfs.f_type);
         errno = 0;
@@ -91,16 +91,17 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
             ck_assert_uint_eq(got, v);
         }
 
-        struct sd_pool_segment again;
-        ck_assert_int_eq(sd_pool_segment_find(pool, s.id, &again), 0);
+        struct leasec_pool_segment again;
+        ck_assert_int_eq(leasec_pool_segment_find(pool, s.id, &again), 0);
         ck_assert_int_eq(again.fd, s.fd);
         ck_assert_ptr_eq(again.base, s.base);
     }
-    ck_assert_int_eq(sd_pool_segment_at(pool, 7, &(struct sd_pool_segment){0}), -ERANGE);
-    ck_assert_int_eq(sd_pool_segment_find(pool, 9999, &(struct sd_pool_segment){0}), -ENOENT);
+    ck_assert_int_eq(leasec_pool_segment_at(pool, 7, &(struct leasec_pool_segment){0}), -ERANGE);
+    ck_assert_int_eq(leasec_pool_segment_find(pool, 9999, &(struct leasec_pool_segment){0}),
+                     -ENOENT);
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
-        struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
+        struct leasec_pool_class_stats st;
+        ck_assert_int_eq(leasec_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(per_class[k], c.class_bytes[k]);
         ck_assert_uint_eq(st.capacity, c.class_bytes[k]);
         ck_assert_uint_eq(st.segments, segs_per_class[k]);
@@ -110,20 +111,20 @@ START_TEST(test_segments_are_sealed_memfds_of_one_class)
         ck_assert_uint_eq(st.extents, st.segments);
         ck_assert_uint_eq(st.in_use, 0);
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 
 static void check_populated(unsigned flags)
 {
-    struct sd_pool_config c = small_config();
+    struct leasec_pool_config c = small_config();
     c.flags = flags;
     c.prefault_threads = 3;
-    struct sd_pool *pool = create_or_fail(&c);
+    struct leasec_pool *pool = create_or_fail(&c);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    for (unsigned i = 0; i < sd_pool_segment_count(pool); i++) {
-        struct sd_pool_segment s;
-        ck_assert_int_eq(sd_pool_segment_at(pool, i, &s), 0);
+    for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
+        struct leasec_pool_segment s;
+        ck_assert_int_eq(leasec_pool_segment_at(pool, i, &s), 0);
         size_t pages = s.size / page;
         unsigned char *vec = malloc(pages);
         ck_assert_ptr_nonnull(vec);
@@ -140,7 +141,7 @@ static void check_populated(unsigned flags)
                       "segment %u: Rss + Hugetlb %ld kB, expected %llu kB", s.id, rss,
                       (unsigned long long)(s.size / 1024));
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 
 START_TEST(test_segments_are_populated_by_madvise)
@@ -156,7 +157,7 @@ END_TEST
 
 START_TEST(test_segments_are_populated_by_touching)
 {
-    check_populated(SD_POOL_PREFAULT_TOUCH);
+    check_populated(LEASEC_POOL_PREFAULT_TOUCH);
     ck_assert_uint_eq(captured.lines, 0);
 }
 END_TEST

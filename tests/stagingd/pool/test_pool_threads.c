@@ -19,7 +19,7 @@
 /* --- threads --- */
 
 struct worker {
-    struct sd_pool *pool;
+    struct leasec_pool *pool;
     uint64_t seed;
     struct live_set set;
     int failed_frees;
@@ -34,7 +34,7 @@ static void *worker_run(void *arg)
             enum lt_class k = rng_next(&rng) % 2 ? LT_CLASS_PINNED : LT_CLASS_STAGED;
             size_t size = 1 + (size_t)(rng_next(&rng) % (96 * 1024));
             struct live l = {.key = rng_next(&rng)};
-            if (sd_pool_alloc(w->pool, k, size, &l.buf) != 0)
+            if (leasec_pool_alloc(w->pool, k, size, &l.buf) != 0)
                 continue;
             pattern_fill(l.buf.base, size, l.key);
             w->set.v[w->set.n++] = l;
@@ -42,7 +42,7 @@ static void *worker_run(void *arg)
             unsigned i = (unsigned)(rng_next(&rng) % w->set.n);
             struct live *l = &w->set.v[i];
             if (pattern_check(l->buf.base, l->buf.len, l->key) >= 0 ||
-                sd_pool_free(w->pool, &l->buf) != 0)
+                leasec_pool_free(w->pool, &l->buf) != 0)
                 w->failed_frees++;
             w->set.v[i] = w->set.v[--w->set.n];
         }
@@ -52,8 +52,8 @@ static void *worker_run(void *arg)
 
 START_TEST(test_concurrent_threads_get_disjoint_buffers)
 {
-    struct sd_pool_config c = small_config();
-    struct sd_pool *pool = create_or_fail(&c);
+    struct leasec_pool_config c = small_config();
+    struct leasec_pool *pool = create_or_fail(&c);
     struct worker w[2];
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
@@ -78,18 +78,18 @@ START_TEST(test_concurrent_threads_get_disjoint_buffers)
         }
     }
     for (int k = LT_CLASS_STAGED; k <= LT_CLASS_MAPPED; k++) {
-        struct sd_pool_class_stats st;
-        ck_assert_int_eq(sd_pool_stats(pool, (enum lt_class)k, &st), 0);
+        struct leasec_pool_class_stats st;
+        ck_assert_int_eq(leasec_pool_stats(pool, (enum lt_class)k, &st), 0);
         ck_assert_uint_eq(st.in_use, sum[k]);
     }
     for (unsigned j = 0; j < all.n; j++) {
         ck_assert_int_lt(pattern_check(all.v[j].buf.base, all.v[j].buf.len, all.v[j].key), 0);
-        ck_assert_int_eq(sd_pool_free(pool, &all.v[j].buf), 0);
+        ck_assert_int_eq(leasec_pool_free(pool, &all.v[j].buf), 0);
     }
     free(all.v);
     free(w[0].set.v);
     free(w[1].set.v);
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 END_TEST
 

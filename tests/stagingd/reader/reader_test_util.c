@@ -119,18 +119,18 @@ unsigned char *rt_pread_all(int fd, uint64_t off, size_t len)
     return buf;
 }
 
-struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
+struct leasec_pool *rt_pool_make(uint64_t pinned, uint64_t segment)
 {
-    struct sd_pool_config c;
+    struct leasec_pool_config c;
     memset(&c, 0, sizeof(c));
     c.class_bytes[LT_CLASS_PINNED] = pinned;
     c.segment_bytes = segment;
     c.prefault_threads = 1;
-    c.pages = SD_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
-    c.log = (struct base_log_sink){rt_log_fn, NULL, BASE_LOG_DEBUG};
-    struct sd_pool *pool = NULL;
-    int rc = sd_pool_create(&c, &pool);
-    ck_assert_msg(rc == 0, "sd_pool_create: %s; log:\n%s", strerror(-rc), rt_log.all);
+    c.pages = LEASEC_POOL_PAGES_SMALL; /* leaves reserved huge pages to test_hugepages */
+    c.log = (struct leasec_log){rt_log_fn, NULL, LEASEC_LOG_DEBUG};
+    struct leasec_pool *pool = NULL;
+    int rc = leasec_pool_create(&c, &pool);
+    ck_assert_msg(rc == 0, "leasec_pool_create: %s; log:\n%s", strerror(-rc), rt_log.all);
     return pool;
 }
 

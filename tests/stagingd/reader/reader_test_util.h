@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stagingd/pool.h"
+#include "lease/client.h"
 #include "stagingd/reader.h"
 
 #define KIB ((uint64_t)1 << 10)
@@ -40,7 +40,7 @@ int rt_open(const char *name, int extra_flags);
 unsigned char *rt_pread_all(int fd, uint64_t off, size_t len);
 
 /* A pool with @pinned bytes of PINNED memory in @segment-byte segments. */
-struct sd_pool *rt_pool_make(uint64_t pinned, uint64_t segment);
+struct leasec_pool *rt_pool_make(uint64_t pinned, uint64_t segment);
 
 /* Log capture: every line the reader (or pool) logs, thread-safe. */
 struct rt_log {

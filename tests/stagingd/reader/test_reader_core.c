@@ -31,12 +31,12 @@ static const size_t odd_sizes[] = {1, 4095, 4096, 1 * MIB + 3, 3 * MIB, 5 * MIB 
 static void odd_sizes_exact(unsigned flags)
 {
     rt_log_reset();
-    struct sd_pool *pool = rt_pool_make(16 * MIB, 8 * MIB);
+    struct leasec_pool *pool = rt_pool_make(16 * MIB, 8 * MIB);
     struct sd_reader_config c = rt_config(2, 4, 0, flags);
     struct sd_reader *r = rt_reader_make(&c);
     int fds[N_ODD];
     unsigned char *data[N_ODD], *plain[N_ODD], *part[N_ODD];
-    struct sd_pool_buf pbuf[N_ODD];
+    struct leasec_pool_buf pbuf[N_ODD];
     struct rt_done d_plain[N_ODD], d_part[N_ODD], d_pool[N_ODD];
     char name[32];
     for (size_t i = 0; i < N_ODD; i++) {
@@ -50,7 +50,7 @@ static void odd_sizes_exact(unsigned flags)
         ck_assert_ptr_nonnull(part[i]);
         memset(plain[i], CANARY, n + 64);
         memset(part[i], CANARY, n + 64);
-        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pbuf[i]), 0);
+        ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, n, &pbuf[i]), 0);
         memset(pbuf[i].base, CANARY, n);
         rt_done_init(&d_plain[i]);
         rt_done_init(&d_part[i]);
@@ -104,9 +104,9 @@ static void odd_sizes_exact(unsigned flags)
         free(data[i]);
         free(plain[i]);
         free(part[i]);
-        ck_assert_int_eq(sd_pool_free(pool, &pbuf[i]), 0);
+        ck_assert_int_eq(leasec_pool_free(pool, &pbuf[i]), 0);
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
 }
 
 START_TEST(test_odd_sizes_land_byte_exact_through_io_uring)
@@ -275,7 +275,7 @@ START_TEST(test_shard_store_staged_into_pool_passes_checksums)
     struct sd_store *st = NULL;
     ck_assert_msg(sd_store_open(dirbuf, err, sizeof(err), &st) == 0, "sd_store_open: %s", err);
 
-    struct sd_pool *pool = rt_pool_make(4 * MIB, 4 * MIB);
+    struct leasec_pool *pool = rt_pool_make(4 * MIB, 4 * MIB);
     struct sd_reader_config c = rt_config(2, 4, 256 * KIB, 0);
     c.pool = pool;
     c.fixed = SD_READER_FIXED_ON;
@@ -289,12 +289,12 @@ START_TEST(test_shard_store_staged_into_pool_passes_checksums)
 
     size_t n = sd_store_count(st);
     struct sd_shard *sh[3];
-    struct sd_pool_buf buf[3];
+    struct leasec_pool_buf buf[3];
     struct rt_done d[3];
     for (size_t i = 0; i < n; i++) {
         ck_assert_msg(sd_store_shard_open(st, i, err, sizeof(err), &sh[i]) == 0, "%s", err);
         uint64_t len = sd_shard_payload_len(sh[i]);
-        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, len, &buf[i]), 0);
+        ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, len, &buf[i]), 0);
         memset(buf[i].base, 0xEE, len);
         rt_done_init(&d[i]);
         rt_submit(r, sd_shard_fd(sh[i]), sd_shard_payload_offset(sh[i]), len, buf[i].base,
@@ -339,10 +339,10 @@ START_TEST(test_shard_store_staged_into_pool_passes_checksums)
 
     sd_reader_destroy(r);
     for (size_t i = 0; i < n; i++) {
-        sd_pool_free(pool, &buf[i]);
+        leasec_pool_free(pool, &buf[i]);
         sd_shard_close(sh[i]);
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
     sd_store_close(st);
 }
 END_TEST
@@ -608,7 +608,7 @@ START_TEST(test_fixed_buffers_default_on_with_pool_off_on_request)
     size_t n = 1 * MIB + 77;
     unsigned char *data = rt_write_file("fixed", n, SEED + 9);
     int fd = rt_open("fixed", 0);
-    struct sd_pool *pool = rt_pool_make(4 * MIB, 2 * MIB);
+    struct leasec_pool *pool = rt_pool_make(4 * MIB, 2 * MIB);
     for (int off = 0; off < 2; off++) {
         struct sd_reader_config c = rt_config(2, 4, 256 * KIB, 0);
         c.pool = pool;
@@ -619,8 +619,8 @@ START_TEST(test_fixed_buffers_default_on_with_pool_off_on_request)
         ck_assert_msg(info.fixed == !off, "fixed %d with %s; log:\n%s", info.fixed,
                       off ? "FIXED_OFF" : "the default", rt_log.all);
         ck_assert_uint_eq(info.regions, off ? 0 : 2); /* two 2 MiB segments */
-        struct sd_pool_buf pb;
-        ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
+        struct leasec_pool_buf pb;
+        ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
         memset(pb.base, 0, n);
         struct rt_done d;
         rt_done_init(&d);
@@ -633,9 +633,9 @@ START_TEST(test_fixed_buffers_default_on_with_pool_off_on_request)
         ck_assert_uint_eq(st.reads, 5);
         ck_assert_uint_eq(st.fixed_reads, off ? 0 : 5);
         sd_reader_destroy(r);
-        sd_pool_free(pool, &pb);
+        leasec_pool_free(pool, &pb);
     }
-    sd_pool_destroy(pool);
+    leasec_pool_destroy(pool);
     close(fd);
     free(data);
 }

@@ -216,7 +216,7 @@ START_TEST(test_direct_into_pool_and_reader_wide_flag)
     size_t n = 1 * MIB + 4 * 4096;
     unsigned char *data = rt_write_file("pooled", n, SEED + 2);
     int fd = rt_open("pooled", 0);
-    struct sd_pool *pool = rt_pool_make(4 * MIB, 4 * MIB);
+    struct leasec_pool *pool = rt_pool_make(4 * MIB, 4 * MIB);
     struct sd_reader_config c = rt_config(2, 4, 256 * KIB, SD_READER_DIRECT);
     c.pool = pool;
     c.fixed = SD_READER_FIXED_ON;
@@ -224,8 +224,8 @@ START_TEST(test_direct_into_pool_and_reader_wide_flag)
     struct sd_reader_info info;
     sd_reader_info_get(r, &info);
     ck_assert_msg(info.fixed, "fixed buffers not registered; log:\n%s", rt_log.all);
-    struct sd_pool_buf pb;
-    ck_assert_int_eq(sd_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
+    struct leasec_pool_buf pb;
+    ck_assert_int_eq(leasec_pool_alloc(pool, LT_CLASS_PINNED, n, &pb), 0);
     struct rt_done d;
     rt_done_init(&d);
     rt_submit(r, fd, 0, n, pb.base, "pooled", NULL, 0, &d);
@@ -251,8 +251,8 @@ START_TEST(test_direct_into_pool_and_reader_wide_flag)
     ck_assert_int_eq(sd_reader_submit(r, &q), -EINVAL);
     ck_assert_msg(strstr(err, "O_DIRECT read refused"), "got: %s", err);
     sd_reader_destroy(r);
-    sd_pool_free(pool, &pb);
-    sd_pool_destroy(pool);
+    leasec_pool_free(pool, &pb);
+    leasec_pool_destroy(pool);
     close(fd);
     free(data);
 }

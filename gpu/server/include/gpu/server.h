@@ -18,20 +18,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "base/log.h"
 #include "gpu/executor.h"
 #include "lease/lease.h"
-
-enum ga_server_log_level {
-    GA_SERVER_LOG_ERROR = 0,
-    GA_SERVER_LOG_WARN = 1,
-    GA_SERVER_LOG_INFO = 2
-};
-
-/* Receives one complete line (no trailing newline). May run on any thread. */
-typedef void (*ga_server_log_fn)(void *arg, int level, const char *line);
 
 #define GA_SERVER_MAX_ALLOW_UIDS 64
 
@@ -55,11 +48,13 @@ struct ga_server_config {
                                             it the client is disconnected; 0: 1 MiB */
     uint64_t max_segment_bytes;          /* largest segment offered; 0: LT_SEGMENT_SIZE_MAX */
     const char *agent_name;              /* in HELLO_REPLY; NULL: "ga-<executor name>" */
-    int handle_signals;   /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop)
-                             and SIGUSR1 (stats to the log); the caller must have blocked
-                             them in every thread (pthread_sigmask before any thread) */
-    ga_server_log_fn log; /* NULL: stderr, "lease-agent: <level>: <line>" */
-    void *log_arg;
+    int handle_signals; /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop)
+                           and SIGUSR1 (stats to the log); the caller must have blocked
+                           them in every thread (pthread_sigmask before any thread) */
+    /* Every line of the server (subsystem "server") and of its lease service
+     * ("lease"); called on any thread. Zeroed: the process default
+     * (base/log.h: standard error as "<program>: <level>: <subsys>: ..."). */
+    struct base_log_sink log;
 };
 
 struct ga_server;
@@ -101,22 +96,72 @@ struct ga_server_cli {
     uid_t allow[GA_SERVER_MAX_ALLOW_UIDS];
     int budget_pinned_set; /* 1 when --pinned-budget was given */
     int budget_mapped_set;
-    struct ga_executor_host_opts host; /* --workers, --max-streams, --max-events */
-    int ready_fd;                      /* --ready-fd: -1 when not given */
-    int help;                          /* --help seen: print the usage and exit 0 */
+    struct ga_exec_limits exec;    /* --workers, --max-streams, --max-events */
+    int ready_fd;                  /* --ready-fd: -1 when not given */
+    int log_level;                 /* --log-level: BASE_LOG_*, default info */
+    struct base_log_sink log_sink; /* ga_server_cli_log_setup's; cfg.log points here */
+    int help;                      /* --help or -h seen: print the usage and exit 0 */
+    int version;                   /* --version seen: print the version and exit 0 */
 };
 
-/* Parses @argv (argv[0] is the program) into *@cli_p. Strings point into
- * @argv. Returns 0, or -EINVAL with @err (of @errlen bytes) saying which
- * option expected what and what was found. */
+/* The server's long options, for a program that adds its own: their val
+ * fields start at GA_SERVER_CLI_OPT_BASE, so a program's own vals below it
+ * never collide. Ends with a zeroed entry (not counted). */
+#define GA_SERVER_CLI_OPT_BASE 0x1000
+extern const struct option ga_server_cli_options[];
+extern const size_t ga_server_cli_option_count;
+
+/* Zeroes @cli and sets the defaults that are not 0. */
+void ga_server_cli_init(struct ga_server_cli *cli);
+
+/* Applies one option getopt_long returned from ga_server_cli_options (@opt
+ * its val, @val its optarg, pointed to, not copied). Returns 0, -EINVAL with
+ * @err saying which option expected what and what was found, or -ENOENT
+ * when @opt is not one of the server's. */
+int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, char *err,
+                         size_t errlen);
+
+/* The words for getopt_long's '?' (unknown option) or ':' (no value).
+ * Returns -EINVAL. */
+int ga_server_cli_getopt_error(int argc, char **argv, int opt, char *err, size_t errlen);
+
+/* Parses @argv (argv[0] is the program) with the server's options alone
+ * into *@cli_p (getopt_long; resets optind). Strings point into @argv.
+ * Returns 0, or -EINVAL with @err (of @errlen bytes) saying which option
+ * expected what and what was found. */
 int ga_server_cli_parse(int argc, char **argv, struct ga_server_cli *cli_p, char *err,
                         size_t errlen);
 
 /* Prints the options ga_server_cli_parse takes, for program @prog. */
 void ga_server_cli_usage(FILE *f, const char *prog);
 
-/* Parses a byte count: digits with an optional K, M, G or T suffix (binary,
- * "KiB" / "K" / "k" alike). Returns 0 or -EINVAL (garbage, overflow). */
-int ga_server_size_parse(const char *s, uint64_t *bytes_p);
+/* "<prog> <version> (lease protocol N)", the --version line. */
+void ga_server_cli_version(FILE *f, const char *prog);
+
+/* Blocks SIGTERM, SIGINT and SIGUSR1 (the server's signalfd takes them) and
+ * ignores SIGPIPE. Call before any thread starts. */
+void ga_server_cli_signals_block(void);
+
+/* Logs to standard error at --log-level under the program's own name, for
+ * the server (cli->cfg.log) and as the process default; *file_p is the
+ * caller's to destroy after the last line. Returns 0 or -ENOMEM. */
+int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **file_p);
+
+/* Half the physical memory, in bytes (UINT64_MAX when unknown). */
+uint64_t ga_server_cli_half_memory(void);
+
+/* The one table of budget defaults: budgets not given on the command line
+ * are 8 GiB PINNED and 1 GiB MAPPED, scaled down to 3/4 and 1/4 of @cap
+ * when they would not fit, rounded down to 4 KiB; the choice is logged
+ * naming @what the cap is and the options that set the budgets. */
+void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, const char *what);
+
+/* The serve step of both agents: ga_server_create from cli->cfg (backend and
+ * executor filled in; signals handled), the "ready" line to --ready-fd,
+ * ga_server_run, ga_server_destroy. *@running_p (may be NULL) holds the
+ * server while it runs, for a thread that must stop it (a GPU fault).
+ * Returns the exit status: 0, or 1 when it did not start or the loop
+ * failed (logged). */
+int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p);
 
 #endif /* GPU_SERVER_H */

@@ -14,7 +14,7 @@
 
 #include "base/log.h"
 #include "stagingd/job.h"
-#include "stagingd/pool.h"
+#include "lease/client.h"
 
 /* ---- settings ---- */
 
@@ -37,7 +37,7 @@ struct sd_config {
     uint64_t pinned_pool;             /* bytes; 0: sized to the store (job) */
     uint64_t mapped_pool;
     uint64_t segment_size; /* largest pool segment; 0: sized to the largest shard */
-    enum sd_pool_pages pages;
+    enum leasec_pool_pages pages;
     enum sd_job_op op;
     struct sd_job_config job; /* inflight, batch, doorbell, cpu-verify, query-seed, k, ... */
     unsigned drain_timeout_s;

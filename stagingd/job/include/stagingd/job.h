@@ -20,9 +20,9 @@
 #include "base/parse.h"
 #include "kernels/scan.h"
 #include "lease_types/lease_types.h"
-#include "stagingd/client.h"
+#include "lease/client.h"
 
-struct sd_pool;
+struct leasec_pool;
 struct sd_reader;
 struct sd_job;
 
@@ -79,9 +79,9 @@ typedef int (*sd_job_stream_fn)(void *ctx, unsigned agent, unsigned slot,
 /* What the daemon lends a job. Everything is borrowed and outlives the job. */
 struct sd_job_env {
     unsigned id; /* the job's number, for logs and tags (1..255, wrapping) */
-    struct sd_pool *pool;
+    struct leasec_pool *pool;
     struct sd_reader *reader;
-    struct sd_client *client;
+    struct leasec_client *client;
     unsigned nagents;
     const char *const *agent_paths; /* [nagents], for messages; may be NULL */
     /* Doorbell and done words: slot i's bell at words[8 * i], its done word
@@ -132,10 +132,10 @@ void sd_job_abandon(struct sd_job *job, const char *why);
 
 /* The client's callbacks, forwarded by the daemon for tags that are not its
  * own (tag kind != SD_JOB_TAG_DAEMON). */
-void sd_job_on_grant(struct sd_job *job, const struct sd_client_grant *g);
-void sd_job_on_completion(struct sd_job *job, const struct sd_client_completion *c);
-void sd_job_on_release(struct sd_job *job, const struct sd_client_release *r);
-void sd_job_on_error(struct sd_job *job, const struct sd_client_error *e);
+void sd_job_on_grant(struct sd_job *job, const struct leasec_client_grant *g);
+void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c);
+void sd_job_on_release(struct sd_job *job, const struct leasec_client_release *r);
+void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e);
 void sd_job_on_disconnect(struct sd_job *job, unsigned agent);
 
 /* ---- results ---- */
@@ -186,7 +186,7 @@ struct sd_job_slot_info {
     /* "none", "wanted", "requested", "held", "release-wanted", "releasing" */
     const char *lease_state;
     int has_lease; /* @lease is valid: held or being released */
-    struct sd_client_lease lease;
+    struct leasec_client_lease lease;
     const char *read;      /* "none", "running", "done" */
     unsigned ops_todo;     /* ops (verify, scan) still without a result: 0..2 */
     unsigned ops_inflight; /* of those, submitted and unanswered */

@@ -17,7 +17,7 @@
 
 #include "base/log.h"
 
-struct sd_pool;
+struct leasec_pool;
 
 #define SD_READER_QUEUE_DEPTH_DEFAULT 16u
 #define SD_READER_QUEUE_DEPTH_MAX 4096u
@@ -69,7 +69,7 @@ struct sd_reader_config {
     enum sd_reader_fixed fixed;
     /* Optional, borrowed, must outlive the reader: its segments are
      * registered as fixed buffers with every ring when fixed buffers are on. */
-    struct sd_pool *pool;
+    struct leasec_pool *pool;
     /* Where errors and notices go, at warning level with subsystem
      * "reader"; a zeroed sink is the process default (base/log.h). */
     struct base_log_sink log;

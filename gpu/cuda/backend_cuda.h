@@ -1,0 +1,202 @@
+/* Internals of the CUDA backend, shared by backend_cuda.c (the table the
+ * front calls, creation), serve_cuda.c (owners' command queues served on
+ * the pool, the CUDA objects behind the front's streams and events,
+ * completions, faults) and ops_cuda.c (what one op queues on the GPU, and
+ * its result). */
+#ifndef GPU_BACKEND_CUDA_H
+#define GPU_BACKEND_CUDA_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/exec_backend.h"
+#include "gpu/exec_cuda.h"
+#include "gpu/executor_cuda.h"
+
+#define CX_RESULT_SLOT_BYTES 1024u                 /* pinned result bytes per submit */
+#define CX_MAX_CHUNKS (CX_RESULT_SLOT_BYTES / 16u) /* a checksum chunk's result: 2 words */
+#define CX_SCRATCH_BYTES (8ull << 20)              /* pinned bounce buffer per stream */
+#define CX_QUERY_BYTES_MAX (4ull * 65536ull)       /* dim <= 65536 floats */
+
+enum cx_path { CX_PATH_PINNED = 0, CX_PATH_MAPPED = 1, CX_PATH_STAGED = 2, CX_PATHS = 3 };
+
+enum cx_kind {
+    CX_WORK = 1,     /* a SUBMIT */
+    CX_CTL,          /* a stream, event or device command */
+    CX_STREAM_CLOSE, /* the front retired a stream: release it behind its work */
+    CX_EVENT_CLOSE,  /* the front retired an event */
+    CX_DROP,         /* the owner is gone: release its streams and events */
+};
+
+/* The command a CX_CTL carries. */
+enum cx_ctl {
+    CX_STREAM_QUERY,
+    CX_STREAM_SYNC,
+    CX_EVENT_RECORD,
+    CX_EVENT_WAIT,
+    CX_EVENT_QUERY,
+    CX_EVENT_SYNC,
+    CX_EVENT_ELAPSED,
+    CX_DEVICE_SYNC,
+};
+
+/* A pinned bounce buffer for STAGED bytes and f16 queries. Kept for reuse
+ * (freeing pinned memory can synchronise the device), freed at destroy. */
+struct cx_scratch {
+    struct cx_scratch *next;
+    void *host;
+};
+
+struct cx_owner;
+struct cx_cmd;
+
+/* The CUDA side of one of the front's streams (the default one too). */
+struct cx_xs {
+    struct cx_owner *o;
+    struct cx_xs *onext;
+    uint32_t flags;
+    bool releasing;           /* its release is queued behind its work */
+    struct cx_cmd *close_cmd; /* allocated up front: closing never fails */
+    /* Made on first need by the worker that serves the owner. */
+    CUstream st;          /* the stream itself */
+    CUstream cs;          /* the copy side of a double-buffered pipeline */
+    CUevent evf;          /* fork: cs waits for the main stream's work so far */
+    CUevent cd[2], kd[2]; /* copy into buffer b done; kernel reading buffer b done */
+    struct cx_scratch *scratch;
+};
+
+/* The CUDA side of one of the front's events. */
+struct cx_ev {
+    struct cx_owner *o;
+    struct cx_ev *onext;
+    uint32_t flags;           /* LT_EVENT_F_* */
+    struct cx_cmd *close_cmd; /* allocated up front */
+    CUevent ev;               /* made at its first record, on the worker */
+};
+
+/* A bounce copy a stream host function makes (no CUDA there). */
+struct cx_piece {
+    void *dst;
+    const void *src;
+    uint64_t len;
+    uint32_t f16; /* 1: convert @len bytes of f16 into f32 at dst */
+};
+
+struct cx;
+
+/* One request of an owner: queued in its FIFO, then (work, syncs) in flight
+ * on the GPU until its completion runs. */
+struct cx_cmd {
+    struct cx_cmd *next;          /* FIFO */
+    struct cx_cmd *inext, *iprev; /* the backend's in-flight list */
+    enum cx_kind kind;
+    struct cx *x;
+    struct cx_owner *o;
+    int state; /* 0 pending, 1 answered (exactly once) */
+    struct cx_xs *xs;
+    /* CX_WORK */
+    struct ga_exec_job *job;
+    struct ga_exec_work w; /* the job's, copied */
+    enum cx_path path;
+    uint32_t slot;  /* result slot index, UINT32_MAX: none */
+    uint64_t chunk; /* bytes per chunk */
+    uint32_t nchunks;
+    uint64_t records; /* scan: records in the range */
+    int rc;           /* enqueue error (the op still completes behind it) */
+    bool cancelled;   /* the owner went: its bell was rung by the agent */
+    struct cx_piece *pieces;
+    uint32_t npieces, piece_cap;
+    /* CX_CTL (and CX_EVENT_CLOSE: ev) */
+    enum cx_ctl ctl;
+    struct ga_exec_call *call;
+    struct cx_ev *ev, *ev2;
+};
+
+struct cx_owner {
+    struct cx_owner *next, *prev; /* every owner in memory */
+    struct cx *x;
+    uint64_t id;
+    struct cx_cmd *drop_cmd; /* allocated up front: dropping never fails */
+    struct cx_xs *streams;   /* every stream in memory */
+    struct cx_ev *events;    /* every event not closed */
+    CUstream sync;           /* internal: EVENT_SYNCHRONIZE and DEVICE_SYNC wait here */
+    struct cx_cmd *fifo_head, *fifo_tail;
+    bool scheduled; /* a pool job is serving the FIFO */
+    bool dropped;
+    uint32_t refs; /* the front's, one per command, one per stream, the serving job */
+};
+
+struct cx_stats {
+    uint64_t path_submits[CX_PATHS];
+    uint64_t path_bytes[CX_PATHS];
+    uint64_t bell_waits, done_words;
+};
+
+struct cx {
+    struct ga_executor *front;
+    struct ga_device *dev;
+    struct ga_pool *pool;
+    struct ga_streams *streams;
+    CUfunction k_verify, k_scan[3], k_reduce; /* k_scan indexed by KN_SCAN_F32 / F16 */
+    int sms;
+    uint64_t chunk;
+    pthread_mutex_t mu;
+    pthread_cond_t idle_cv; /* ninflight reached 0 */
+    struct cx_owner *owners;
+    /* pinned results */
+    unsigned char *results;
+    uint32_t *free_slots;
+    uint32_t nfree, nresult;
+    struct cx_scratch *scratch_free, *scratch_all;
+    struct cx_cmd *inflight; /* work and syncs on the GPU, not yet answered */
+    uint64_t ninflight;      /* work and commands not yet answered, queued ones too */
+    struct cx_stats st;
+    bool stopping, shut, faulted;
+    int fault_err;
+    void (*on_fault)(void *arg, int err);
+    void *fault_arg;
+    /* the fault monitor */
+    CUstream mon_stream;
+    pthread_t mon;
+    bool mon_started;
+    pthread_cond_t mon_cv;
+};
+
+/* ---- serve_cuda.c ---- */
+
+/* The protocol names of enum cx_ctl, for words. */
+extern const char *const cx__ctl_names[];
+
+/* Locked. Appends @cmd to @o's FIFO (one owner reference for it) and makes
+ * sure a pool job serves it. Returns 0 or the pool's refusal. */
+int cx__push(struct cx *x, struct cx_owner *o, struct cx_cmd *cmd);
+
+/* Locked. Drops a reference; the last frees the owner. */
+void cx__owner_unref(struct cx *x, struct cx_owner *o);
+
+/* The fault monitor thread (arg: the struct cx). */
+void *cx__monitor_main(void *arg);
+
+/* ---- ops_cuda.c ---- */
+
+/* Checks @cmd->w's op for what this backend can run and sizes it in @cmd
+ * (path, chunks, records). Returns 0 or a refusal (lt code in *code_p and a
+ * message in @msg). CUDA-free. */
+int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *msg, size_t len);
+
+/* Queues @cmd's op on @st (the main stream of its cx_xs), with the context
+ * current: the copies, kernels, the result copy into the pinned slot and the
+ * device memory's free. On error what was queued stays queued (the caller
+ * still queues the completion behind it). */
+int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st);
+
+/* Fills @res from @cmd's pinned result once the GPU is done with it. */
+void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_result *res);
+
+/* Makes @xs's copy stream, events (and with @scratch its bounce buffer)
+ * exist. On a worker, context current. */
+int cx__xs_prepare(struct cx *x, struct cx_xs *xs, bool scratch);
+
+#endif /* GPU_BACKEND_CUDA_H */

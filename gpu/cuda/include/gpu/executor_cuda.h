@@ -1,0 +1,51 @@
+/* The CUDA executor: the executor front of gpu/executor.h over the CUDA
+ * backend, the GPU agent's work on a real device (docs/agent.md, "The CUDA
+ * executor").
+ *
+ * Every op is queued on the GPU and answered when the GPU has done it:
+ * PINNED leases are copied to device memory in chunks, double-buffered on a
+ * second stream so copies and kernels overlap; MAPPED leases are read by
+ * the kernels in place (zero-copy); STAGED leases go through a pinned bounce
+ * buffer that a stream host function fills (the pageable slow path).
+ * Doorbells are cuStreamWaitValue64 on the lease service's registered
+ * device address of the word, done words cuStreamWriteValue64. No CUDA call
+ * runs on the caller's thread: requests queue per client and a worker of
+ * the ga_pool issues them in the client's order. Functions return 0 or
+ * -errno. */
+#ifndef GPU_EXECUTOR_CUDA_H
+#define GPU_EXECUTOR_CUDA_H
+
+#include <stdint.h>
+
+#include "base/log.h"
+#include "gpu/executor.h"
+#include "gpu/ga.h"
+
+struct ga_executor_cuda_opts {
+    uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
+    uint32_t max_streams;   /* streams one client may create; 0: 64 */
+    uint32_t max_events;    /* events one client may hold; 0: 1024 */
+    uint32_t table_streams; /* managed stream ids of all clients at once; 0: 4096 */
+    uint32_t table_events;  /* managed event ids of all clients at once; 0: 16384 */
+    uint64_t chunk_bytes;   /* copy/compute pipeline chunk, a multiple of 4096; 0: 64 MiB */
+    uint32_t result_slots;  /* checksum and scan submits in flight at once; 0: 16384 */
+    /* Called once, from an executor thread, when the device faults (a sticky
+     * error: the context is unusable). Every request in flight has then been
+     * answered LT_E_GPU_FAULT; the agent should stop and be restarted. */
+    void (*on_fault)(void *arg, int err);
+    void *fault_arg;
+    struct base_log_sink log; /* the front's lines ("exec"); zeroed: the process default */
+};
+
+/* Creates the CUDA executor on @dev (open, kernels loaded), which must
+ * outlive it: a worker pool, the stream layer, a pinned result arena and a
+ * fault monitor thread, under the front (ids in FIFO tables). The device must support 64-bit stream
+ * memory operations and mapped host memory (doorbells), else -ENOTSUP with
+ * the attribute values logged. @opts may be NULL. On success *@ex_p is the
+ * caller's: ga_executor_destroy frees it (before ga_device_close). Returns 0,
+ * -EINVAL (an option out of range), -ENOTSUP, -ENOMEM, or the errno of a
+ * failed CUDA call or pthread_create. */
+int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda_opts *opts,
+                            struct ga_executor **ex_p);
+
+#endif /* GPU_EXECUTOR_CUDA_H */

@@ -1,0 +1,37 @@
+/* The CUDA registration backend of the lease service (library ga_cuda, built
+ * only with the CUDA toolkit): cuMemHostRegister for PINNED and MAPPED
+ * segments. It lives with the agent's CUDA layer so lease/ stays CUDA-free. */
+#ifndef GPU_LEASE_BACKEND_H
+#define GPU_LEASE_BACKEND_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "lease/lease.h"
+
+LT_EXTERN_C_BEGIN
+
+/* One cuMemHostRegister call covers at most this many bytes; the service
+ * registers a larger segment chunk by chunk (each chunk its own registration
+ * and, for MAPPED, its own device pointer), and no PINNED or MAPPED lease
+ * spans a chunk boundary. */
+#define GA_CUDA_LEASE_CHUNK_DEFAULT (64ull << 30)
+#define GA_CUDA_LEASE_CHUNK_MAX (256ull << 30)
+
+/* Fills @backend_p with a backend that makes @ctx current (cuCtxSetCurrent) on
+ * whichever thread calls it, then registers PINNED memory PORTABLE and MAPPED
+ * memory PORTABLE|DEVICEMAP (device pointer from cuMemHostGetDevicePointer).
+ * @chunk_bytes: 0 = GA_CUDA_LEASE_CHUNK_DEFAULT; else a page multiple no larger
+ * than GA_CUDA_LEASE_CHUNK_MAX. @ctx stays the caller's (the agent's retained
+ * primary context) and must outlive the service. Returns 0, -EINVAL, -ENOMEM.
+ * A driver refusal of register_range or unregister_range names the call and
+ * cuGetErrorName in *why_p, with -errno as the agent's one CUresult map
+ * gives it (ga_cu_errno, gpu/cuda/errmap.c) and the code LT_E_MEMLOCK
+ * (-ENOMEM), LT_E_UNSUPPORTED (-ENOTSUP) or LT_E_GPU_FAULT (anything
+ * else). */
+int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
+                               struct lt_failure *why_p);
+
+LT_EXTERN_C_END
+
+#endif /* GPU_LEASE_BACKEND_H */

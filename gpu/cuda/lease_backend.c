@@ -1,0 +1,119 @@
+/* cuMemHostRegister as a lease registration backend. Calls may land on any
+ * worker thread, so each one makes the agent's context current first. Every
+ * CUresult goes through GA_CU and its one map to -errno (errmap.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cu_call.h"
+#include "gpu/lease_backend.h"
+
+struct cuda_ctx {
+    CUcontext ctx;
+};
+
+/* The protocol code for a driver refusal: no lockable memory, a capability
+ * the device lacks, or the driver's own failure. */
+static uint32_t cu_code(int rc)
+{
+    if (rc == -ENOMEM)
+        return LT_E_MEMLOCK;
+    if (rc == -ENOTSUP)
+        return LT_E_UNSUPPORTED;
+    return LT_E_GPU_FAULT;
+}
+
+/* Explains the failed call: its text, the driver's error name and the range. */
+static int cu_fail(struct lt_failure *why_p, const char *call, CUresult res, int rc,
+                   const void *base, uint64_t length)
+{
+    return lt_failure_set(why_p, cu_code(rc), rc,
+                          "cuda backend: %s on %p + %" PRIu64 " bytes failed: %s (%d)", call, base,
+                          length, ga_cu_name(res), (int)res);
+}
+
+#define CU_TRY(why_p, call, base, length)                                                          \
+    do {                                                                                           \
+        CUresult res_ = CUDA_SUCCESS;                                                              \
+        int rc_ = ga_cu_check(res_ = (call), #call, __FILE__, __LINE__);                           \
+        if (rc_ < 0)                                                                               \
+            return cu_fail(why_p, #call, res_, rc_, base, length);                                 \
+    } while (0)
+
+static int cuda_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                         uint64_t *dev_ptr_p, struct lt_failure *why_p)
+{
+    struct cuda_ctx *c = ctx;
+    unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
+    if (cls == LT_CLASS_MAPPED)
+        flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+    else if (cls != LT_CLASS_PINNED)
+        return lt_failure_set(why_p, LT_E_BAD_CLASS, -EINVAL,
+                              "cuda backend: expected class PINNED or MAPPED, found %s",
+                              lt_class_name(cls));
+    CU_TRY(why_p, cuCtxSetCurrent(c->ctx), base, length);
+    CU_TRY(why_p, cuMemHostRegister(base, (size_t)length, flags), base, length);
+    CUdeviceptr dev = 0;
+    if (cls == LT_CLASS_MAPPED) {
+        CUresult res = CUDA_SUCCESS;
+        int rc = GA_CU_R(cuMemHostGetDevicePointer(&dev, base, 0), &res);
+        if (rc < 0) {
+            /* Undo the registration; if that fails too, its error is the one to see. */
+            CU_TRY(why_p, cuMemHostUnregister(base), base, length);
+            return cu_fail(why_p, "cuMemHostGetDevicePointer(&dev, base, 0)", res, rc, base,
+                           length);
+        }
+    }
+    *dev_ptr_p = (uint64_t)dev;
+    return 0;
+}
+
+static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                           struct lt_failure *why_p)
+{
+    struct cuda_ctx *c = ctx;
+    (void)cls;
+    CU_TRY(why_p, cuCtxSetCurrent(c->ctx), base, length);
+    CU_TRY(why_p, cuMemHostUnregister(base), base, length);
+    return 0;
+}
+
+static void cuda_fini(void *ctx)
+{
+    free(ctx);
+}
+
+int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
+                               struct lt_failure *why_p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!ctx || !backend_p)
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "cuda backend: expected a context and an output pointer");
+    char err[512];
+    if (ga_cu_load(err, sizeof err) < 0)
+        return lt_failure_set(why_p, LT_E_UNSUPPORTED, -ENODEV,
+                              "cuda backend: no NVIDIA driver: %s", err);
+    if (chunk_bytes == 0)
+        chunk_bytes = GA_CUDA_LEASE_CHUNK_DEFAULT;
+    if (chunk_bytes % (uint64_t)page != 0 || chunk_bytes > GA_CUDA_LEASE_CHUNK_MAX)
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "cuda backend: chunk size: expected a multiple of %ld bytes up to "
+                              "%llu, found %" PRIu64,
+                              page, GA_CUDA_LEASE_CHUNK_MAX, chunk_bytes);
+    struct cuda_ctx *c = malloc(sizeof(*c));
+    if (!c)
+        return lt_failure_set(why_p, LT_E_SYSTEM, -ENOMEM, "cuda backend: out of memory");
+    c->ctx = ctx;
+    *backend_p = (struct lease_backend){
+        .name = "cuda (cuMemHostRegister)",
+        .ctx = c,
+        .chunk_bytes = chunk_bytes,
+        .register_range = cuda_register,
+        .unregister_range = cuda_unregister,
+        .capacity = NULL,
+        .fini = cuda_fini,
+    };
+    return 0;
+}

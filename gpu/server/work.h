@@ -1,0 +1,17 @@
+/* work.c: the executor's requests and their answers. Depends on conn.h and
+ * jobs.h; used by dispatch.c. */
+#ifndef GA_SERVER_WORK_H
+#define GA_SERVER_WORK_H
+
+#include "internal.h"
+
+/* A validated SUBMIT from @c: resolved, held and handed to the executor, or
+ * refused with an ERROR. */
+void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m);
+/* A validated stream, event or device command (@type) from @c. */
+void ga_server__ctl(struct ga_server__conn *c, const void *buf, uint16_t type);
+/* Answers a finished GA_JOB_WORK or GA_JOB_CTL job and undoes what it held;
+ * the caller frees the job. */
+void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j);
+
+#endif /* GA_SERVER_WORK_H */
