@@ -3,7 +3,9 @@
 # "Installing"). Included last by the top-level CMakeLists.txt, so every
 # target exists. Paths inside the .pc and the units are computed at install
 # time, so `cmake --install build --prefix DIR` writes DIR into them; DESTDIR
-# is honoured as usual.
+# is honoured as usual. liblease-client installs itself (stagingd/lib, the
+# component lease-client); lease-agent and lease-agent-host are the targets
+# of gpu/cuda and gpu/server, installed from here by name.
 include(GNUInstallDirs)
 
 set(_lease_programs stagingd leasectl lease-agent-host)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # cmake --install into a temporary prefix: the programs, the lease-types
-# headers and lease-types.pc, the man pages, the systemd units; then a C
+# headers and lease-types.pc, liblease-client (its own component), the man
+# pages, the systemd units; then a C
 # program outside the tree built against the installed headers through
 # pkg-config, every installed page rendered by man -l, and the units
 # checked by systemd-analyze verify (and its offline security report).
@@ -26,9 +27,31 @@ for f in bin/stagingd bin/leasectl bin/lease-agent-host include/lease_types/prot
          share/man/man8/stagingd.8 share/man/man8/leasectl.8 \
          lib/systemd/system/lease-agent@.service lib/systemd/system/stagingd.service \
          lib/sysusers.d/lease-pinning.conf etc/lease-pinning/stagingd.conf \
-         etc/lease-pinning/lease-agent.env; do
+         etc/lease-pinning/lease-agent.env include/lease/client.h lib/liblease-client.a \
+         lib/liblease-client.so.0 lib/pkgconfig/lease-client.pc \
+         lib/cmake/lease-client/lease-client-config.cmake; do
     if [ -e "$prefix/$f" ]; then pass "installed $f"; else fail "missing $f"; fi
 done
+# lease-agent is built with the CUDA toolkit (gpu/cuda/) and needs no driver
+# for --version; lease-agent-host is gpu/server's.
+for p in lease-agent lease-agent-host; do
+    [ -e "$prefix/bin/$p" ] || continue
+    if "$prefix/bin/$p" --version > "$tmp/v.txt" 2>&1; then
+        pass "installed $p runs: $(cat "$tmp/v.txt")"
+    else
+        fail "installed $p --version: $(cat "$tmp/v.txt")"
+    fi
+done
+# liblease-client's rules (stagingd/lib) are their own component: alone,
+# they install the library and none of the programs.
+if cmake --install "$build" --prefix "$tmp/lib-only" --component lease-client \
+       > "$tmp/install-lib.log" 2>&1 &&
+   [ -e "$tmp/lib-only/include/lease/client.h" ] && [ ! -e "$tmp/lib-only/bin" ]; then
+    pass "cmake --install --component lease-client: the library alone"
+else
+    fail "cmake --install --component lease-client:"; tail -20 "$tmp/install-lib.log"
+    (cd "$tmp/lib-only" 2> /dev/null && find . -type f | sort)
+fi
 if grep -q "ExecStart=$prefix/bin/stagingd run --config $prefix/etc/lease-pinning/stagingd.conf" \
        "$prefix/lib/systemd/system/stagingd.service"; then
     pass "the units name the installed paths"
