@@ -295,13 +295,16 @@ static int sd_cli__daemon(int argc, char **argv, enum sd_daemon_mode mode)
     struct sd_vec_queries queries = {0};
     if (sd_cli__queries(cmd, &jo, &cfg, &queries) < 0)
         return 2;
-    /* One sink for the daemon and every module it makes: stderr, stamped,
-     * with the pid, coloured and with a progress line on a terminal. */
+    /* One sink for the daemon and every module it makes: stderr (or the
+     * log-file, which SIGHUP reopens), stamped, with the pid, coloured and
+     * with a progress line on a terminal. */
     struct base_log_file *lf = NULL;
-    int rc = base_log_file_fd(STDERR_FILENO, "stagingd",
-                              BASE_LOG_FILE_TIME | BASE_LOG_FILE_PID | BASE_LOG_FILE_COLOUR, &lf);
+    const unsigned lflags = BASE_LOG_FILE_TIME | BASE_LOG_FILE_PID | BASE_LOG_FILE_COLOUR;
+    int rc = cfg.log_path[0] ? base_log_file_open(cfg.log_path, "stagingd", lflags, &lf)
+                             : base_log_file_fd(STDERR_FILENO, "stagingd", lflags, &lf);
     if (rc < 0) {
-        fprintf(stderr, "stagingd %s: the log on stderr: %s\n", cmd, strerror(-rc));
+        fprintf(stderr, "stagingd %s: the log %s: %s\n", cmd,
+                cfg.log_path[0] ? cfg.log_path : "on stderr", strerror(-rc));
         sd_vec_queries_free(&queries);
         return 1;
     }
@@ -320,7 +323,7 @@ static int sd_cli__daemon(int argc, char **argv, enum sd_daemon_mode mode)
     status = sd_daemon_run(d);
     sd_daemon_destroy(d);
     if (mode == SD_DAEMON_RUN)
-        base_log(&cfg.log, BASE_LOG_INFO, "", "exiting with status %d", status);
+        base_log(&cfg.log, BASE_LOG_INFO, "daemon", "exiting with status %d", status);
 out:
     base_log_default_set(NULL);
     base_log_file_destroy(lf);

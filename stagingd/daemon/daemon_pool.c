@@ -31,7 +31,7 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct sd_job_config
     char err[SD_ERR_LEN];
     struct sd_store *st = NULL;
     if (sd_store_open(store, err, sizeof err, &st) < 0) {
-        base_log(log, BASE_LOG_ERROR, "", "%s", err);
+        base_log(log, BASE_LOG_ERROR, "daemon", "%s", err);
         return 0;
     }
     uint64_t most = 0;
@@ -77,7 +77,7 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         if (rc < 0) {
             char p[32];
             sd_daemon__bytes(pinned, p, sizeof p);
-            base_log(&cfg->log, BASE_LOG_ERROR, "",
+            base_log(&cfg->log, BASE_LOG_ERROR, "daemon",
                      "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
                      pc.segment_bytes, strerror(-rc));
             return rc;
@@ -96,7 +96,7 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         rc = -ENOMEM;
     }
     if (!pool) {
-        base_log(&cfg->log, BASE_LOG_ERROR, "",
+        base_log(&cfg->log, BASE_LOG_ERROR, "daemon",
                  "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
         return rc;
     }

@@ -217,9 +217,8 @@ struct sd_job {
     size_t *ntopk;
 };
 
-/* Logs one line through the sink the daemon lent: no subsystem, as every
- * job line starts with "job N". */
-#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "", __VA_ARGS__)
+/* Logs one line through the sink the daemon lent, subsystem "job". */
+#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "job", __VA_ARGS__)
 
 /* ---- helpers ---- */
 

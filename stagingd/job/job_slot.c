@@ -188,7 +188,7 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     pthread_mutex_unlock(&job->qmu);
     uint64_t one = 1;
     if (write(notify_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        base_log(&log, BASE_LOG_ERROR, "", "staging: eventfd write failed: %s", strerror(errno));
+        base_log(&log, BASE_LOG_ERROR, "job", "staging: eventfd write failed: %s", strerror(errno));
 }
 
 static void sd_job__read_start(struct sd_job__slot *s, int bell)

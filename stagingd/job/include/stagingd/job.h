@@ -187,6 +187,39 @@ struct sd_store_entry;
 uint64_t sd_job_buffer_size(const struct sd_job_config *cfg, enum sd_job_op op,
                             const struct sd_store_entry *e);
 
+/* ---- introspection (the daemon's control commands and metrics) ---- */
+
+/* The job's counters so far (shards by result: those without one yet are
+ * in none of the four). */
+struct sd_job_counters {
+    uint64_t shards, shards_clean, shards_bad, shards_failed, shards_not_run;
+    uint64_t bytes_total, bytes_staged;
+    uint64_t leases_granted, leases_released, leases_lost, leases_refused;
+    uint64_t lease_batches, release_batches;
+    uint64_t submits, bell_submits, completions, resubmits, staged_fallback, bad_blocks;
+};
+void sd_job_counters_get(const struct sd_job *job, struct sd_job_counters *c_p);
+
+/* One slot of the pipeline. Strings are static or the job's, valid until
+ * the next step. */
+struct sd_job_slot_info {
+    int active;        /* holds a shard */
+    const char *shard; /* its file name; NULL when idle */
+    /* "none", "wanted", "requested", "held", "release-wanted", "releasing" */
+    const char *lease_state;
+    int has_lease; /* @lease is valid: held or being released */
+    struct leasec_client_lease lease;
+    const char *read;      /* "none", "running", "done" */
+    unsigned ops_todo;     /* ops (verify, scan) still without a result: 0..2 */
+    unsigned ops_inflight; /* of those, submitted and unanswered */
+};
+
+/* The number of slots (the job's inflight). */
+unsigned sd_job_slot_count(const struct sd_job *job);
+
+/* Slot @slot. Returns 0, or -ENOENT past the last. */
+int sd_job_slot_get(const struct sd_job *job, unsigned slot, struct sd_job_slot_info *info_p);
+
 /* ---- the query (shared with tests computing the reference) ---- */
 
 /* The scan's query for records of @dim elements: @dim floats drawn like a
