@@ -15,6 +15,7 @@
 #include "dispatch.h"
 #include "dispatch_admin.h"
 #include "jobs.h"
+#include "server_metrics.h"
 #include "work.h"
 
 static uint64_t ga_dispatch__rid(const void *buf)
@@ -291,6 +292,7 @@ out:
 static void ga_dispatch__release_complete(struct ga_server__conn *c, uint64_t rid,
                                           struct lt_lease_id lease, uint32_t status)
 {
+    ga_server__metrics_release_complete(c->srv, status);
     struct lt_msg_release_complete_batch *b = c->rcb;
     if (b && b->hdr.request_id == rid && b->count < LT_MAX_BATCH) {
         b->entries[b->count].lease = lease;
