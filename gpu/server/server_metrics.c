@@ -320,7 +320,7 @@ static int ga_metrics__families(struct ga_server__metrics *mt)
     GA_FAM(LM_COUNTER, "lease_agent_completions_total", "Work completions, by op and status.",
            op_status, &mt->f_completions);
     GA_FAM(LM_COUNTER, "lease_agent_completed_bytes_total",
-           "Bytes covered by work that completed OK, by op.", op, &mt->f_completed_bytes);
+           "Bytes of the leases of work that completed OK, by op.", op, &mt->f_completed_bytes);
     GA_FAM(LM_COUNTER, "lease_agent_release_completes_total", "RELEASE_COMPLETEs sent, by status.",
            status, &mt->f_release_completes);
     GA_ONE(LM_GAUGE, "lease_agent_executor_in_flight", "Executor jobs and calls not yet answered.",
