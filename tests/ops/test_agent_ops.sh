@@ -4,9 +4,10 @@
 # $NOTIFY_SOCKET (played by notify_listen), SIGHUP reopening --log-file
 # after it was moved, every log line with a level and a subsystem,
 # --config FILE (its keys, the command line winning, refusals naming the
-# file and line), and the --metrics refusals.
-# usage: test_agent_ops.sh LEASE_AGENT_HOST LEASE_AGENT|none NOTIFY_LISTEN
-AGENT=$1 CUDA_AGENT=$2 NOTIFY_LISTEN=$3
+# file and line; docs/config.md has a row for every key), and the
+# --metrics refusals.
+# usage: test_agent_ops.sh SOURCE_DIR LEASE_AGENT_HOST LEASE_AGENT|none NOTIFY_LISTEN
+src=$1 AGENT=$2 CUDA_AGENT=$3 NOTIFY_LISTEN=$4
 STAGINGD=/nonexistent LEASECTL=/nonexistent JSON_GET=/nonexistent
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$tmp/agent"
@@ -84,6 +85,18 @@ contains "a command-line-only key is refused" "$tmp/badconf3.txt" "$tmp/bad3.con
 "$AGENT" --config "$tmp/none.conf" > "$tmp/noconf.txt" 2>&1; rc=$?
 check "a missing config file is refused (exit $rc)" [ "$rc" -eq 2 ]
 contains "and named" "$tmp/noconf.txt" "$tmp/none.conf: cannot open the config file"
+
+# Every option --help names, but the command-line-only ones, is a key with
+# a row in docs/config.md's table of the agent's keys.
+{ "$AGENT" --help; [ "$CUDA_AGENT" = none ] || "$CUDA_AGENT" --help; } |
+    grep -o -- '--[a-z][a-z0-9-]*' | sort -u | sed 's/^--//' |
+    grep -vxE 'config|ready-fd|help|version|self-test|bytes|block-size|seed' > "$tmp/keys.txt"
+sed -n '/^## The agent/,$p' "$src/docs/config.md" > "$tmp/config.md"
+missing=""
+for k in $(cat "$tmp/keys.txt"); do
+    grep -qF "| \`$k\` |" "$tmp/config.md" || missing="$missing $k"
+done
+check "docs/config.md has every agent key ($(wc -l < "$tmp/keys.txt") keys; missing:${missing:- none})" [ -z "$missing" ]
 
 if [ "$CUDA_AGENT" != none ]; then
     printf 'backend = host\nsocket = %s\nlog-file = %s\npinned-budget = 6M\nmapped-budget = 2M\n' \
