@@ -227,8 +227,8 @@ struct leasec_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
     cfg.backoff_min_ms = backoff_min;
     cfg.backoff_max_ms = backoff_max;
     cfg.seed = SEED;
-    cfg.cb = (struct leasec_client_callbacks){on_grant, on_completion, on_release,   on_error,
-                                              on_reply, on_ready,      on_disconnect};
+    cfg.cb = (struct leasec_client_callbacks){on_grant, on_completion, on_release, on_error,
+                                              on_reply, on_ready,      on_disconnect, NULL};
     cfg.log = (struct leasec_log){capture_log, NULL, LEASEC_LOG_DEBUG};
     nev = 0;
     g_log[0] = '\0';
