@@ -292,7 +292,10 @@ void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, cons
 
 void ga_server_cli_version(FILE *f, const char *prog)
 {
-    fprintf(f, "%s %s (lease protocol %u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION);
+    /* The minor is the highest this build implements; a peer uses a minor's
+     * messages only after HELLO granted its capability (proto.h). */
+    fprintf(f, "%s %s (lease protocol %u.%u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION,
+            (unsigned)LT_PROTO_MINOR);
 }
 
 void ga_server_cli_signals_block(void)
