@@ -204,6 +204,10 @@ void ga_server__launch_complete(struct ga_server *srv, struct ga_server__job *j)
             snprintf(buf, sizeof buf, "cuLaunchKernel refused %s: %s", jl->x.kernel,
                      jl->x.cu_error[0] ? jl->x.cu_error : "no CUresult");
             words = buf;
+        } else if (j->res.status == LT_E_SYSTEM) {
+            snprintf(buf, sizeof buf, "the agent could not queue the launch of %s%s%s",
+                     jl->x.kernel, jl->x.cu_error[0] ? ": " : "", jl->x.cu_error);
+            words = buf;
         } else if (j->res.status == LT_E_SHUTTING_DOWN) {
             words = "cancelled: the client or the agent is going away";
         }
