@@ -62,8 +62,8 @@ static int cx__lk_add(struct cx *x, struct cx_launch_table *t, const struct kn_i
                 img->name, k->name);
         return -ENOEXEC;
     }
-    int rc = GA_CU(cuFuncGetAttribute(&lk->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                      lk->fn));
+    int rc = GA_CU(
+        cuFuncGetAttribute(&lk->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, lk->fn));
     if (rc == 0)
         rc = GA_CU(cuFuncGetAttribute(&lk->max_shared,
                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, lk->fn));
@@ -73,8 +73,7 @@ static int cx__lk_add(struct cx *x, struct cx_launch_table *t, const struct kn_i
         ga__err("LAUNCH: image '%s' kernel %s: its descriptor allows block_max=%u and "
                 "shared_max=%u, the device allows it %d threads a block and %d bytes of "
                 "dynamic shared memory",
-                img->name, k->name, k->block_max, k->shared_max, lk->max_threads,
-                lk->max_shared);
+                img->name, k->name, k->block_max, k->shared_max, lk->max_threads, lk->max_shared);
         return -ENOEXEC;
     }
     ga__info("LAUNCH: image '%s' kernel %s launchable: %u parameters, %u lease range%s, %u "
@@ -120,8 +119,8 @@ int cx__launch_table_build(struct cx *x)
          * descriptors were checked at build time, --cubin-dir's when read,
          * and what the device loaded is what is checked now. */
         int rc = kn_kdesc_parse(img->kdesc, img->kdesc_len, &t->descs[i], why, sizeof why);
-        if (rc == 0 && (rc = kn_kdesc_check_cubin(&t->descs[i], img->data, img->size, why,
-                                                  sizeof why)) < 0)
+        if (rc == 0 &&
+            (rc = kn_kdesc_check_cubin(&t->descs[i], img->data, img->size, why, sizeof why)) < 0)
             kn_kdesc_free(&t->descs[i]);
         if (rc < 0) {
             ga__err("LAUNCH: the descriptor of image '%s' is refused: %s", img->name, why);
@@ -170,9 +169,8 @@ static const struct cx_lk *cx__lk_find(const struct cx *x, const char *image, co
 
 /* A refusal about parameter @index (LT_INDEX_NONE: none). */
 __attribute__((format(printf, 5, 6))) static int cx__lrefuse(struct ga_exec_launch *l,
-                                                             struct lt_failure *why,
-                                                             uint32_t code, uint32_t index,
-                                                             const char *fmt, ...)
+                                                             struct lt_failure *why, uint32_t code,
+                                                             uint32_t index, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -189,8 +187,8 @@ static int cx__launch_ranges_check(const struct cx_lk *lk, struct ga_exec_launch
     const struct kn_kdesc_kernel *k = lk->k;
     if (l->nranges > k->leases)
         return cx__lrefuse(l, why, LT_E_BAD_VALUE, LT_INDEX_NONE,
-                           "%s runs on %u lease range%s, the launch gives %u", k->name,
-                           k->leases, k->leases == 1 ? "" : "s", l->nranges);
+                           "%s runs on %u lease range%s, the launch gives %u", k->name, k->leases,
+                           k->leases == 1 ? "" : "s", l->nranges);
     for (uint32_t i = 0; i < k->nparams; i++) {
         const struct kn_kdesc_param *p = &k->params[i];
         if (p->type != KN_KDESC_LEASE_PTR && p->type != KN_KDESC_LEASE_LEN)
@@ -239,8 +237,7 @@ static int cx__launch_shape_check(const struct cx_launch_table *t, const struct 
                                "up to (%d,%d,%d) and blocks up to (%d,%d,%d)",
                                k->name, l->grid[0], l->grid[1], l->grid[2], l->block[0],
                                l->block[1], l->block[2], t->max_grid[0], t->max_grid[1],
-                               t->max_grid[2], t->max_block[0], t->max_block[1],
-                               t->max_block[2]);
+                               t->max_grid[2], t->max_block[0], t->max_block[1], t->max_block[2]);
     if (threads > k->block_max)
         return cx__lrefuse(l, why, LT_E_BAD_VALUE, LT_INDEX_NONE,
                            "%s: %" PRIu64 " threads a block, its descriptor allows %u", k->name,
@@ -255,8 +252,8 @@ static int cx__launch_shape_check(const struct cx_launch_table *t, const struct 
             if (k->params[i].type == KN_KDESC_RESULT_PTR)
                 at = i;
         return cx__lrefuse(l, why, LT_E_BAD_VALUE, at,
-                           "%s: a %u-byte result area, its descriptor fills at most %u",
-                           k->name, l->result_bytes, k->result_max);
+                           "%s: a %u-byte result area, its descriptor fills at most %u", k->name,
+                           l->result_bytes, k->result_max);
     }
     return 0;
 }
@@ -282,8 +279,7 @@ int cx__launch_check(const struct cx *x, const struct ga_exec_work *w, struct lt
     return 0;
 }
 
-int cx__launch_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *msg,
-                    size_t len)
+int cx__launch_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *msg, size_t len)
 {
     struct ga_exec_launch *l = cmd->w.launch;
     cmd->lk = cx__lk_find(x, l->image, l->kernel);
@@ -368,9 +364,9 @@ int cx__launch_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     }
     for (uint32_t i = 0; launched && rc == 0 && i < l->nranges; i++)
         if (copy[i] && (k->writes & (1u << i)))
-            rc = cx__lcu(cmd, cuMemcpyDtoHAsync(l->ranges[i].host, copy[i],
-                                                (size_t)l->ranges[i].length, st),
-                         "cuMemcpyDtoHAsync");
+            rc = cx__lcu(
+                cmd, cuMemcpyDtoHAsync(l->ranges[i].host, copy[i], (size_t)l->ranges[i].length, st),
+                "cuMemcpyDtoHAsync");
     if (launched && rc == 0)
         rc = cx__lcu(cmd,
                      cuMemcpyDtoHAsync(x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES,

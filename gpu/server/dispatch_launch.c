@@ -28,8 +28,8 @@ struct ga_server__launch {
 /* Sends the LAUNCH_COMPLETION for request @rid: @status with @words (LT_OK:
  * the result of @l), @l's argument index and CUresult name when given. */
 static void ga_launch__answer(struct ga_server__conn *c, uint64_t rid, uint32_t status,
-                              uint32_t detail, uint64_t elapsed_ns,
-                              const struct ga_exec_launch *l, const char *words)
+                              uint32_t detail, uint64_t elapsed_ns, const struct ga_exec_launch *l,
+                              const char *words)
 {
     struct lt_msg_launch_completion r;
     lt_msg_init(&r, sizeof r, LT_MSG_LAUNCH_COMPLETION, rid);
@@ -196,7 +196,8 @@ void ga_server__launch_complete(struct ga_server *srv, struct ga_server__job *j)
         const char *words = NULL;
         char buf[LT_FAILURE_MSG_LEN]; /* cut to the wire's room by ga_launch__answer */
         if (j->res.status == LT_E_GPU_FAULT) {
-            snprintf(buf, sizeof buf, "the GPU faulted%s%s: the device is unusable until the "
+            snprintf(buf, sizeof buf,
+                     "the GPU faulted%s%s: the device is unusable until the "
                      "agent restarts",
                      jl->x.cu_error[0] ? ": " : "", jl->x.cu_error);
             words = buf;
@@ -211,8 +212,8 @@ void ga_server__launch_complete(struct ga_server *srv, struct ga_server__job *j)
         } else if (j->res.status == LT_E_SHUTTING_DOWN) {
             words = "cancelled: the client or the agent is going away";
         }
-        ga_launch__answer(c, j->request_id, j->res.status, j->res.detail, j->res.elapsed_ns,
-                          &jl->x, words);
+        ga_launch__answer(c, j->request_id, j->res.status, j->res.detail, j->res.elapsed_ns, &jl->x,
+                          words);
     }
     /* After the LAUNCH_COMPLETION: a release waiting on this launch
      * completes now, and its RELEASE_COMPLETE follows on the wire. */

@@ -109,7 +109,8 @@ int ga_server__listen_adopt(struct ga_server *srv, const struct ga_server_listen
         return rc;
     int fl = fcntl(l->listen_fd, F_GETFL);
     if (fl < 0 || fcntl(l->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-        fcntl(l->listen_fd, F_SETFD, FD_CLOEXEC) < 0 || fcntl(l->lock_fd, F_SETFD, FD_CLOEXEC) < 0) {
+        fcntl(l->listen_fd, F_SETFD, FD_CLOEXEC) < 0 ||
+        fcntl(l->lock_fd, F_SETFD, FD_CLOEXEC) < 0) {
         rc = -errno;
         base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
                  "inherited socket: fcntl failed: %s", strerror(-rc));

@@ -30,11 +30,16 @@ static const struct {
     enum kn_kdesc_type type;
     uint32_t size;
 } kn__types[] = {
-    {"lease_ptr", KN_KDESC_LEASE_PTR, 8},   {"lease_len", KN_KDESC_LEASE_LEN, 8},
-    {"result_ptr", KN_KDESC_RESULT_PTR, 8}, {"result_len", KN_KDESC_RESULT_LEN, 8},
-    {"u32", KN_KDESC_U32, 4},               {"i32", KN_KDESC_I32, 4},
-    {"u64", KN_KDESC_U64, 8},               {"i64", KN_KDESC_I64, 8},
-    {"f32", KN_KDESC_F32, 4},               {"f64", KN_KDESC_F64, 8},
+    {"lease_ptr", KN_KDESC_LEASE_PTR, 8},
+    {"lease_len", KN_KDESC_LEASE_LEN, 8},
+    {"result_ptr", KN_KDESC_RESULT_PTR, 8},
+    {"result_len", KN_KDESC_RESULT_LEN, 8},
+    {"u32", KN_KDESC_U32, 4},
+    {"i32", KN_KDESC_I32, 4},
+    {"u64", KN_KDESC_U64, 8},
+    {"i64", KN_KDESC_I64, 8},
+    {"f32", KN_KDESC_F32, 4},
+    {"f64", KN_KDESC_F64, 8},
 };
 #define KN__NTYPES (sizeof kn__types / sizeof kn__types[0])
 
@@ -88,8 +93,7 @@ static int kn__tokenize(const char *p, size_t len, struct kn__line *l, char *err
             unsigned char d = (unsigned char)p[i];
             if (d < 0x21 || d > 0x7e)
                 return kn__kfail(err, err_len, -EINVAL,
-                                 "line %u: expected printable ASCII, found byte 0x%02x", l->no,
-                                 d);
+                                 "line %u: expected printable ASCII, found byte 0x%02x", l->no, d);
             i++;
         }
         if (l->n == KN__MAX_TOKENS)
@@ -97,8 +101,8 @@ static int kn__tokenize(const char *p, size_t len, struct kn__line *l, char *err
                              KN__MAX_TOKENS);
         if (i - start >= KN__TOKEN_LEN)
             return kn__kfail(err, err_len, -EINVAL,
-                             "line %u: expected words of at most %d bytes, found one of %zu",
-                             l->no, KN__TOKEN_LEN - 1, i - start);
+                             "line %u: expected words of at most %d bytes, found one of %zu", l->no,
+                             KN__TOKEN_LEN - 1, i - start);
         memcpy(l->tok[l->n], p + start, i - start);
         l->tok[l->n][i - start] = '\0';
         l->n++;
@@ -156,8 +160,8 @@ static int kn__kv(const struct kn__line *l, int i, char *key, const char **val_p
     const char *t = l->tok[i];
     const char *eq = strchr(t, '=');
     if (!eq || eq == t || !eq[1])
-        return kn__kfail(err, err_len, -EINVAL, "line %u: expected key=value, found '%s'",
-                         l->no, t);
+        return kn__kfail(err, err_len, -EINVAL, "line %u: expected key=value, found '%s'", l->no,
+                         t);
     memcpy(key, t, (size_t)(eq - t));
     key[eq - t] = '\0';
     *val_p = eq + 1;
@@ -166,8 +170,7 @@ static int kn__kv(const struct kn__line *l, int i, char *key, const char **val_p
 
 /* ---- the lines ---------------------------------------------------------------- */
 
-static int kn__kernel_line(const struct kn__line *l, struct kn_kdesc *d, char *err,
-                           size_t err_len)
+static int kn__kernel_line(const struct kn__line *l, struct kn_kdesc *d, char *err, size_t err_len)
 {
     if (l->n < 2)
         return kn__kfail(err, err_len, -EINVAL, "line %u: expected 'kernel NAME [key=value...]'",
@@ -195,8 +198,8 @@ static int kn__kernel_line(const struct kn__line *l, struct kn_kdesc *d, char *e
         int block = strcmp(key, "block_max") == 0, shared = strcmp(key, "shared_max") == 0,
             result = strcmp(key, "result_max") == 0;
         if ((block || shared || result) && kn__u64(val, &v) < 0)
-            return kn__kfail(err, err_len, -EINVAL,
-                             "line %u: %s: expected a number, found '%s'", l->no, key, val);
+            return kn__kfail(err, err_len, -EINVAL, "line %u: %s: expected a number, found '%s'",
+                             l->no, key, val);
         if (block && v >= 1 && v <= KN_KDESC_BLOCK_MAX)
             k->block_max = (uint32_t)v;
         else if (shared && v <= (1u << 30))
@@ -207,8 +210,7 @@ static int kn__kernel_line(const struct kn__line *l, struct kn_kdesc *d, char *e
             return kn__kfail(err, err_len, -EINVAL,
                              "line %u: expected block_max=1..%u, shared_max=0..%u or "
                              "result_max=0..%u, found '%s'",
-                             l->no, KN_KDESC_BLOCK_MAX, 1u << 30, KN_KDESC_RESULT_MAX,
-                             l->tok[i]);
+                             l->no, KN_KDESC_BLOCK_MAX, 1u << 30, KN_KDESC_RESULT_MAX, l->tok[i]);
     }
     d->count++;
     return 0;
@@ -224,17 +226,15 @@ static int kn__range_set(const struct kn__line *l, struct kn_kdesc_param *p, con
         int64_t lo = p->type == KN_KDESC_I32 ? INT32_MIN : INT64_MIN;
         int64_t hi = p->type == KN_KDESC_I32 ? INT32_MAX : INT64_MAX;
         if (kn__i64(val, &v) < 0 || v < lo || v > hi)
-            return kn__kfail(err, err_len, -EINVAL,
-                             "line %u: %s: expected a %s value, found '%s'", l->no, key,
-                             kn_kdesc_type_name(p->type), val);
+            return kn__kfail(err, err_len, -EINVAL, "line %u: %s: expected a %s value, found '%s'",
+                             l->no, key, kn_kdesc_type_name(p->type), val);
         *(is_min ? &p->imin : &p->imax) = v;
     } else {
         uint64_t v;
         uint64_t hi = p->type == KN_KDESC_U32 ? UINT32_MAX : UINT64_MAX;
         if (kn__u64(val, &v) < 0 || v > hi)
-            return kn__kfail(err, err_len, -EINVAL,
-                             "line %u: %s: expected a %s value, found '%s'", l->no, key,
-                             kn_kdesc_type_name(p->type), val);
+            return kn__kfail(err, err_len, -EINVAL, "line %u: %s: expected a %s value, found '%s'",
+                             l->no, key, kn_kdesc_type_name(p->type), val);
         *(is_min ? &p->umin : &p->umax) = v;
     }
     p->ranged = 1;
@@ -248,19 +248,18 @@ static int kn__arg_line(const struct kn__line *l, struct kn_kdesc *d, char *err,
                          "line %u: expected a 'kernel' line before its arguments", l->no);
     struct kn_kdesc_kernel *k = &d->kernels[d->count - 1];
     if (l->n < 3)
-        return kn__kfail(err, err_len, -EINVAL,
-                         "line %u: expected 'arg NAME TYPE [key=value...]'", l->no);
+        return kn__kfail(err, err_len, -EINVAL, "line %u: expected 'arg NAME TYPE [key=value...]'",
+                         l->no);
     int rc = kn__ident(l, "argument", l->tok[1], KN_KDESC_ARG_LEN, err, err_len);
     if (rc < 0)
         return rc;
     for (uint32_t i = 0; i < k->nparams; i++)
         if (strcmp(k->params[i].name, l->tok[1]) == 0)
-            return kn__kfail(err, err_len, -EINVAL,
-                             "line %u: argument %s of %s declared twice", l->no, l->tok[1],
-                             k->name);
+            return kn__kfail(err, err_len, -EINVAL, "line %u: argument %s of %s declared twice",
+                             l->no, l->tok[1], k->name);
     if (k->nparams == KN_KDESC_MAX_PARAMS)
-        return kn__kfail(err, err_len, -E2BIG, "line %u: %s: expected at most %d arguments",
-                         l->no, k->name, KN_KDESC_MAX_PARAMS);
+        return kn__kfail(err, err_len, -E2BIG, "line %u: %s: expected at most %d arguments", l->no,
+                         k->name, KN_KDESC_MAX_PARAMS);
     struct kn_kdesc_param *p = &k->params[k->nparams];
     memset(p, 0, sizeof *p);
     memcpy(p->name, l->tok[1], strlen(l->tok[1]) + 1); /* kn__ident bounded it */
@@ -302,8 +301,7 @@ static int kn__arg_line(const struct kn__line *l, struct kn_kdesc *d, char *err,
         } else if (strcmp(key, "access") == 0 && p->type == KN_KDESC_LEASE_PTR) {
             if (strcmp(val, "read") != 0 && strcmp(val, "write") != 0)
                 return kn__kfail(err, err_len, -EINVAL,
-                                 "line %u: access: expected read or write, found '%s'", l->no,
-                                 val);
+                                 "line %u: access: expected read or write, found '%s'", l->no, val);
             p->write = strcmp(val, "write") == 0;
         } else if ((strcmp(key, "min") == 0 || strcmp(key, "max") == 0) &&
                    kn__is_integer(p->type)) {
@@ -321,9 +319,8 @@ static int kn__arg_line(const struct kn__line *l, struct kn_kdesc *d, char *err,
         return kn__kfail(err, err_len, -EINVAL, "line %u: %s %s: expected lease=N", l->no,
                          l->tok[2], p->name);
     if (p->ranged && ((p->type == KN_KDESC_I32 || p->type == KN_KDESC_I64) ? p->imin > p->imax
-                                                                          : p->umin > p->umax))
-        return kn__kfail(err, err_len, -EINVAL, "line %u: %s: expected min <= max", l->no,
-                         p->name);
+                                                                           : p->umin > p->umax))
+        return kn__kfail(err, err_len, -EINVAL, "line %u: %s: expected min <= max", l->no, p->name);
     k->nparams++;
     return 0;
 }
@@ -373,8 +370,7 @@ static int kn__kernel_finish(struct kn_kdesc_kernel *k, char *err, size_t err_le
     return 0;
 }
 
-int kn_kdesc_parse(const char *text, size_t len, struct kn_kdesc *desc_p, char *err,
-                   size_t err_len)
+int kn_kdesc_parse(const char *text, size_t len, struct kn_kdesc *desc_p, char *err, size_t err_len)
 {
     if (err && err_len)
         err[0] = '\0';
@@ -417,8 +413,8 @@ int kn_kdesc_parse(const char *text, size_t len, struct kn_kdesc *desc_p, char *
         } else if (strcmp(l->tok[0], "arg") == 0) {
             rc = kn__arg_line(l, &d, err, err_len);
         } else {
-            rc = kn__kfail(err, err_len, -EINVAL,
-                           "line %u: expected 'kernel' or 'arg', found '%s'", l->no, l->tok[0]);
+            rc = kn__kfail(err, err_len, -EINVAL, "line %u: expected 'kernel' or 'arg', found '%s'",
+                           l->no, l->tok[0]);
         }
     }
     if (rc == 0 && !versioned)
@@ -488,9 +484,8 @@ int kn_kdesc_check_cubin(const struct kn_kdesc *desc, const void *cubin, size_t 
                 rc = kn__kfail(err, err_len, -EPROTO,
                                "kernel %s: parameter %u (%s, %s) is %u bytes in the "
                                "descriptor, %u in the cubin",
-                               k->name, p, k->params[p].name,
-                               kn_kdesc_type_name(k->params[p].type), k->params[p].size,
-                               info->params[p].size);
+                               k->name, p, k->params[p].name, kn_kdesc_type_name(k->params[p].type),
+                               k->params[p].size, info->params[p].size);
                 break;
             }
         if (rc == 0 && info->max_threads && k->block_max > info->max_threads)

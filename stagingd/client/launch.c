@@ -70,8 +70,8 @@ static int leasec_client__launch_build(struct leasec_client *c, unsigned agent,
                                        "launch: range %u's lease is on agent %u, the launch "
                                        "goes to agent %u",
                                        i, r->lease.agent, agent);
-        int rc = a->state == LEASEC_CLIENT_READY ? leasec_client__lease_find(c, a, &r->lease, &rec)
-                                                 : 0;
+        int rc =
+            a->state == LEASEC_CLIENT_READY ? leasec_client__lease_find(c, a, &r->lease, &rec) : 0;
         if (rc < 0)
             return rc;
         m->leases[i] = (struct lt_launch_lease){
@@ -88,8 +88,8 @@ static int leasec_client__launch_build(struct leasec_client *c, unsigned agent,
     return (int)len;
 }
 
-int leasec_client_launch(struct leasec_client *c, unsigned agent, const struct leasec_launch *launch,
-                         uint64_t tag, uint64_t *request_id_p)
+int leasec_client_launch(struct leasec_client *c, unsigned agent,
+                         const struct leasec_launch *launch, uint64_t tag, uint64_t *request_id_p)
 {
     union lt_msg_buffer buf;
     int len = leasec_client__launch_build(c, agent, launch, &buf);

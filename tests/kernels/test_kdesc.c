@@ -112,10 +112,8 @@ static const struct {
      "expected a u32 value"},
     {"kdesc 1\nkernel k\narg a lease_ptr lease=0\narg b i32 min=5 max=4\n", -EINVAL,
      "expected min <= max"},
-    {"kdesc 1\nkernel k\narg a lease_ptr lease=0\narg r result_ptr\n", -EINVAL,
-     "needs result_max"},
-    {"kdesc 1\nkernel k\narg a lease_ptr lease=0\narg b u32 lease=0\n", -EINVAL,
-     "does not apply"},
+    {"kdesc 1\nkernel k\narg a lease_ptr lease=0\narg r result_ptr\n", -EINVAL, "needs result_max"},
+    {"kdesc 1\nkernel k\narg a lease_ptr lease=0\narg b u32 lease=0\n", -EINVAL, "does not apply"},
     {"kdesc 1\nkernel k\narg a\n", -EINVAL, "expected 'arg NAME TYPE"},
     {"kdesc 1\nfunction k\n", -EINVAL, "expected 'kernel' or 'arg', found 'function'"},
     {"kdesc 1\nkernel k\xc3\xa9\n", -EINVAL, "printable ASCII"},
@@ -127,10 +125,8 @@ START_TEST(every_rule_broken_is_named_with_its_line)
         struct kn_kdesc d = {.count = 99};
         char err[256] = "";
         int rc = parse(bad[i].text, &d, err, sizeof err);
-        ck_assert_msg(rc == bad[i].rc, "case %zu: rc %d, expected %d (%s)", i, rc, bad[i].rc,
-                      err);
-        ck_assert_msg(strstr(err, bad[i].words), "case %zu: '%s' lacks '%s'", i, err,
-                      bad[i].words);
+        ck_assert_msg(rc == bad[i].rc, "case %zu: rc %d, expected %d (%s)", i, rc, bad[i].rc, err);
+        ck_assert_msg(strstr(err, bad[i].words), "case %zu: '%s' lacks '%s'", i, err, bad[i].words);
         ck_assert_uint_eq(d.count, 99); /* untouched on failure */
     }
     /* limits: too many kernels, too many arguments, too many bytes */
@@ -244,8 +240,7 @@ static unsigned char *file_read(const char *path, size_t *size_p)
 }
 
 /* Parses @text and checks it against @cubin; returns the check's rc. */
-static int against(const char *text, const unsigned char *cubin, size_t size, char *err,
-                   size_t n)
+static int against(const char *text, const unsigned char *cubin, size_t size, char *err, size_t n)
 {
     struct kn_kdesc d;
     int rc = parse(text, &d, err, n);
@@ -308,8 +303,8 @@ START_TEST(descriptors_are_held_to_their_cubins)
     /* a launch bound: the checksum kernels are built for 256 threads */
     cubin = file_read(KN_TEST_CUBIN, &size);
 #define SUM_KDESC(bound)                                                                           \
-    "kdesc 1\nkernel k_block_checksum block_max=" bound "\n"                                      \
-    "arg data lease_ptr lease=0\narg len lease_len lease=0\n"                                     \
+    "kdesc 1\nkernel k_block_checksum block_max=" bound "\n"                                       \
+    "arg data lease_ptr lease=0\narg len lease_len lease=0\n"                                      \
     "arg bs u32\narg sums lease_ptr lease=1 access=write\n"
     snprintf(t, sizeof t, "%s", SUM_KDESC("256"));
     ck_assert_msg(against(t, cubin, size, err, sizeof err) == 0, "%s", err);
@@ -329,8 +324,7 @@ START_TEST(cubincheck_checks_and_embeds_the_descriptor)
     ck_assert_int_ge(fd, 0);
     close(fd);
     snprintf(cmd, sizeof cmd, "%s --arch %s --kdesc %s --emit-c %s --symbol kn_t %s >/dev/null",
-             KN_TEST_CUBINCHECK, KN_TEST_ARCH_S, KN_TEST_LAUNCH_KDESC, inc,
-             KN_TEST_LAUNCH_CUBIN);
+             KN_TEST_CUBINCHECK, KN_TEST_ARCH_S, KN_TEST_LAUNCH_KDESC, inc, KN_TEST_LAUNCH_CUBIN);
     ck_assert_int_eq(system(cmd), 0);
     size_t n;
     unsigned char *out = file_read(inc, &n);

@@ -85,8 +85,8 @@ static struct lt_msg_launch_completion completion_build(int ok)
 
 static void expect_launch(const void *m, size_t len, enum lt_error want, const char *what)
 {
-    ck_assert_msg(lt_validate_launch(m, len) == want, "%s: launch validator gave %s, want %s",
-                  what, lt_error_name(lt_validate_launch(m, len)), lt_error_name(want));
+    ck_assert_msg(lt_validate_launch(m, len) == want, "%s: launch validator gave %s, want %s", what,
+                  lt_error_name(lt_validate_launch(m, len)), lt_error_name(want));
     ck_assert_int_eq(lt_validate(m, len, NULL), want);
     ck_assert_int_eq(lt_validate_from_client(m, len, NULL), want);
 }

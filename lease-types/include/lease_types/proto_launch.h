@@ -49,20 +49,20 @@ struct lt_launch_lease {
  * validation or LT_CAP_LAUNCH was not granted. */
 struct lt_msg_launch {
     struct lt_header hdr;
-    uint32_t arg_words;                 /* 0..LT_LAUNCH_ARGS_MAX / 8 */
-    uint32_t flags;                     /* LT_LAUNCH_F_KNOWN */
-    char image[LT_LAUNCH_IMAGE_LEN];    /* a name, as HELLO's */
-    char kernel[LT_LAUNCH_KERNEL_LEN];  /* a name */
-    uint32_t grid[3];                   /* blocks per dimension, each >= 1 */
-    uint32_t block[3];                  /* threads per dimension, each >= 1, product <=
-                                           LT_LAUNCH_BLOCK_THREADS */
-    uint32_t shared_bytes;              /* dynamic shared memory per block */
-    uint32_t result_bytes;              /* result area: 0..LT_LAUNCH_RESULT_MAX */
-    struct lt_stream_id stream;         /* {0, 0} = the default stream */
-    uint32_t lease_count;               /* 1..LT_LAUNCH_MAX_LEASES */
+    uint32_t arg_words;                /* 0..LT_LAUNCH_ARGS_MAX / 8 */
+    uint32_t flags;                    /* LT_LAUNCH_F_KNOWN */
+    char image[LT_LAUNCH_IMAGE_LEN];   /* a name, as HELLO's */
+    char kernel[LT_LAUNCH_KERNEL_LEN]; /* a name */
+    uint32_t grid[3];                  /* blocks per dimension, each >= 1 */
+    uint32_t block[3];                 /* threads per dimension, each >= 1, product <=
+                                          LT_LAUNCH_BLOCK_THREADS */
+    uint32_t shared_bytes;             /* dynamic shared memory per block */
+    uint32_t result_bytes;             /* result area: 0..LT_LAUNCH_RESULT_MAX */
+    struct lt_stream_id stream;        /* {0, 0} = the default stream */
+    uint32_t lease_count;              /* 1..LT_LAUNCH_MAX_LEASES */
     uint32_t reserved;
     struct lt_launch_lease leases[LT_LAUNCH_MAX_LEASES]; /* past lease_count: zero */
-    uint64_t args[];                    /* the scalars, packed as the descriptor says */
+    uint64_t args[]; /* the scalars, packed as the descriptor says */
 };
 
 /* agent -> client: request_id is the launch's. */

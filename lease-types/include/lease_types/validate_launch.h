@@ -90,8 +90,7 @@ static inline enum lt_error lt_validate_launch(const void *buf, size_t len)
 static inline enum lt_error lt_validate_launch_completion(const void *buf, size_t len)
 {
     const struct lt_msg_launch_completion *m = (const struct lt_msg_launch_completion *)buf;
-    enum lt_error e =
-        lt__frame(buf, len, LT_MSG_LAUNCH_COMPLETION, LT_MSG_LAUNCH_COMPLETION);
+    enum lt_error e = lt__frame(buf, len, LT_MSG_LAUNCH_COMPLETION, LT_MSG_LAUNCH_COMPLETION);
     if (e != LT_OK)
         return e;
     if (!lt_error_is_known(m->status))

@@ -29,9 +29,15 @@
 
 static const struct lt_stream_id S0 = {0, 0};
 
-static const char *const agent_args[] = {"--cubin-dir",   GA_LAUNCH_CUBIN_DIR, "--pinned-budget",
-                                         "64M",           "--mapped-budget",   "64M",
-                                         "--max-launches", "4",               NULL};
+static const char *const agent_args[] = {"--cubin-dir",
+                                         GA_LAUNCH_CUBIN_DIR,
+                                         "--pinned-budget",
+                                         "64M",
+                                         "--mapped-budget",
+                                         "64M",
+                                         "--max-launches",
+                                         "4",
+                                         NULL};
 
 struct seg {
     struct lt_segment_id id;
@@ -163,10 +169,10 @@ static struct lt_msg_launch_completion launch_run(int fd, const struct launch *l
 
 #define expect_refused(c, want, index, words)                                                      \
     do {                                                                                           \
-        ck_assert_msg((c).status == (want), "expected %s, found %s: %s", lt_error_name(want),     \
+        ck_assert_msg((c).status == (want), "expected %s, found %s: %s", lt_error_name(want),      \
                       lt_error_name((c).status), (c).message);                                     \
         ck_assert_uint_eq((c).arg_index, (index));                                                 \
-        ck_assert_msg(strstr((c).message, words), "'%s' lacks '%s'", (c).message, words);         \
+        ck_assert_msg(strstr((c).message, words), "'%s' lacks '%s'", (c).message, words);          \
     } while (0)
 
 /* What k_launch_sum_u32 leaves: the wrapping sum of the u32 words times scale. */
@@ -249,8 +255,7 @@ START_TEST(sums_match_c_on_pinned_and_mapped_leases)
         l.args[0] = cases[i].scale;
         l.result_bytes = cases[i].result;
         struct lt_msg_launch_completion c = launch_run(fd, &l);
-        ck_assert_msg(c.status == LT_OK, "case %zu: %s: %s", i, lt_error_name(c.status),
-                      c.message);
+        ck_assert_msg(c.status == LT_OK, "case %zu: %s: %s", i, lt_error_name(c.status), c.message);
         ck_assert_uint_eq(c.result_bytes, cases[i].result);
         uint64_t got[2] = {0, 0};
         memcpy(got, c.result, c.result_bytes);
@@ -372,7 +377,8 @@ START_TEST(every_refusal_is_a_completion_with_its_words)
     f.r[0].flags = LT_LAUNCH_LEASE_F_WRITE;
     f.block[0] = 513;
     c = launch_run(fd, &f);
-    expect_refused(c, LT_E_BAD_VALUE, LT_INDEX_NONE, "513 threads a block, its descriptor allows 512");
+    expect_refused(c, LT_E_BAD_VALUE, LT_INDEX_NONE,
+                   "513 threads a block, its descriptor allows 512");
     f.block[0] = 64;
     f.shared = 16;
     c = launch_run(fd, &f);
@@ -545,12 +551,17 @@ START_TEST(a_descriptor_that_disagrees_with_its_cubin_fails_start_up)
           "arg bytes lease_len lease=0\narg seed u64\n",
           f);
     fclose(f);
-    const char *const args[] = {LEASE_AGENT_HOST, "--cubin-dir", dir, "--socket",
-                                "/tmp/agent-kdesc-never/agent.sock", NULL};
+    const char *const args[] = {LEASE_AGENT_HOST,
+                                "--cubin-dir",
+                                dir,
+                                "--socket",
+                                "/tmp/agent-kdesc-never/agent.sock",
+                                NULL};
     ck_assert_int_eq(th_agent_run_once(args, log), 1);
     ck_assert(th_file_wait_for(log, "launch_kernels.kdesc disagrees with launch_kernels.cubin", 0));
-    ck_assert(th_file_wait_for(log, "parameter 2 (seed, u64) is 8 bytes in the descriptor, 4 in "
-                                    "the cubin",
+    ck_assert(th_file_wait_for(log,
+                               "parameter 2 (seed, u64) is 8 bytes in the descriptor, 4 in "
+                               "the cubin",
                                0));
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, log);
     ck_assert_int_eq(system(cmd), 0);

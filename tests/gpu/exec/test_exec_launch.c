@@ -116,8 +116,7 @@ static int fl_call(void *be, void *obj, struct ga_exec_call *call, struct lt_fai
     return 0;
 }
 
-static int fl_call2(void *be, void *a, void *b, struct ga_exec_call *call,
-                    struct lt_failure *why)
+static int fl_call2(void *be, void *a, void *b, struct ga_exec_call *call, struct lt_failure *why)
 {
     (void)b;
     return fl_call(be, a, call, why);
@@ -249,9 +248,9 @@ static void launch_init(struct ga_exec_launch *l, struct ga_exec_work *w, uint64
     do {                                                                                           \
         struct lt_failure f_ = {0};                                                                \
         int rc_ = ga_exec_submit(ex, (w), &f_);                                                    \
-        ck_assert_msg(rc_ < 0 && f_.code == (want), "rc %d code %s: %s", rc_,                    \
+        ck_assert_msg(rc_ < 0 && f_.code == (want), "rc %d code %s: %s", rc_,                      \
                       lt_error_name(f_.code), f_.message);                                         \
-        ck_assert_msg(strstr(f_.message, words), "'%s' lacks '%s'", f_.message, words);           \
+        ck_assert_msg(strstr(f_.message, words), "'%s' lacks '%s'", f_.message, words);            \
     } while (0)
 
 START_TEST(each_launch_limit_is_refused_with_its_numbers)

@@ -139,8 +139,8 @@ START_TEST(test_launch_goes_as_asked_and_every_answer_ends_in_one_callback)
     void *mem;
     int fd;
     struct leasec_client_lease lease;
-    struct leasec_client *c = ready_with_lease(&f, LT_CAP_LAUNCH | LT_CAP_DOORBELL, &mem, &fd,
-                                               &lease);
+    struct leasec_client *c =
+        ready_with_lease(&f, LT_CAP_LAUNCH | LT_CAP_DOORBELL, &mem, &fd, &lease);
     uint64_t args[2] = {0x1122334455667788ull, 5}, rid[3];
     struct leasec_launch l = a_launch(&lease, args, 16);
     l.ranges[0].flags = LEASEC_LAUNCH_RANGE_F_WRITE;
