@@ -318,9 +318,7 @@ START_TEST(the_type_table_and_the_reply_check_know_the_pair)
     ck_assert_uint_eq(i.reply, 0);
     ck_assert(lt_msg_type_is_known(LT_MSG_LAUNCH));
     ck_assert(lt_msg_type_is_known(LT_MSG_LAUNCH_COMPLETION));
-    /* the other minors' ranges are not this branch's: unknown until they land */
-    for (uint32_t t = 30; t <= 37; t++)
-        ck_assert(!lt_msg_type_is_known(t));
+    /* reserved for LAUNCH's later messages: not yet defined */
     ck_assert(!lt_msg_type_is_known(40));
     ck_assert(!lt_msg_type_is_known(41));
     size_t size = 0;
