@@ -59,8 +59,10 @@ LT_EXTERN_C_BEGIN
  *   bit 8  LT_CAP_INTROSPECT 1.4 (types 46-49): lease and segment lists
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
 #define LT_PROTO_MINOR 4u /* the highest minor this build implements */
+#define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_INTROSPECT)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH |       \
+     LT_CAP_INTROSPECT)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -101,7 +103,11 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
-    /* 30-45: reserved for minors 1.1-1.3 (above); not defined here */
+    /* 30..37: LT_CAP_STREAM (1.1). */
+    LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
+    LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
+    /* 40, 41: reserved for LT_CAP_LAUNCH. */
+    /* 30-37 (1.1) and 42-45 (1.3): reserved, not defined here */
     /* 1.4, only with LT_CAP_INTROSPECT granted (docs/operations.md, "Agent queries") */
     LT_MSG_LEASE_LIST_REQUEST = 46,
     LT_MSG_LEASE_LIST_REPLY = 47,
@@ -112,6 +118,8 @@ enum lt_msg_type {
  * defined when lt_msg_info names it (lt_msg_type_is_known). */
 #define LT_MSG_TYPE_FIRST 1
 #define LT_MSG_TYPE_LAST 49
+#define LT_MSG_LAUNCH_FIRST 38
+#define LT_MSG_LAUNCH_LAST 39
 
 /* ---- Operations (submit) ---- */
 
@@ -935,6 +943,9 @@ union lt_msg_buffer {
     unsigned char bytes[LT_MSG_MAX_BYTES + LT_MSG_ALIGN];
 };
 
+/* LAUNCH (1.2): its messages, before the facts that size them. */
+#include "lease_types/proto_launch.h"
+
 /* ---- Per-type facts ---- */
 
 enum lt_dir {
@@ -1128,6 +1139,19 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.fixed = sizeof(struct lt_msg_segment_list_reply);
         i.entry = sizeof(struct lt_segment_info);
         i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_LAUNCH:
+        i.name = "LAUNCH";
+        i.fixed = sizeof(struct lt_msg_launch);
+        i.entry = 8; /* the argument block's words: "count" is arg_words */
+        i.min_count = 0;
+        i.max_count = LT_LAUNCH_ARGS_MAX / 8;
+        i.reply = LT_MSG_LAUNCH_COMPLETION;
+        break;
+    case LT_MSG_LAUNCH_COMPLETION:
+        i.name = "LAUNCH_COMPLETION";
+        i.fixed = sizeof(struct lt_msg_launch_completion);
         i.dir = LT_DIR_TO_CLIENT;
         break;
     default:

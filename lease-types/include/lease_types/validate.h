@@ -838,6 +838,10 @@ static inline enum lt_error lt_validate_error(const void *buf, size_t len)
     return lt_name_check(m->message, LT_ERROR_MSG_LEN);
 }
 
+/* ---- LAUNCH (1.2) ---- */
+
+#include "lease_types/validate_launch.h"
+
 /* ---- Any message ---- */
 
 /* Validates a message of any v1 type with the validator its header names.
@@ -929,6 +933,12 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
         break;
     case LT_MSG_SEGMENT_LIST_REPLY:
         e = lt_validate_segment_list_reply(buf, len);
+        break;
+    case LT_MSG_LAUNCH:
+        e = lt_validate_launch(buf, len);
+        break;
+    case LT_MSG_LAUNCH_COMPLETION:
+        e = lt_validate_launch_completion(buf, len);
         break;
     default:
         return LT_E_UNKNOWN_TYPE; /* unreachable: the header check knows the types */
@@ -1064,6 +1074,12 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
         }
         return LT_OK;
     }
+        break;
+    case LT_MSG_LAUNCH_COMPLETION: /* no more result than the area asked for */
+        return ((const struct lt_msg_launch_completion *)reply)->result_bytes <=
+                       ((const struct lt_msg_launch *)req)->result_bytes
+                   ? LT_OK
+                   : LT_E_BAD_VALUE;
     default: /* STATS_REPLY: nothing echoed */
         return LT_OK;
     }

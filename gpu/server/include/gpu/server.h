@@ -28,6 +28,15 @@
 
 #define GA_SERVER_MAX_ALLOW_UIDS 64
 
+/* The listening socket and its lock, handed from one agent process to the
+ * next: lease-agent re-executes itself after a GPU fault and the new
+ * process serves the same socket, so no connection attempt is refused in
+ * between (docs/agent.md, "Faults"). */
+struct ga_server_listener {
+    int listen_fd; /* bound to the socket path, listening, SOCK_SEQPACKET */
+    int lock_fd;   /* "<socket>.lock", its flock held */
+};
+
 struct ga_server_config {
     const char *socket_path; /* NULL: lt_socket_default() (lease_types/socket.h) */
     const char *group;       /* NULL: socket 0600 in a 0700 directory; a group name:
@@ -62,6 +71,9 @@ struct ga_server_config {
     /* Nonzero: the loop tells the service manager STOPPING=1 when it stops
      * (base/notify.h; a no-op outside a Type=notify unit). */
     int notify;
+    /* Adopt these instead of binding (ga_server_create checks that they are
+     * the listening socket at the path and its held lock); NULL: bind. */
+    const struct ga_server_listener *inherit;
 };
 
 struct ga_server;
@@ -83,6 +95,16 @@ int ga_server_run(struct ga_server *srv);
 
 /* Asks a running loop to stop. Thread-safe and async-signal-safe. */
 void ga_server_stop(struct ga_server *srv);
+
+/* When the loop stops, keep the listening socket and the lock open (the
+ * socket file stays) for ga_server_listener_take instead of closing them.
+ * Thread-safe; call before ga_server_stop. */
+void ga_server_listener_keep(struct ga_server *srv);
+
+/* After ga_server_run returned: the kept listener, now the caller's
+ * (ga_server_destroy no longer closes it). Returns 0, or -ENOENT when
+ * nothing was kept. */
+int ga_server_listener_take(struct ga_server *srv, struct ga_server_listener *listener_p);
 
 /* Logs the lease service's, the executor's and every client's counters. */
 void ga_server_stats_log(struct ga_server *srv);
@@ -131,6 +153,9 @@ struct ga_server_cli {
     char *config_text;             /* the file's bytes: its values point in (ga_server_cli_fini) */
     int in_config;                 /* applying the file's keys now */
     int allow_cmdline;             /* a command-line --allow-uid replaced the file's */
+    /* After ga_server_cli_serve: the listener the server kept
+     * (ga_server_listener_keep), the caller's; listen_fd -1 when none. */
+    struct ga_server_listener kept;
 };
 
 /* The server's long options, for a program that adds its own: their val
@@ -228,9 +253,10 @@ void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, cons
  * executor filled in; signals handled), /metrics with --metrics, the
  * "ready" line to --ready-fd and READY=1 to the service manager
  * (base/notify.h), ga_server_run (STOPPING=1 when it stops),
- * ga_server_destroy. *@running_p (may be NULL) holds the server while it
- * runs, for a thread that must stop it (a GPU fault). Returns the exit
- * status: 0, or 1 when it did not start or the loop failed (logged). */
+ * ga_server_listener_take into cli->kept, ga_server_destroy. *@running_p
+ * (may be NULL) holds the server while it runs, for a thread that must stop
+ * it (a GPU fault). Returns the exit status: 0, or 1 when it did not start
+ * or the loop failed (logged). */
 int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p);
 
 #endif /* GPU_SERVER_H */
