@@ -238,6 +238,18 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
     }
 }
 
+/* The self-test's options: no config keys (a config file sets up serving). */
+static const char *const agent_cmdline_only[] = {"self-test", "bytes", "block-size", "seed", NULL};
+
+/* One key of a --config file: lease-agent's own or the server's. */
+static int agent_config_apply(void *ctx, int opt, const char *name, const char *val, char *err,
+                              size_t errlen)
+{
+    struct agent_args *a = ctx;
+    int rc = agent_option(a, opt, name, val, err, errlen);
+    return rc == -ENOENT ? ga_server_cli_option(&a->cli, opt, val, err, errlen) : rc;
+}
+
 /* The whole command line, lease-agent's options and the server's. Returns
  * 0 or -EINVAL with @err saying which option expected what. */
 static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *err, size_t errlen)
@@ -254,6 +266,14 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
     memcpy(table, agent_own_options, sizeof agent_own_options);
     memcpy(table + AGENT_OWN_COUNT, ga_server_cli_options,
            (ga_server_cli_option_count + 1) * sizeof table[0]);
+    /* The config file first, wherever --config stands: flags win. */
+    const char *conf = NULL;
+    int crc = ga_server_cli_config_find(argc, argv, table, &conf, err, errlen);
+    if (crc == 0 && conf)
+        crc = ga_server_cli_config_load(&a->cli, conf, table, agent_cmdline_only,
+                                        agent_config_apply, a, err, errlen);
+    if (crc < 0)
+        return crc;
     opterr = 0; /* every refusal is ours, in one line */
     optind = 1;
     for (;;) {
@@ -486,23 +506,31 @@ int main(int argc, char **argv)
     int handed = agent_inherited(&inherited, &restarts);
     if (agent_args_parse(argc, argv, &a, err, sizeof err) < 0) {
         fprintf(stderr, "lease-agent: %s (see --help)\n", err);
+        ga_server_cli_fini(&a.cli);
         return 2;
     }
-    if (a.cli.help) {
-        agent_usage(stdout);
+    if (a.cli.help || a.cli.version) {
+        if (a.cli.help)
+            agent_usage(stdout);
+        else
+            ga_server_cli_version(stdout, "lease-agent");
+        ga_server_cli_fini(&a.cli);
         return 0;
     }
-    if (a.cli.version) {
-        ga_server_cli_version(stdout, "lease-agent");
-        return 0;
-    }
-    if (a.self_test)
+    if (a.self_test) {
+        ga_server_cli_fini(&a.cli);
         return agent_self_test(&a.st);
+    }
     /* Before any thread starts, so only the server's signalfd sees them. */
     ga_server_cli_signals_block();
     struct base_log_file *logf = NULL;
-    if (ga_server_cli_log_setup(&a.cli, &logf) < 0)
+    int lrc = ga_server_cli_log_setup(&a.cli, &logf);
+    if (lrc < 0) {
+        fprintf(stderr, "lease-agent: --log-file %s: %s\n", a.cli.log_file ? a.cli.log_file : "-",
+                strerror(-lrc));
+        ga_server_cli_fini(&a.cli);
         return 1;
+    }
     if (handed && a.backend == AGENT_BACKEND_CUDA) {
         /* The first process reported "ready"; this one serves what it left. */
         a.cli.cfg.inherit = &inherited;
@@ -524,6 +552,7 @@ int main(int argc, char **argv)
                  a.fault_exit ? "--on-fault exit" : "--fault-restarts reached");
     base_log_default_set(NULL);
     base_log_file_destroy(logf);
+    ga_server_cli_fini(&a.cli);
     if (agent_faulted && a.cli.kept.listen_fd >= 0)
         agent_reexec(argv, &a.cli.kept, restarts + 1);
     return status;

@@ -100,6 +100,7 @@ struct ga_server__job {
     int rc;
     struct lt_segment_id seg_id; /* rc == 0 */
     struct lt_failure why;       /* rc < 0: what the ERROR says */
+    uint64_t op_bytes;           /* GA_JOB_WORK: the bytes the op covers, for /metrics */
     /* GA_JOB_LAUNCH (and res) */
     struct ga_server__launch *launch;
 };
@@ -144,6 +145,9 @@ struct ga_server {
     bool reg_stop;
     bool reg_started;
     pthread_t reg_thread;
+    /* /metrics (server_metrics.c), NULL when off: set before the loop
+     * runs, read by the loop and registrar threads (atomic). */
+    struct ga_server__metrics *metrics;
 };
 
 #endif /* GA_SERVER_INTERNAL_H */

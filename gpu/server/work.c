@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "jobs.h"
+#include "server_metrics.h"
 #include "work.h"
 
 static uint64_t ga_work__rid(const void *buf)
@@ -249,6 +250,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         done->refs++;
     }
     c->inflight++;
+    j->op_bytes = li.length;
     why = (struct lt_failure){0};
     rc = ga_exec_submit(srv->ex, &w, &why);
     if (rc < 0) {
@@ -264,6 +266,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         return;
     }
     c->submits++;
+    ga_server__metrics_submit(srv, j, m);
 }
 
 /* The executor's typed verb for wire command @type. */
@@ -389,6 +392,7 @@ void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j)
             ga_work__ctl_reply(c, j);
         return;
     }
+    ga_server__metrics_completion(srv, j);
     if (!c->closed)
         ga_work__completion(c, j);
     /* After the COMPLETION: a release waiting on this work completes now

@@ -83,6 +83,24 @@ static void rnd_name(char *dst, size_t cap)
         dst[i] = i < n ? (char)(0x20 + rnd_below(95)) : '\0';
 }
 
+/* Types run FIRST..LAST with reserved gaps (proto.h): 1 when @t is defined. */
+/* A defined type this suite builds and corrupts: LAUNCH's (1.2) have their
+ * own suite, test_launch_proto.c. */
+static int type_defined(uint32_t t)
+{
+    return lt_msg_info(t).name != NULL && !(t >= LT_MSG_LAUNCH_FIRST && t <= LT_MSG_LAUNCH_LAST);
+}
+
+/* A defined type, uniformly among them. */
+static uint16_t rnd_type(void)
+{
+    uint16_t t;
+    do
+        t = (uint16_t)(LT_MSG_TYPE_FIRST + rnd_below(LT_MSG_TYPE_LAST));
+    while (!type_defined(t));
+    return t;
+}
+
 /* ---- Building valid messages ---- */
 
 /* Sub-shapes some types come in (the builder's variant argument). */
@@ -418,6 +436,57 @@ static struct msg build(uint16_t type, unsigned variant, uint32_t count)
             e->hdr.request_id = 0; /* an ERROR about an unreadable message */
         break;
     }
+    case LT_MSG_LEASE_LIST_REQUEST:
+    case LT_MSG_SEGMENT_LIST_REQUEST: {
+        struct lt_msg_list_request *q = (void *)m.p;
+        q->client_id = rnd_below(2) ? 0 : (uint32_t)rnd();
+        q->cursor = rnd_below(2) ? 0 : rnd();
+        break;
+    }
+    case LT_MSG_LEASE_LIST_REPLY: {
+        struct lt_msg_lease_list_reply *r = (void *)m.p;
+        uint32_t base = (uint32_t)rnd_below(UINT32_MAX - 2 * LT_LIST_MAX_ENTRIES);
+        if (rnd_below(2)) {
+            r->flags = LT_LIST_F_MORE;
+            r->next_cursor = 1 + rnd_below(UINT64_MAX);
+        }
+        for (uint32_t k = 0; k < count; k++) {
+            struct lt_lease_info *e = &r->entries[k];
+            e->lease = lt_lease_id_make(base + k, rnd_gen());
+            e->segment = rnd_segment();
+            e->client_id = rnd_gen();
+            e->mem_class = rnd_class();
+            e->offset = rnd_below(1ull << 39);
+            e->length = 1 + rnd_below(1ull << 39);
+            e->age_ns = rnd();
+            e->work_inflight = (uint32_t)rnd();
+            e->state = LT_LEASE_STATE_HELD + (uint32_t)rnd_below(2);
+        }
+        break;
+    }
+    case LT_MSG_SEGMENT_LIST_REPLY: {
+        struct lt_msg_segment_list_reply *r = (void *)m.p;
+        uint32_t base = (uint32_t)rnd_below(UINT32_MAX - 2 * LT_LIST_MAX_ENTRIES);
+        if (rnd_below(2)) {
+            r->flags = LT_LIST_F_MORE;
+            r->next_cursor = 1 + rnd_below(UINT64_MAX);
+        }
+        for (uint32_t k = 0; k < count; k++) {
+            struct lt_segment_info *e = &r->entries[k];
+            e->segment = lt_segment_id_make(base + k, rnd_gen());
+            e->client_id = rnd_gen();
+            e->mem_class = rnd_class();
+            e->size = LT_SEGMENT_ALIGN * (1 + rnd_below(LT_SEGMENT_SIZE_MAX / LT_SEGMENT_ALIGN));
+            e->cookie = rnd();
+            e->age_ns = rnd();
+            e->registration_ns = rnd();
+            e->live_leases = (uint32_t)rnd();
+            e->holds = (uint32_t)rnd();
+            e->flags = (uint32_t)rnd() & LT_SEGMENT_INFO_F_KNOWN;
+            e->page_kib = 4u << rnd_below(20);
+        }
+        break;
+    }
     default:
         ck_abort_msg("build: no builder for type %u", type);
     }
@@ -480,6 +549,13 @@ static validator_fn validator_for(uint32_t type)
         return lt_validate_stats_reply;
     case LT_MSG_ERROR:
         return lt_validate_error;
+    case LT_MSG_LEASE_LIST_REQUEST:
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        return lt_validate_list_request;
+    case LT_MSG_LEASE_LIST_REPLY:
+        return lt_validate_lease_list_reply;
+    case LT_MSG_SEGMENT_LIST_REPLY:
+        return lt_validate_segment_list_reply;
     default:
         return NULL;
     }
@@ -531,6 +607,8 @@ START_TEST(valid_messages_of_every_type_pass)
 {
     rng_seed(1);
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         for (int iter = 0; iter < 300; iter++) {
             struct msg m = build(t, V_ANY, COUNT_RANDOM);
             uint16_t got = 0;
@@ -551,8 +629,10 @@ END_TEST
 START_TEST(largest_batches_pass_and_fit_the_buffer)
 {
     rng_seed(2);
-    const uint16_t batched[] = {LT_MSG_LEASE_REQUEST, LT_MSG_LEASE_GRANT, LT_MSG_LEASE_RELEASE,
-                                LT_MSG_STATS_REPLY, LT_MSG_RELEASE_COMPLETE_BATCH};
+    const uint16_t batched[] = {LT_MSG_LEASE_REQUEST,          LT_MSG_LEASE_GRANT,
+                                LT_MSG_LEASE_RELEASE,          LT_MSG_STATS_REPLY,
+                                LT_MSG_RELEASE_COMPLETE_BATCH, LT_MSG_LEASE_LIST_REPLY,
+                                LT_MSG_SEGMENT_LIST_REPLY};
     for (size_t i = 0; i < sizeof batched / sizeof *batched; i++) {
         struct lt_msg_info info = lt_msg_info(batched[i]);
         struct msg m = build(batched[i], V_ANY, info.max_count);
@@ -574,6 +654,8 @@ START_TEST(header_corruptions_give_their_codes)
 {
     rng_seed(3);
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         for (int iter = 0; iter < 20; iter++) {
             struct msg m = build(t, V_ANY, COUNT_RANDOM);
             struct lt_header *h = (void *)m.p;
@@ -608,7 +690,7 @@ START_TEST(header_corruptions_give_their_codes)
             /* a defined type another validator owns */
             uint16_t other;
             do
-                other = (uint16_t)(LT_MSG_TYPE_FIRST + rnd_below(LT_MSG_TYPE_LAST));
+                other = rnd_type();
             while (validator_for(other) == validator_for(t));
             h->type = other;
             h->request_id |= 1; /* an ERROR may carry 0, which other types refuse first */
@@ -647,6 +729,8 @@ START_TEST(short_and_long_lengths_give_bad_length)
 {
     rng_seed(4);
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         struct msg m = build(t, V_ANY, COUNT_RANDOM);
         struct lt_msg_info info = lt_msg_info(t);
         /* shorter, with the header agreeing: every length from a bare header up */
@@ -678,6 +762,8 @@ START_TEST(truncated_buffers_are_refused_without_overread)
 {
     rng_seed(5);
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         for (int iter = 0; iter < 3; iter++) {
             struct msg m = build(t, V_ANY, COUNT_RANDOM);
             for (size_t len = 0; len < m.len; len++) {
@@ -801,6 +887,8 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved1, 1u << 31, LT_E_RESERVED_NONZERO),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 5, LT_E_UNKNOWN_FLAGS),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_RC_BATCH, LT_OK),
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_INTROSPECT, LT_OK),
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 9, LT_E_UNKNOWN_FLAGS),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, client_id, 0, LT_E_BAD_ID),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, max_lease_batch, 0, LT_E_BAD_VALUE),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, max_lease_batch, LT_MAX_BATCH + 1, LT_E_BAD_VALUE),
@@ -1066,6 +1154,51 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_ERROR, 0, lt_msg_error, index, LT_MAX_BATCH - 1, LT_OK),
     CW(LT_MSG_ERROR, 0, lt_msg_error, failed_type, 0xffff, LT_OK),
     NAME_CASES(LT_MSG_ERROR, 0, 0, lt_msg_error, message),
+
+    /* LEASE_LIST_REQUEST, SEGMENT_LIST_REQUEST */
+    CW(LT_MSG_LEASE_LIST_REQUEST, 0, lt_msg_list_request, flags, 1, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_LEASE_LIST_REQUEST, 0, lt_msg_list_request, flags, 1u << 31, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_LEASE_LIST_REQUEST, 0, lt_msg_list_request, cursor, UINT64_MAX, LT_OK),
+    CW(LT_MSG_LEASE_LIST_REQUEST, 0, lt_msg_list_request, client_id, UINT32_MAX, LT_OK),
+    CW(LT_MSG_SEGMENT_LIST_REQUEST, 0, lt_msg_list_request, flags, 1u << 4, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_SEGMENT_LIST_REQUEST, 0, lt_msg_list_request, client_id, 0, LT_OK),
+
+    /* LEASE_LIST_REPLY */
+    COUNT_CASES(LT_MSG_LEASE_LIST_REPLY, LT_LIST_MAX_ENTRIES, LT_E_BAD_LENGTH),
+    CW(LT_MSG_LEASE_LIST_REPLY, 0, lt_msg_lease_list_reply, flags, 1u << 1, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_LEASE_LIST_REPLY, 0, lt_msg_lease_list_reply, flags, LT_LIST_F_MORE | (1u << 31), LT_E_UNKNOWN_FLAGS),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, lease.gen, 0, LT_E_BAD_ID),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, segment.gen, 0, LT_E_BAD_ID),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, client_id, 0, LT_E_BAD_ID),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, mem_class, 0, LT_E_BAD_CLASS),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, mem_class, 4, LT_E_BAD_CLASS),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, length, 0, LT_E_ZERO_LENGTH),
+    CK(LT_MSG_LEASE_LIST_REPLY, 0, K_RANGE_WRAP, 1, lt_lease_info, offset, 0, LT_E_RANGE_OVERFLOW),
+    CK(LT_MSG_LEASE_LIST_REPLY, 0, K_RANGE_AT_LIMIT, 1, lt_lease_info, offset, 0, LT_OK),
+    CK(LT_MSG_LEASE_LIST_REPLY, 0, K_RANGE_PAST, 1, lt_lease_info, offset, 0, LT_E_OUT_OF_RANGE),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, state, 0, LT_E_BAD_VALUE),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, state, 3, LT_E_BAD_VALUE),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, state, LT_LEASE_STATE_RELEASING, LT_OK),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, work_inflight, UINT32_MAX, LT_OK),
+    CE(LT_MSG_LEASE_LIST_REPLY, 0, lt_lease_info, reserved, 1, LT_E_RESERVED_NONZERO),
+    CK(LT_MSG_LEASE_LIST_REPLY, 0, K_DUP, 0, lt_lease_info, lease, 0, LT_E_DUPLICATE_ID),
+
+    /* SEGMENT_LIST_REPLY */
+    COUNT_CASES(LT_MSG_SEGMENT_LIST_REPLY, LT_LIST_MAX_ENTRIES, LT_E_BAD_LENGTH),
+    CW(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_msg_segment_list_reply, flags, 1u << 2, LT_E_UNKNOWN_FLAGS),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, segment.gen, 0, LT_E_BAD_ID),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, client_id, 0, LT_E_BAD_ID),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, mem_class, 0, LT_E_BAD_CLASS),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, size, 0, LT_E_ZERO_LENGTH),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, size, 4095, LT_E_MISALIGNED),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, size, SEGMAX + 4096, LT_E_OUT_OF_RANGE),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, flags, 1u << 3, LT_E_UNKNOWN_FLAGS),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, page_kib, 0, LT_E_BAD_VALUE),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, page_kib, 2, LT_E_BAD_VALUE),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, page_kib, 12, LT_E_BAD_VALUE),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, page_kib, 2048, LT_OK),
+    CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, holds, UINT32_MAX, LT_OK),
+    CK(LT_MSG_SEGMENT_LIST_REPLY, 0, K_DUP, 0, lt_segment_info, segment, 0, LT_E_DUPLICATE_ID),
 };
 /* clang-format on */
 #define N_CORRUPTIONS (sizeof corruptions / sizeof corruptions[0])
@@ -1160,6 +1293,8 @@ START_TEST(every_type_has_field_cases)
 {
     /* DEVICE_SYNCHRONIZE is a bare header, covered by the header cases */
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         size_t n = 0;
         for (size_t i = 0; i < N_CORRUPTIONS; i++)
             n += corruptions[i].type == t;
@@ -1177,6 +1312,8 @@ static void validate_all_ways(const unsigned char *p, size_t len)
     enum lt_error any = lt_validate(p, len, &type);
     ck_assert_msg(lt_error_is_known(any), "lt_validate returned %d", any);
     for (uint16_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
+        if (!type_defined(t))
+            continue;
         enum lt_error own = validator_for(t)(p, len);
         ck_assert(lt_error_is_known(own));
         if (len >= sizeof(struct lt_header) &&
@@ -1230,7 +1367,7 @@ START_TEST(mutated_valid_messages_never_crash_validation)
     rng_seed(8);
     size_t still_valid = 0, refused = 0;
     for (int iter = 0; iter < 8000; iter++) {
-        uint16_t t = (uint16_t)(LT_MSG_TYPE_FIRST + rnd_below(LT_MSG_TYPE_LAST));
+        uint16_t t = rnd_type();
         struct msg m = build(t, V_ANY, COUNT_RANDOM);
         size_t flips = 1 + rnd_below(4);
         /* past the header, so the body is what gets hit */
@@ -1302,11 +1439,24 @@ START_TEST(message_type_table_is_consistent)
     for (uint32_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
         struct lt_msg_info i = lt_msg_info(t);
         size_t size = 0;
+        /* reserved for minors 1.1 and 1.3 and LAUNCH's later messages: not defined here */
+        if ((t >= 30 && t <= 37) || (t >= 40 && t <= 45)) {
+            ck_assert(!lt_msg_type_is_known(t));
+            ck_assert_ptr_null(i.name);
+            ck_assert_ptr_null(validator_for(t));
+            continue;
+        }
+        if (t >= LT_MSG_LAUNCH_FIRST && t <= LT_MSG_LAUNCH_LAST) { /* test_launch_proto.c */
+            ck_assert(lt_msg_type_is_known(t));
+            ck_assert_ptr_nonnull(i.name);
+            continue;
+        }
         ck_assert(lt_msg_type_is_known(t));
         ck_assert_ptr_nonnull(i.name);
         ck_assert_ptr_nonnull(validator_for(t));
         for (uint32_t u = LT_MSG_TYPE_FIRST; u < t; u++)
-            ck_assert_str_ne(i.name, lt_msg_info(u).name);
+            if (type_defined(u))
+                ck_assert_str_ne(i.name, lt_msg_info(u).name);
         ck_assert_uint_ge(i.fixed, sizeof(struct lt_header));
         ck_assert_uint_eq(i.fixed % 8, 0);
         ck_assert_uint_eq(i.entry % 8, 0);
@@ -1507,6 +1657,62 @@ START_TEST(hello_reply_grants_only_what_was_asked)
 }
 END_TEST
 
+START_TEST(list_replies_pair_more_with_a_cursor_and_name_the_client_asked)
+{
+    rng_seed(14);
+    const uint16_t types[] = {LT_MSG_LEASE_LIST_REPLY, LT_MSG_SEGMENT_LIST_REPLY};
+    for (size_t t = 0; t < 2; t++) {
+        struct msg r = build(types[t], V_ANY, 3);
+        struct lt_msg_lease_list_reply *l = (void *)r.p; /* the fixed part both share */
+        l->flags = LT_LIST_F_MORE;
+        l->next_cursor = 0;
+        expect_everywhere(types[t], r.p, r.len, LT_E_BAD_VALUE, "MORE without a cursor");
+        l->next_cursor = 7;
+        expect_everywhere(types[t], r.p, r.len, LT_OK, "MORE with a cursor");
+        l->flags = 0;
+        expect_everywhere(types[t], r.p, r.len, LT_E_RESERVED_NONZERO, "a cursor without MORE");
+        l->next_cursor = 0;
+        expect_everywhere(types[t], r.p, r.len, LT_OK, "the last page");
+
+        /* the reply to a request for client 5 lists client 5 only */
+        uint16_t qt = types[t] == LT_MSG_LEASE_LIST_REPLY ? LT_MSG_LEASE_LIST_REQUEST
+                                                          : LT_MSG_SEGMENT_LIST_REQUEST;
+        struct msg q = build(qt, V_ANY, 0);
+        struct lt_msg_list_request *lq = (void *)q.p;
+        l->hdr.request_id = lq->hdr.request_id;
+        lq->client_id = 5;
+        for (int k = 0; k < 3; k++) {
+            if (types[t] == LT_MSG_LEASE_LIST_REPLY)
+                l->entries[k].client_id = 5;
+            else
+                ((struct lt_msg_segment_list_reply *)(void *)r.p)->entries[k].client_id = 5;
+        }
+        ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+        if (types[t] == LT_MSG_LEASE_LIST_REPLY)
+            l->entries[2].client_id = 6;
+        else
+            ((struct lt_msg_segment_list_reply *)(void *)r.p)->entries[2].client_id = 6;
+        ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+        lq->client_id = 0; /* every client: any */
+        ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+        /* the other list's reply does not answer this request */
+        struct msg o = build(types[1 - t], V_ANY, 0);
+        ((struct lt_header *)(void *)o.p)->request_id = lq->hdr.request_id;
+        ck_assert_int_eq(lt_validate_reply_matches(q.p, o.p), LT_E_WRONG_TYPE);
+        free(o.p);
+        free(q.p);
+        free(r.p);
+    }
+    /* A request's validator refuses the reply type between the two requests. */
+    struct msg q = build(LT_MSG_LEASE_LIST_REQUEST, V_ANY, 0);
+    ((struct lt_header *)(void *)q.p)->type = LT_MSG_LEASE_LIST_REPLY;
+    ck_assert_int_eq(lt_validate_list_request(q.p, q.len), LT_E_WRONG_TYPE);
+    free(q.p);
+    ck_assert(LT_CAP_CLIENT_KNOWN & LT_CAP_INTROSPECT);
+    ck_assert_uint_eq(LT_CAP_INTROSPECT, 256);
+}
+END_TEST
+
 START_TEST(replies_match_their_requests)
 {
     rng_seed(12);
@@ -1650,6 +1856,7 @@ static Suite *lease_types_suite(void)
     tcase_add_loop_test(tc, field_corruption_gives_its_code, 0, (int)N_CORRUPTIONS);
     tcase_add_test(tc, every_type_has_field_cases);
     tcase_add_test(tc, replies_match_their_requests);
+    tcase_add_test(tc, list_replies_pair_more_with_a_cursor_and_name_the_client_asked);
     tcase_add_test(tc, hello_reply_grants_only_what_was_asked);
     tcase_add_test(tc, receive_buffer_is_aligned_and_large_enough);
     suite_add_tcase(s, tc);

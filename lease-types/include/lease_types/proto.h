@@ -48,6 +48,7 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LT_CAP_INTROSPECT (1u << 8)   /* 1.4: LEASE_LIST and SEGMENT_LIST (leasectl) */
 /* Minor versions: version 1 stays the wire version; each later feature is a
  * minor version of it, negotiated by its own capability bit, so a peer that
  * does not know a bit never sees that feature's messages. Reserved, in order
@@ -55,11 +56,13 @@ LT_EXTERN_C_BEGIN
  *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37)
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
+ *   bit 8  LT_CAP_INTROSPECT 1.4 (types 46-49): lease and segment lists
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
-#define LT_PROTO_MINOR 2u /* the highest minor this build implements */
+#define LT_PROTO_MINOR 4u /* the highest minor this build implements */
 #define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH |       \
+     LT_CAP_INTROSPECT)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -104,9 +107,17 @@ enum lt_msg_type {
     LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
     LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
     /* 40, 41: reserved for LT_CAP_LAUNCH. */
+    /* 30-37 (1.1) and 42-45 (1.3): reserved, not defined here */
+    /* 1.4, only with LT_CAP_INTROSPECT granted (docs/operations.md, "Agent queries") */
+    LT_MSG_LEASE_LIST_REQUEST = 46,
+    LT_MSG_LEASE_LIST_REPLY = 47,
+    LT_MSG_SEGMENT_LIST_REQUEST = 48,
+    LT_MSG_SEGMENT_LIST_REPLY = 49,
 };
+/* Types run from FIRST to LAST with gaps (the reserved ranges): a type is
+ * defined when lt_msg_info names it (lt_msg_type_is_known). */
 #define LT_MSG_TYPE_FIRST 1
-#define LT_MSG_TYPE_LAST 29 /* the last of 1.0; later minors' types are known by range */
+#define LT_MSG_TYPE_LAST 49
 #define LT_MSG_LAUNCH_FIRST 38
 #define LT_MSG_LAUNCH_LAST 39
 
@@ -500,6 +511,85 @@ struct lt_msg_stats_reply {
     struct lt_client_stats clients[];
 };
 
+/* ---- Introspection (1.4, LT_CAP_INTROSPECT) ----
+ *
+ * What leasectl shows: the agent's leases and segments, a page at a time.
+ * A request names one client (its HELLO_REPLY client_id) or every client
+ * (0); the agent answers only a client granted LT_CAP_INTROSPECT, and
+ * lists other clients' entries only to a privileged peer (the agent's own
+ * uid or root; docs/operations.md). The cursor is the agent's: 0 starts,
+ * a reply with MORE gives the next; a list taken while entries come and go
+ * never repeats one and may miss one made meanwhile. */
+
+#define LT_LIST_MAX_ENTRIES 127   /* entries per reply: a full one fits LT_MSG_MAX_BYTES */
+#define LT_LIST_F_KNOWN 0u        /* request flags: none in 1.4 */
+#define LT_LIST_F_MORE (1u << 0)  /* reply: call again with next_cursor */
+#define LT_LIST_REPLY_F_KNOWN LT_LIST_F_MORE
+
+/* client -> agent, types LEASE_LIST_REQUEST and SEGMENT_LIST_REQUEST. */
+struct lt_msg_list_request {
+    struct lt_header hdr;
+    uint32_t client_id; /* 0: every client */
+    uint32_t flags;     /* LT_LIST_F_KNOWN */
+    uint64_t cursor;    /* 0: from the start; else a reply's next_cursor */
+};
+
+/* A lease's state in a list. */
+#define LT_LEASE_STATE_HELD 1u      /* granted, not released */
+#define LT_LEASE_STATE_RELEASING 2u /* LEASE_RELEASE received, waiting for its work */
+
+struct lt_lease_info {
+    struct lt_lease_id lease;
+    struct lt_segment_id segment;
+    uint32_t client_id;     /* the holder's HELLO_REPLY client_id */
+    uint32_t mem_class;     /* the class served */
+    uint64_t offset;        /* in the segment */
+    uint64_t length;        /* nonzero */
+    uint64_t age_ns;        /* since the grant, as the agent saw it */
+    uint32_t work_inflight; /* submits on it without their COMPLETION */
+    uint32_t state;         /* LT_LEASE_STATE_* */
+    uint64_t reserved;
+};
+
+/* agent -> client: up to LT_LIST_MAX_ENTRIES leases. */
+struct lt_msg_lease_list_reply {
+    struct lt_header hdr;
+    uint32_t count;       /* 0..LT_LIST_MAX_ENTRIES */
+    uint32_t flags;       /* LT_LIST_REPLY_F_KNOWN */
+    uint64_t next_cursor; /* nonzero with MORE, else 0 */
+    struct lt_lease_info entries[];
+};
+
+/* A segment's flags in a list. */
+#define LT_SEGMENT_INFO_F_REGISTERED (1u << 0) /* registered (pinned) now */
+#define LT_SEGMENT_INFO_F_DRAINING (1u << 1)   /* its client is gone: waiting for work */
+#define LT_SEGMENT_INFO_F_HUGE (1u << 2)       /* backed by pages larger than 4 KiB */
+#define LT_SEGMENT_INFO_F_KNOWN                                                                    \
+    (LT_SEGMENT_INFO_F_REGISTERED | LT_SEGMENT_INFO_F_DRAINING | LT_SEGMENT_INFO_F_HUGE)
+
+struct lt_segment_info {
+    struct lt_segment_id segment;
+    uint32_t client_id; /* the offering client's HELLO_REPLY client_id */
+    uint32_t mem_class; /* the segment's class */
+    uint64_t size;
+    uint64_t cookie;          /* the client's name for it (its offer's) */
+    uint64_t age_ns;          /* since accepted */
+    uint64_t registration_ns; /* how long registering it took (0: STAGED) */
+    uint32_t live_leases;     /* leases not yet release-complete */
+    uint32_t holds;           /* doorbell and done words in use by work */
+    uint32_t flags;           /* LT_SEGMENT_INFO_F_* */
+    uint32_t page_kib;        /* the backing pages' size in KiB: 4, 2048, ... (a power of two) */
+};
+
+/* agent -> client: up to LT_LIST_MAX_ENTRIES segments. */
+struct lt_msg_segment_list_reply {
+    struct lt_header hdr;
+    uint32_t count;       /* 0..LT_LIST_MAX_ENTRIES */
+    uint32_t flags;       /* LT_LIST_REPLY_F_KNOWN */
+    uint64_t next_cursor; /* nonzero with MORE, else 0 */
+    struct lt_segment_info entries[];
+};
+
 /* ---- Errors ---- */
 
 /* either direction: the request named by request_id was refused. request_id
@@ -769,6 +859,51 @@ LT_ASSERT_FIELD(lt_msg_error, index, 36);
 LT_ASSERT_FIELD(lt_msg_error, message, 40);
 LT_ASSERT_SIZE(lt_msg_error, 128);
 
+LT_ASSERT_FIELD(lt_msg_list_request, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_list_request, client_id, 24);
+LT_ASSERT_FIELD(lt_msg_list_request, flags, 28);
+LT_ASSERT_FIELD(lt_msg_list_request, cursor, 32);
+LT_ASSERT_SIZE(lt_msg_list_request, 40);
+
+LT_ASSERT_FIELD(lt_lease_info, lease, 0);
+LT_ASSERT_FIELD(lt_lease_info, segment, 8);
+LT_ASSERT_FIELD(lt_lease_info, client_id, 16);
+LT_ASSERT_FIELD(lt_lease_info, mem_class, 20);
+LT_ASSERT_FIELD(lt_lease_info, offset, 24);
+LT_ASSERT_FIELD(lt_lease_info, length, 32);
+LT_ASSERT_FIELD(lt_lease_info, age_ns, 40);
+LT_ASSERT_FIELD(lt_lease_info, work_inflight, 48);
+LT_ASSERT_FIELD(lt_lease_info, state, 52);
+LT_ASSERT_FIELD(lt_lease_info, reserved, 56);
+LT_ASSERT_SIZE(lt_lease_info, 64);
+
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, count, 24);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, flags, 28);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, next_cursor, 32);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, entries, 40);
+LT_ASSERT_SIZE(lt_msg_lease_list_reply, 40);
+
+LT_ASSERT_FIELD(lt_segment_info, segment, 0);
+LT_ASSERT_FIELD(lt_segment_info, client_id, 8);
+LT_ASSERT_FIELD(lt_segment_info, mem_class, 12);
+LT_ASSERT_FIELD(lt_segment_info, size, 16);
+LT_ASSERT_FIELD(lt_segment_info, cookie, 24);
+LT_ASSERT_FIELD(lt_segment_info, age_ns, 32);
+LT_ASSERT_FIELD(lt_segment_info, registration_ns, 40);
+LT_ASSERT_FIELD(lt_segment_info, live_leases, 48);
+LT_ASSERT_FIELD(lt_segment_info, holds, 52);
+LT_ASSERT_FIELD(lt_segment_info, flags, 56);
+LT_ASSERT_FIELD(lt_segment_info, page_kib, 60);
+LT_ASSERT_SIZE(lt_segment_info, 64);
+
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, count, 24);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, flags, 28);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, next_cursor, 32);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, entries, 40);
+LT_ASSERT_SIZE(lt_msg_segment_list_reply, 40);
+
 /* The largest message: a full lease request. */
 #define LT_MSG_MAX_BYTES (32u + LT_MAX_BATCH * 32u)
 LT_STATIC_ASSERT(LT_MSG_MAX_BYTES == sizeof(struct lt_msg_lease_request) +
@@ -789,6 +924,15 @@ LT_STATIC_ASSERT(sizeof(struct lt_msg_stats_reply) +
                          LT_MAX_STATS_CLIENTS * sizeof(struct lt_client_stats) <=
                      LT_MSG_MAX_BYTES,
                  "a full stats reply fits");
+LT_STATIC_ASSERT(sizeof(struct lt_msg_lease_list_reply) +
+                         LT_LIST_MAX_ENTRIES * sizeof(struct lt_lease_info) <=
+                     LT_MSG_MAX_BYTES,
+                 "a full lease list fits");
+LT_STATIC_ASSERT(sizeof(struct lt_msg_segment_list_reply) +
+                         LT_LIST_MAX_ENTRIES * sizeof(struct lt_segment_info) <=
+                     LT_MSG_MAX_BYTES,
+                 "a full segment list fits");
+LT_STATIC_ASSERT(LT_LIST_MAX_ENTRIES <= LT_MAX_BATCH, "list ids are checked unique as batches");
 LT_STATIC_ASSERT(LT_SEGMENT_SIZE_MAX % LT_SEGMENT_ALIGN == 0, "segment limits agree");
 
 /* An aligned receive buffer for any one message; recv() into .bytes with
@@ -973,6 +1117,30 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.max_count = LT_MAX_BATCH;
         i.dir = LT_DIR_TO_CLIENT;
         break;
+    case LT_MSG_LEASE_LIST_REQUEST:
+        i.name = "LEASE_LIST_REQUEST";
+        i.fixed = sizeof(struct lt_msg_list_request);
+        i.reply = LT_MSG_LEASE_LIST_REPLY;
+        break;
+    case LT_MSG_LEASE_LIST_REPLY:
+        i.name = "LEASE_LIST_REPLY";
+        i.fixed = sizeof(struct lt_msg_lease_list_reply);
+        i.entry = sizeof(struct lt_lease_info);
+        i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        i.name = "SEGMENT_LIST_REQUEST";
+        i.fixed = sizeof(struct lt_msg_list_request);
+        i.reply = LT_MSG_SEGMENT_LIST_REPLY;
+        break;
+    case LT_MSG_SEGMENT_LIST_REPLY:
+        i.name = "SEGMENT_LIST_REPLY";
+        i.fixed = sizeof(struct lt_msg_segment_list_reply);
+        i.entry = sizeof(struct lt_segment_info);
+        i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
     case LT_MSG_LAUNCH:
         i.name = "LAUNCH";
         i.fixed = sizeof(struct lt_msg_launch);
@@ -999,12 +1167,11 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
     return i;
 }
 
-/* 1 when @type is defined in v1 or a minor of it this build implements,
- * else 0. */
+/* 1 when @type is defined in v1 or a minor this build implements, else 0
+ * (the reserved ranges between are not). */
 static inline int lt_msg_type_is_known(uint32_t type)
 {
-    return (type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST) ||
-           (type >= LT_MSG_LAUNCH_FIRST && type <= LT_MSG_LAUNCH_LAST);
+    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST && lt_msg_info(type).name != NULL;
 }
 
 /* The type's name ("LEASE_GRANT"), or "UNKNOWN". Static storage. */

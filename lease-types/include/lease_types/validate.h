@@ -148,7 +148,9 @@ LT_STATIC_ASSERT(offsetof(struct lt_msg_lease_request, count) == 24 &&
                      offsetof(struct lt_msg_lease_grant, count) == 24 &&
                      offsetof(struct lt_msg_lease_release, count) == 24 &&
                      offsetof(struct lt_msg_stats_reply, client_count) == 24 &&
-                     offsetof(struct lt_msg_release_complete_batch, count) == 24,
+                     offsetof(struct lt_msg_release_complete_batch, count) == 24 &&
+                     offsetof(struct lt_msg_lease_list_reply, count) == 24 &&
+                     offsetof(struct lt_msg_segment_list_reply, count) == 24,
                  "every batch keeps its count at offset 24");
 
 /* ---- Handshake ---- */
@@ -723,6 +725,97 @@ static inline enum lt_error lt_validate_stats_reply(const void *buf, size_t len)
     return lt__keys_unique(m->clients, sizeof(struct lt_client_stats), 4, m->client_count);
 }
 
+/* ---- Introspection (1.4) ---- */
+
+/* LEASE_LIST_REQUEST, SEGMENT_LIST_REQUEST: known flags (none); the client
+ * id (0: every client) and the cursor are any value. */
+static inline enum lt_error lt_validate_list_request(const void *buf, size_t len)
+{
+    const struct lt_msg_list_request *m = (const struct lt_msg_list_request *)buf;
+    enum lt_error e = lt_validate_header(buf, len);
+    uint16_t t;
+    if (e != LT_OK)
+        return e;
+    /* Two types, not a range: the reply between them is not this one's. */
+    t = m->hdr.type == LT_MSG_SEGMENT_LIST_REQUEST ? LT_MSG_SEGMENT_LIST_REQUEST
+                                                   : LT_MSG_LEASE_LIST_REQUEST;
+    if ((e = lt__frame(buf, len, t, t)) != LT_OK)
+        return e;
+    if ((m->flags & ~LT_LIST_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    return LT_OK;
+}
+
+/* The fixed part both list replies share: known flags, and a next cursor
+ * that is nonzero exactly when MORE is set. */
+static inline enum lt_error lt__list_reply_check(uint32_t flags, uint64_t next_cursor)
+{
+    if ((flags & ~LT_LIST_REPLY_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    if ((flags & LT_LIST_F_MORE) && next_cursor == 0)
+        return LT_E_BAD_VALUE;
+    if (!(flags & LT_LIST_F_MORE) && next_cursor != 0)
+        return LT_E_RESERVED_NONZERO;
+    return LT_OK;
+}
+
+/* LEASE_LIST_REPLY: count 0..LT_LIST_MAX_ENTRIES matching the length, the
+ * fixed part as above; per entry issued lease and segment ids, a nonzero
+ * client id, a valid class, a nonzero non-wrapping range within
+ * LT_SEGMENT_SIZE_MAX, a known state, reserved zero; no lease twice. */
+static inline enum lt_error lt_validate_lease_list_reply(const void *buf, size_t len)
+{
+    const struct lt_msg_lease_list_reply *m = (const struct lt_msg_lease_list_reply *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_LEASE_LIST_REPLY, LT_MSG_LEASE_LIST_REPLY);
+    if (e != LT_OK)
+        return e;
+    if ((e = lt__list_reply_check(m->flags, m->next_cursor)) != LT_OK)
+        return e;
+    for (uint32_t k = 0; k < m->count; k++) {
+        const struct lt_lease_info *en = &m->entries[k];
+        if (!lt_lease_id_is_issued(en->lease) || !lt_segment_id_is_issued(en->segment) ||
+            en->client_id == 0)
+            return LT_E_BAD_ID;
+        if (!lt_class_is_valid(en->mem_class))
+            return LT_E_BAD_CLASS;
+        if ((e = lt_range_check(en->offset, en->length, LT_SEGMENT_SIZE_MAX)) != LT_OK)
+            return e;
+        if (en->state != LT_LEASE_STATE_HELD && en->state != LT_LEASE_STATE_RELEASING)
+            return LT_E_BAD_VALUE;
+        if (en->reserved != 0)
+            return LT_E_RESERVED_NONZERO;
+    }
+    return lt__keys_unique(m->entries, sizeof(struct lt_lease_info), 8, m->count);
+}
+
+/* SEGMENT_LIST_REPLY: count 0..LT_LIST_MAX_ENTRIES matching the length,
+ * the fixed part as above; per entry an issued segment id, a nonzero
+ * client id, a valid class, a valid segment size, known flags, page_kib a
+ * power of two of at least 4; no segment twice. */
+static inline enum lt_error lt_validate_segment_list_reply(const void *buf, size_t len)
+{
+    const struct lt_msg_segment_list_reply *m = (const struct lt_msg_segment_list_reply *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_SEGMENT_LIST_REPLY, LT_MSG_SEGMENT_LIST_REPLY);
+    if (e != LT_OK)
+        return e;
+    if ((e = lt__list_reply_check(m->flags, m->next_cursor)) != LT_OK)
+        return e;
+    for (uint32_t k = 0; k < m->count; k++) {
+        const struct lt_segment_info *en = &m->entries[k];
+        if (!lt_segment_id_is_issued(en->segment) || en->client_id == 0)
+            return LT_E_BAD_ID;
+        if (!lt_class_is_valid(en->mem_class))
+            return LT_E_BAD_CLASS;
+        if ((e = lt_segment_size_check(en->size)) != LT_OK)
+            return e;
+        if ((en->flags & ~LT_SEGMENT_INFO_F_KNOWN) != 0)
+            return LT_E_UNKNOWN_FLAGS;
+        if (en->page_kib < 4 || (en->page_kib & (en->page_kib - 1)) != 0)
+            return LT_E_BAD_VALUE;
+    }
+    return lt__keys_unique(m->entries, sizeof(struct lt_segment_info), 8, m->count);
+}
+
 /* ---- Errors ---- */
 
 /* ERROR: a known code other than LT_OK, err in -4095..-1, reserved zero,
@@ -831,6 +924,16 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
     case LT_MSG_RELEASE_COMPLETE_BATCH:
         e = lt_validate_release_complete_batch(buf, len);
         break;
+    case LT_MSG_LEASE_LIST_REQUEST:
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        e = lt_validate_list_request(buf, len);
+        break;
+    case LT_MSG_LEASE_LIST_REPLY:
+        e = lt_validate_lease_list_reply(buf, len);
+        break;
+    case LT_MSG_SEGMENT_LIST_REPLY:
+        e = lt_validate_segment_list_reply(buf, len);
+        break;
     case LT_MSG_LAUNCH:
         e = lt_validate_launch(buf, len);
         break;
@@ -883,7 +986,8 @@ static inline enum lt_error lt_validate_fd_count(uint32_t type, size_t nfds)
  * type; echoed fields agree (BAD_VALUE), a grant's count equals the
  * request's (BAD_LENGTH), a release-complete names a released lease, and
  * so does every entry of a RELEASE_COMPLETE_BATCH (which answers a release
- * too, for a client granted LT_CAP_RC_BATCH). */
+ * too, for a client granted LT_CAP_RC_BATCH), and a list asked for one
+ * client holds that client's entries only. */
 static inline enum lt_error lt_validate_reply_matches(const void *req, const void *reply)
 {
     const struct lt_header *q = (const struct lt_header *)req;
@@ -955,6 +1059,22 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     case LT_MSG_CTL_REPLY:
         return ((const struct lt_msg_ctl_reply *)reply)->request_type == q->type ? LT_OK
                                                                                  : LT_E_BAD_VALUE;
+    case LT_MSG_LEASE_LIST_REPLY:
+    case LT_MSG_SEGMENT_LIST_REPLY: {
+        /* A list of one client names only that client. */
+        uint32_t want = ((const struct lt_msg_list_request *)req)->client_id;
+        const struct lt_msg_lease_list_reply *a = (const struct lt_msg_lease_list_reply *)reply;
+        const struct lt_msg_segment_list_reply *b =
+            (const struct lt_msg_segment_list_reply *)reply;
+        for (uint32_t k = 0; want != 0 && k < a->count; k++) {
+            uint32_t got = r->type == LT_MSG_LEASE_LIST_REPLY ? a->entries[k].client_id
+                                                              : b->entries[k].client_id;
+            if (got != want)
+                return LT_E_BAD_VALUE;
+        }
+        return LT_OK;
+    }
+        break;
     case LT_MSG_LAUNCH_COMPLETION: /* no more result than the area asked for */
         return ((const struct lt_msg_launch_completion *)reply)->result_bytes <=
                        ((const struct lt_msg_launch *)req)->result_bytes

@@ -276,6 +276,24 @@ struct ga_exec_launch {
 /* Log lines: the front's counters, then the backend's, snprintf-style. */
 int ga_exec_stats_format(struct ga_executor *ex, char *buf, size_t len);
 
+/* The front's counters, for /metrics (stats.c). */
+struct ga_exec_stats {
+    uint64_t clients;   /* owners not dropped */
+    uint64_t streams;   /* live, every owner's (default streams not counted) */
+    uint64_t events;    /* live */
+    uint64_t queued;    /* accepted work items not yet completed */
+    uint64_t in_flight; /* jobs and calls not yet answered */
+    uint64_t submitted; /* since start */
+    uint64_t completed;
+    uint64_t cancelled;
+    uint64_t failed;
+    uint64_t commands; /* stream, event and device commands */
+    uint32_t faulted;  /* 1 once the backend reported a fault */
+};
+
+/* Snapshot under the front's lock, from any thread. Returns 0 or -EINVAL. */
+int ga_exec_stats(struct ga_executor *ex, struct ga_exec_stats *stats_p);
+
 /* Stops: refuses new requests (-ESHUTDOWN), drops every owner (their work
  * answered LT_E_SHUTTING_DOWN), waits for running work; every answer has
  * run when it returns. Idempotent. */

@@ -1,8 +1,6 @@
-/* systemd's readiness protocol, without libsystemd: the service manager
- * puts a Unix datagram socket's path in $NOTIFY_SOCKET ('@' first: the
- * abstract namespace) and reads "READY=1", "STOPPING=1", "STATUS=..."
- * lines from it. The unit (scripts/systemd/stagingd.service) says
- * Type=notify; anywhere else the variable is unset and this is a no-op. */
+/* systemd's readiness protocol without libsystemd (base/notify.h). Both
+ * daemons' units say Type=notify (scripts/systemd/); anywhere else
+ * $NOTIFY_SOCKET is unset and this is a no-op. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -11,9 +9,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "daemon_internal.h"
+#include "base/notify.h"
 
-int sd_daemon__notify(const char *state)
+int base_notify(const char *state)
 {
     const char *path = getenv("NOTIFY_SOCKET");
     if (!path || !path[0])
@@ -28,6 +26,7 @@ int sd_daemon__notify(const char *state)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    /* An abstract name is exactly its bytes; a path takes its NUL too. */
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (path[0] == '/'));
     ssize_t sent = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&addr, alen);
     int rc = sent < 0 ? -errno : 1;
