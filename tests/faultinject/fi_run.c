@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int fi__one(const struct fi_path *p, unsigned calls, uint64_t nth, bool *fired_p,
@@ -39,6 +40,10 @@ void fi_run_all(const struct fi_path *p, unsigned calls, uint64_t max_n, struct 
         ck_assert_msg(out == FI_OK || out == FI_REFUSED, "%s, %s call %llu failed: outcome %d",
                       p->name, fi_call_name(calls), (unsigned long long)n, out);
         t.runs++;
+        if (getenv("FI_VERBOSE"))
+            fprintf(stderr, "  %s, %s call %llu of %llu fails: %s%s\n", p->name,
+                    fi_call_name(calls), (unsigned long long)n, (unsigned long long)t.calls,
+                    out == FI_OK ? "the path completed" : "", msg);
         if (!fired)
             t.unreached++;
         else if (out == FI_REFUSED)
