@@ -26,6 +26,20 @@ int rel_proc_fds(pid_t pid)
     return pid == getpid() ? n - 1 : n;
 }
 
+int rel_proc_fds_settled(pid_t pid)
+{
+    int n = rel_proc_fds(pid);
+    for (int i = 0; i < 20; i++) {
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        int m = rel_proc_fds(pid);
+        if (m == n)
+            break;
+        n = m;
+    }
+    return n;
+}
+
 static long rel__status_field(pid_t pid, const char *field)
 {
     char path[64], line[256];

@@ -14,6 +14,9 @@
 
 /* Open fds of @pid (-1 if unreadable). */
 int rel_proc_fds(pid_t pid);
+/* As rel_proc_fds, once two reads 50 ms apart agree (a connection just
+ * closed by its peer takes the agent a loop turn to close), up to 1 s. */
+int rel_proc_fds_settled(pid_t pid);
 /* VmRSS of @pid in KiB (-1 if unreadable). */
 long rel_proc_rss_kb(pid_t pid);
 /* Threads of @pid (-1 if unreadable). */

@@ -13,7 +13,8 @@
  *     library user does not inherit the pinned ranges (above).
  *
  * argv[1]: stagingd, argv[2]: lease-agent-host; optional argv[3]: lease-agent
- * and argv[4]: the fake driver's folder. */
+ * and argv[4]: the fake driver's folder, or "-" for the real driver (the GPU
+ * variant: run by hand on a machine with the GPU, docs/reliability.md). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -253,11 +254,15 @@ START_TEST(the_cuda_agent_under_the_fake_driver_too)
         fprintf(stderr, "no CUDA agent in this build: skipped\n");
         return;
     }
-    const char *old = getenv("LD_LIBRARY_PATH");
-    char path[1024];
-    snprintf(path, sizeof path, "%s%s%s", fake_dir, old ? ":" : "", old ? old : "");
-    setenv("LD_LIBRARY_PATH", path, 1);
-    setenv("FAKECUDA", "1", 1);
+    /* "-": the real driver (the GPU variant, on a machine with one). */
+    int fake = strcmp(fake_dir, "-") != 0;
+    if (fake) {
+        const char *old = getenv("LD_LIBRARY_PATH");
+        char path[1024];
+        snprintf(path, sizeof path, "%s%s%s", fake_dir, old ? ":" : "", old ? old : "");
+        setenv("LD_LIBRARY_PATH", path, 1);
+        setenv("FAKECUDA", "1", 1);
+    }
     struct e2e_env e;
     e2e_env_init(&e);
     const char *host = e2e_agent;
@@ -266,7 +271,8 @@ START_TEST(the_cuda_agent_under_the_fake_driver_too)
     e2e_agent = host;
     struct held h;
     hold_leases(e.sock, &h);
-    check_agent(e.agent, "lease-agent (CUDA backend, fake driver)");
+    check_agent(e.agent, fake ? "lease-agent (CUDA backend, fake driver)"
+                              : "lease-agent (CUDA backend, the real driver)");
     release_held(&h);
     e2e_env_cleanup(&e);
 }

@@ -81,7 +81,7 @@ START_TEST(stagingd_killed_anywhere_leaves_the_agent_clean_and_the_next_job_runs
     full_job(&e, out, err);
     uint64_t span_us = now_us() - t0;
     ck_assert_int_eq(rel_agent_wait_clean(e.sock, "stagingd", 5000, msg, sizeof msg), 0);
-    int fds0 = rel_proc_fds(e.agent);
+    int fds0 = rel_proc_fds_settled(e.agent);
     long rss0 = rel_proc_rss_kb(e.agent), rss_max = rss0;
     fprintf(stderr, "a whole job takes %.1f ms; agent at rest: %d fds, %ld KiB RSS\n",
             (double)span_us / 1000.0, fds0, rss0);
@@ -111,7 +111,7 @@ START_TEST(stagingd_killed_anywhere_leaves_the_agent_clean_and_the_next_job_runs
     }
     full_job(&e, out, err);
     ck_assert_int_eq(rel_agent_wait_clean(e.sock, "stagingd", 5000, msg, sizeof msg), 0);
-    int fds1 = rel_proc_fds(e.agent);
+    int fds1 = rel_proc_fds_settled(e.agent);
     long rss1 = rel_proc_rss_kb(e.agent);
     fprintf(stderr,
             "%u kills (delays 0..%.1f ms; %u jobs finished before their kill): agent %d -> %d "
