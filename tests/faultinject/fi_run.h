@@ -15,12 +15,14 @@ enum fi_outcome {
     FI_REFUSED = 1, /* a call of the path returned an error: the promised outcome */
 };
 
-/* One path. @run runs it with the failure armed by the caller and returns
- * FI_OK or FI_REFUSED (or aborts the test on a broken promise); @check
- * (may be NULL) runs after fi_disarm, before the leak checks, and returns 0
- * or -1 with @msg filled. */
+/* One path. @setup (may be NULL) runs first, unarmed: what the path needs
+ * but is not part of it (a server to talk to). @run runs the path with the
+ * failure armed and returns FI_OK or FI_REFUSED, or -1 with @msg filled
+ * for a broken promise; @check (may be NULL) runs after fi_disarm, before
+ * the leak checks, and returns 0 or -1 with @msg filled. */
 struct fi_path {
     const char *name;
+    void (*setup)(void *ctx);
     int (*run)(void *ctx, char *msg, size_t len);
     int (*check)(void *ctx, char *msg, size_t len);
     void *ctx;

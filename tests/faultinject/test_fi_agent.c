@@ -395,69 +395,33 @@ static int create_check(void *arg, char *msg, size_t len)
     return agent_destroy(arg, msg, len);
 }
 
-/* Serving counts only the conversation, not the server's start: the run
- * starts the server disarmed, then arms with the N of this run. */
-static unsigned serve_calls;
-static uint64_t serve_nth;
-
-static int serve_run_armed(void *arg, char *msg, size_t len)
+/* Serving: the server starts before the failure is armed; the path is the
+ * conversation alone. */
+static void serve_setup(void *arg)
 {
     struct agent *a = arg;
-    fi_disarm();
     ck_assert_int_eq(agent_create(a), 0);
     ck_assert_int_eq(pthread_create(&a->loop, NULL, agent_loop, a), 0);
     a->running = 1;
-    fi_arm(serve_calls, serve_nth);
-    return conversation(a, msg, len);
+}
+
+static int serve_run(void *arg, char *msg, size_t len)
+{
+    return conversation(arg, msg, len);
 }
 
 static void serve_set(unsigned calls)
 {
     fi_exempt(true); /* the test's client; the server's threads are counted */
     agent_fs_init(&A);
-    struct fi_path p = {.name = "agent server", .run = serve_run_armed, .check = serve_check,
-                        .ctx = &A, .maps_slack = 8};
-    serve_calls = calls;
-    struct fi_tally t = {0};
-    char msg[1024];
-    serve_nth = 0;
-    int out = p.run(p.ctx, msg, sizeof msg);
-    t.calls = fi_disarm();
-    ck_assert_msg(out == FI_OK, "the conversation fails without a fault: %s", msg);
-    ck_assert_msg(serve_check(&A, msg, sizeof msg) == 0, "%s", msg);
-    for (uint64_t n = 1; n <= t.calls; n++) {
-        struct fi_snapshot before;
-        fi_snapshot_take(&before);
-        serve_nth = n;
-        msg[0] = '\0';
-        out = p.run(p.ctx, msg, sizeof msg);
-        fi_disarm();
-        bool fired = fi_fired();
-        ck_assert_msg(out == FI_OK || out == FI_REFUSED, "%s call %llu failed: %s",
-                      fi_call_name(calls), (unsigned long long)n, msg);
-        t.runs++;
-        if (!fired)
-            t.unreached++;
-        else if (out == FI_REFUSED)
-            t.refused++;
-        else
-            t.absorbed++;
-        char why[1024];
-        ck_assert_msg(serve_check(&A, why, sizeof why) == 0, "%s call %llu failed (%s): %s",
-                      fi_call_name(calls), (unsigned long long)n, msg, why);
-        ck_assert_msg(fi_snapshot_cmp(&before, p.maps_slack, why, sizeof why) == 0,
-                      "%s call %llu failed (%s): %s", fi_call_name(calls), (unsigned long long)n,
-                      msg, why);
-        ck_assert_msg(fi_leak_check() == 0, "%s call %llu failed (%s): leaks (above)",
-                      fi_call_name(calls), (unsigned long long)n, msg);
-    }
-    fprintf(stderr,
-            "fault injection: agent server, %s: %llu calls on the path, %llu runs: %llu "
-            "error returns or disconnects, %llu absorbed, %llu not reached%s\n",
-            fi_call_name(calls), (unsigned long long)t.calls, (unsigned long long)t.runs,
-            (unsigned long long)t.refused, (unsigned long long)t.absorbed,
-            (unsigned long long)t.unreached,
-            fi_have_leak_check() ? "; LeakSanitizer clean after each" : "");
+    struct fi_path p = {.name = "agent server",
+                        .setup = serve_setup,
+                        .run = serve_run,
+                        .check = serve_check,
+                        .ctx = &A,
+                        .maps_slack = 8};
+    struct fi_tally t;
+    fi_run_all(&p, calls, 0, &t);
     ck_assert_uint_gt(t.calls, 0);
     agent_fs_fini(&A);
 }
