@@ -65,13 +65,21 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 
 /* ---- pure functions over results ---- */
 
+/* A shard's scan hits for query @q go into the merge unless its verify
+ * found corrupt blocks: a job that checked the bytes never passes on records
+ * it knows to be bad (the row still shows the shard's own best, marked). */
+static int sd_job__mergeable(const struct sd_job__result *r, uint32_t q)
+{
+    return r->scan[q].has_hit && r->vstatus != LT_E_CHECKSUM_MISMATCH;
+}
+
 int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, uint32_t q, size_t k,
                        struct kn_scan_hit **hits_p, size_t *n_p)
 {
     size_t n = 0, total = 0;
     for (size_t i = 0; i < nres; i++) {
-        n += res[i].scan[q].has_hit;
-        total += res[i].scan[q].has_hit ? res[i].scan[q].nhits : 0;
+        n += sd_job__mergeable(&res[i], q);
+        total += sd_job__mergeable(&res[i], q) ? res[i].scan[q].nhits : 0;
     }
     /* Each shard's top min(k, LT_SCAN_MAX_K): the merge is the true
      * top-k of all records for k up to LT_SCAN_MAX_K. */
@@ -93,7 +101,7 @@ int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, uint32_t q
     }
     size_t j = 0;
     for (size_t i = 0; i < nres; i++) {
-        if (!res[i].scan[q].has_hit)
+        if (!sd_job__mergeable(&res[i], q))
             continue;
         lists[j] = res[i].scan[q].hits;
         counts[j] = res[i].scan[q].nhits;
@@ -240,11 +248,13 @@ static void sd_job__row(const struct sd_job *job, size_t i, FILE *out)
         }
     }
     if ((r->got & SD_JOB__OP_SCAN) && job->nq == 1 && r->scan[0].has_hit)
-        fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records\n",
-                name, r->scan[0].hit.index, (double)r->scan[0].hit.score, r->records);
+        fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records%s\n",
+                name, r->scan[0].hit.index, (double)r->scan[0].hit.score, r->records,
+                r->vstatus == LT_E_CHECKSUM_MISMATCH ? "; not in the top-k: corrupt blocks" : "");
     else if ((r->got & SD_JOB__OP_SCAN) && job->nq > 1)
-        fprintf(out, "  %-18s scan: %u queries over %" PRIu64 " records\n", name, job->nq,
-                r->records);
+        fprintf(out, "  %-18s scan: %u queries over %" PRIu64 " records%s\n", name, job->nq,
+                r->records,
+                r->vstatus == LT_E_CHECKSUM_MISMATCH ? "; not in the top-k: corrupt blocks" : "");
     if (r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED)
         fprintf(out, "  %-18s %s: %s\n", name,
                 r->state == SD_JOB__RES_FAILED ? "FAILED" : "NOT RUN", r->why ? r->why : "?");

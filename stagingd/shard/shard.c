@@ -543,10 +543,14 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
                     struct sd_shard_fault *fault)
 {
     uint64_t bs = s->hdr.block_size, plen = s->hdr.payload_len;
-    /* Read several blocks per call; a block never straddles two reads. */
+    /* Read several blocks per call; a block never straddles two reads. No
+     * more than the payload's blocks: a small shard gets a small buffer
+     * (still at least one block, which holds the padding before the table). */
     uint64_t chunk = (8u << 20) / bs * bs;
     if (chunk == 0)
         chunk = bs;
+    if (chunk > (plen + bs - 1) / bs * bs)
+        chunk = (plen + bs - 1) / bs * bs;
     unsigned char *buf = malloc((size_t)chunk);
     if (!buf)
         return base_errf(err, err_len, -ENOMEM,
