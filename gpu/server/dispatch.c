@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "jobs.h"
+#include "ring.h"
 #include "work.h"
 
 static uint64_t ga_dispatch__rid(const void *buf)
@@ -521,6 +522,15 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
     case LT_MSG_STATS_REQUEST:
         ga_dispatch__stats(c, buf);
         break;
+    case LT_MSG_RING_OPEN:
+        ga_server__ring_open(c, buf);
+        break;
+    case LT_MSG_RING_SHARD:
+        ga_server__ring_shard(c, buf);
+        break;
+    case LT_MSG_RING_CLOSE:
+        ga_server__ring_close(c, buf);
+        break;
     default:
         if (lt_msg_type_is_ctl(type))
             ga_server__ctl(c, buf, type);
@@ -544,6 +554,10 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
         break;
     case GA_JOB_OFFER:
         ga_dispatch__offer_done(c, j);
+        break;
+    case GA_JOB_SHARD:
+    case GA_JOB_RING_GONE:
+        ga_server__ring_complete(srv, j);
         break;
     }
     free(j);

@@ -100,7 +100,7 @@ void sd_job_query_make(uint64_t seed, uint32_t type, uint32_t dim, float *query_
             query_p[i] = sd_f16_to_f32(sd_f16_from_f32(query_p[i]));
 }
 
-static int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
+int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
 {
     if (job->query && job->query_dim == dim && job->query_type == type)
         return 0;
@@ -127,9 +127,17 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     if (s->using_bell)
         leasec_client_ring(s->bell, s->seq);
     s->cpu_rc = 0;
-    if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY))
-        s->cpu_rc = sd_shard_verify_mem(s->sh, s->buf.base, 0, s->payload_len, s->cpu_err,
-                                        sizeof s->cpu_err, &s->cpu_fault);
+    /* Without check threads the staging thread checks the bytes it read. */
+    if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY) && !job->check) {
+        const uint64_t *table = NULL;
+        uint64_t nblocks = 0;
+        s->cpu_rc = sd_shard_table(s->sh, s->cpu_err, sizeof s->cpu_err, &table, &nblocks);
+        if (s->cpu_rc == 0)
+            s->cpu_rc = sd_job__check_blocks(s->buf.base, 0, s->payload_len, s->block_size, table,
+                                             &s->cpu_fault);
+        if (s->cpu_rc == -EBADMSG)
+            snprintf(s->cpu_err, sizeof s->cpu_err, "block %" PRIu64 " bad", s->cpu_fault.block);
+    }
     /* Once the slot is posted the loop may finish the job and free it:
      * nothing of the job is touched after the unlock. */
     const int notify_fd = job->env.notify_fd;
@@ -185,6 +193,7 @@ static void sd_job__read_start(struct sd_job__slot *s, int bell)
 
 void sd_job_staged(struct sd_job *job)
 {
+    sd_job__events_take(job);
     for (;;) {
         pthread_mutex_lock(&job->qmu);
         if (job->qlen == 0) {
@@ -206,7 +215,10 @@ void sd_job_staged(struct sd_job *job)
             sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: staged %" PRIu64 " bytes%s", job->env.id,
                         sd_job__shard_name(job, s->shard), s->payload_len,
                         s->using_bell ? ", bell rung" : "");
-            if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
+            if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY) && job->check) {
+                if (!res->cpu_queued && sd_job__check_queue(job, s->shard) == 0)
+                    res->cpu_queued = 1;
+            } else if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
                 res->cpu_checked = 1;
                 if (s->cpu_rc == -EBADMSG) {
                     res->cpu_bad = 1;
@@ -478,6 +490,10 @@ struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag)
 void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c)
 {
     unsigned kind = sd_job__tag_kind(c->tag);
+    if (kind == SD_JOB__TAG_RING_SHARD) {
+        sd_job__stream_on_completion(job, c);
+        return;
+    }
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
     struct sd_job__slot *s = sd_job__slot_of(job, c->tag);
     if ((kind != SD_JOB__TAG_VERIFY && kind != SD_JOB__TAG_SCAN) || !s || !(s->ops_inflight & op)) {

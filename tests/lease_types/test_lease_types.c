@@ -429,7 +429,8 @@ static struct msg build(uint16_t type, unsigned variant, uint32_t count)
         do
             o->words = rnd_lease();
         while (lt_lease_id_eq(o->words, o->slots));
-        o->slot_bytes = LT_RING_SLOT_ALIGN * (1 + rnd_below(LT_RING_SLOT_BYTES_MAX / LT_RING_SLOT_ALIGN));
+        o->slot_bytes =
+            LT_RING_SLOT_ALIGN * (1 + rnd_below(LT_RING_SLOT_BYTES_MAX / LT_RING_SLOT_ALIGN));
         o->nslots = 1 + (uint32_t)rnd_below(LT_RING_SLOTS_MAX);
         o->depth = 1 + (uint32_t)rnd_below(LT_RING_DEPTH_MAX);
         /* the two arrays apart, in either order */

@@ -413,12 +413,12 @@ struct lt_msg_completion {
  * A RING_SHARD says once which next chunks form one shard's device image
  * and what op runs on it; its COMPLETION carries the op's result. */
 
-#define LT_RING_SLOTS_MAX 256u                 /* slots per ring */
-#define LT_RING_DEPTH_MAX 64u                  /* shards a client may queue ahead on a ring */
-#define LT_RING_SLOT_ALIGN 4096u               /* slot sizes are multiples of this */
-#define LT_RING_SLOT_BYTES_MAX (1ull << 30)    /* the largest slot */
-#define LT_RING_OPEN_F_KNOWN 0u                /* no RING_OPEN flags in 1.1 */
-#define LT_RING_SHARD_F_KNOWN 0u               /* no RING_SHARD flags in 1.1 */
+#define LT_RING_SLOTS_MAX 256u              /* slots per ring */
+#define LT_RING_DEPTH_MAX 64u               /* shards a client may queue ahead on a ring */
+#define LT_RING_SLOT_ALIGN 4096u            /* slot sizes are multiples of this */
+#define LT_RING_SLOT_BYTES_MAX (1ull << 30) /* the largest slot */
+#define LT_RING_OPEN_F_KNOWN 0u             /* no RING_OPEN flags in 1.1 */
+#define LT_RING_SHARD_F_KNOWN 0u            /* no RING_SHARD flags in 1.1 */
 
 /* client -> agent: open a ring over two leases of this connection. Both
  * stay pinned by the ring (a release of either completes only after the
@@ -428,9 +428,9 @@ struct lt_msg_ring_open {
     struct lt_header hdr;
     struct lt_lease_id slots; /* PINNED or MAPPED: slot i at [i * slot_bytes, +slot_bytes) */
     struct lt_lease_id words; /* MAPPED: the sequence and done words (and scan hits) */
-    uint64_t slot_bytes;      /* C: nonzero LT_RING_SLOT_ALIGN multiple, <= LT_RING_SLOT_BYTES_MAX */
-    uint64_t seq_offset;      /* nslots u64 sequence words in @words, 8-aligned */
-    uint64_t done_offset;     /* nslots u64 done words in @words, 8-aligned, apart from the seqs */
+    uint64_t slot_bytes;  /* C: nonzero LT_RING_SLOT_ALIGN multiple, <= LT_RING_SLOT_BYTES_MAX */
+    uint64_t seq_offset;  /* nslots u64 sequence words in @words, 8-aligned */
+    uint64_t done_offset; /* nslots u64 done words in @words, 8-aligned, apart from the seqs */
     uint64_t max_shard_bytes; /* the largest image a RING_SHARD may name: nonzero */
     uint32_t nslots;          /* N: 1..LT_RING_SLOTS_MAX */
     uint32_t depth;           /* RING_SHARDs the client wants outstanding: 1..LT_RING_DEPTH_MAX */
@@ -790,7 +790,7 @@ LT_ASSERT_FIELD(lt_msg_ring_closed, ring, 24);
 LT_ASSERT_FIELD(lt_msg_ring_closed, shards, 32);
 LT_ASSERT_FIELD(lt_msg_ring_closed, chunks, 40);
 LT_ASSERT_SIZE(lt_msg_ring_closed, 48);
-LT_STATIC_ASSERT((uint64_t)LT_RING_SLOTS_MAX * LT_RING_SLOT_BYTES_MAX <= LT_SEGMENT_SIZE_MAX,
+LT_STATIC_ASSERT((uint64_t)LT_RING_SLOTS_MAX *LT_RING_SLOT_BYTES_MAX <= LT_SEGMENT_SIZE_MAX,
                  "a full ring's slots fit the largest segment");
 
 LT_ASSERT_FIELD(lt_checksum_result, blocks_checked, 0);
