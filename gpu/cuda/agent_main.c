@@ -36,6 +36,7 @@ enum {
     AGENT_OPT_BYTES,
     AGENT_OPT_BLOCK_SIZE,
     AGENT_OPT_SEED,
+    AGENT_OPT_RING_STREAMS,
 };
 
 static const struct option agent_own_options[] = {
@@ -47,6 +48,7 @@ static const struct option agent_own_options[] = {
     {"bytes", required_argument, NULL, AGENT_OPT_BYTES},
     {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
+    {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
 };
 #define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
 
@@ -56,6 +58,7 @@ struct agent_args {
     int self_test;
     enum agent_backend backend;
     uint64_t chunk;
+    uint32_t ring_streams;
     const char *server_opt;    /* the first server option given (refused with --self-test) */
     const char *serve_only;    /* --backend or --chunk-bytes given (refused with --self-test) */
     const char *self_test_opt; /* --bytes, --block-size or --seed (only with --self-test) */
@@ -65,7 +68,7 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--cubin-dir DIR] [server options]\n"
+            "                   [--ring-streams N] [--cubin-dir DIR] [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
             "       lease-agent --help | --version\n"
@@ -80,6 +83,8 @@ static void agent_usage(FILE *f)
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
+            "  --ring-streams N CUDA streams the streaming rings share (1..64); default 0:\n"
+            "                   a stream per ring (docs/streaming.md)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*); any bad file, or a\n"
             "                   kernel name already taken, fails start-up\n"
@@ -140,6 +145,12 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         if (base_parse_size(val, &v, NULL, 0) < 0 || v < 4096 || v % 4096 != 0 || v > (1ull << 30))
             return agent_refuse(name, "a multiple of 4K from 4K to 1G", val, err, errlen);
         a->chunk = v;
+        return 0;
+    case AGENT_OPT_RING_STREAMS:
+        a->serve_only = "--ring-streams";
+        if (base_parse_u32(val, 0, 64, &u, NULL, 0) < 0)
+            return agent_refuse(name, "0..64", val, err, errlen);
+        a->ring_streams = u;
         return 0;
     case AGENT_OPT_CUBIN_DIR:
         if (!val[0])
@@ -257,7 +268,7 @@ static void agent_on_fault(void *arg, int err)
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            const char *cubin_dir)
+                            uint32_t ring_streams, const char *cubin_dir)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
@@ -299,6 +310,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_streams = cli->exec.max_streams,
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
+        .ring_streams = ring_streams,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
     };
@@ -353,9 +365,9 @@ int main(int argc, char **argv)
     struct base_log_file *logf = NULL;
     if (ga_server_cli_log_setup(&a.cli, &logf) < 0)
         return 1;
-    int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir)
-                     : ga_agent_host_serve(&a.cli, "--backend host");
+    int status = a.backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&a.cli, a.st.device, a.chunk,
+                                                                    a.ring_streams, a.st.cubin_dir)
+                                                 : ga_agent_host_serve(&a.cli, "--backend host");
     base_log_default_set(NULL);
     base_log_file_destroy(logf);
     return status;
