@@ -232,7 +232,7 @@ struct sd_job__stream {
     uint64_t next_task;
     unsigned inflight_tasks;
     /* counters */
-    uint64_t ring_msgs, shard_msgs, lease_calls, opens;
+    uint64_t shard_msgs, open_msgs, close_msgs, lease_reqs, lease_rels, opens;
     uint64_t reg_start, reg_end;
     int reg_start_valid, reg_end_valid;
     uint64_t t_gpu_end;

@@ -699,7 +699,7 @@ static void sd_job__ring_lease(struct sd_job *job, struct sd_job__ring *r)
     }
     r->agent = agent;
     r->state = SD_JOB__R_LEASING;
-    st->lease_calls++;
+    st->lease_reqs++;
     job->lease_batches++;
 }
 
@@ -721,7 +721,7 @@ static void sd_job__ring_release(struct sd_job *job, struct sd_job__ring *r)
     }
     r->releases_due = 2;
     r->state = SD_JOB__R_RELEASING;
-    job->stream->lease_calls++;
+    job->stream->lease_rels++;
     job->release_batches++;
 }
 
@@ -737,7 +737,7 @@ static void sd_job__ring_close(struct sd_job *job, struct sd_job__ring *r)
         return;
     }
     r->state = SD_JOB__R_CLOSING;
-    job->stream->ring_msgs++;
+    job->stream->close_msgs++;
 }
 
 static int sd_job__units_left(const struct sd_job *job)
@@ -877,7 +877,7 @@ void sd_job__stream_on_grant(struct sd_job *job, const struct leasec_client_gran
                                          &rid);
         if (rc == 0) {
             r->state = SD_JOB__R_OPENING;
-            job->stream->ring_msgs++;
+            job->stream->open_msgs++;
             return;
         }
         if (sd_job__transient(rc))
@@ -1100,18 +1100,22 @@ void sd_job__stream_report(const struct sd_job *job, FILE *out)
         sleeps += __atomic_load_n(&st->rings[i].sleeps, __ATOMIC_RELAXED);
         agent_chunks += st->rings[i].ring_chunks;
     }
-    const uint64_t msgs = st->shard_msgs + st->ring_msgs + st->lease_calls;
     fprintf(out,
             "  %-14s %u ring(s) of %u x %" PRIu64 "-byte slots, depth %u; %" PRIu64
             " chunk(s) stored (%" PRIu64 " copied by the agent); %" PRIu64 " slot wait(s), %" PRIu64
             " sleep(s)\n",
             "streaming", st->nrings, st->slots, st->chunk, st->depth, chunks, agent_chunks, waits,
             sleeps);
+    /* What crossed the socket: per shard one RING_SHARD (and its
+     * COMPLETION), per ring one open, one close, a lease request and a
+     * release of two leases; per chunk nothing. */
     fprintf(out,
-            "  %-14s %" PRIu64 " RING_SHARD, %" PRIu64 " ring open/close, %" PRIu64
-            " lease request/release: %.3f per shard, 0 per chunk (%" PRIu64 " chunks)\n",
-            "messages", st->shard_msgs, st->ring_msgs, st->lease_calls,
-            st->shard_msgs ? (double)msgs / (double)st->shard_msgs : 0.0, chunks);
+            "  %-14s %" PRIu64 " RING_SHARD for %" PRIu64 " task(s); %" PRIu64
+            " RING_OPEN, %" PRIu64 " RING_CLOSE, %" PRIu64 " lease request(s), %" PRIu64
+            " release(s); per chunk 0 "
+            "messages, 0 lease calls (%" PRIu64 " chunks)\n",
+            "messages", st->shard_msgs, st->next_task, st->open_msgs, st->close_msgs,
+            st->lease_reqs, st->lease_rels, chunks);
     if (st->reg_start_valid && st->reg_end_valid)
         fprintf(out, "  %-14s %" PRIu64 " during the job (the agent's, every class)\n",
                 "registrations", st->reg_end - st->reg_start);
