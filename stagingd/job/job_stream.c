@@ -757,6 +757,22 @@ static void sd_job__units_fail(struct sd_job *job, const char *why)
     sd_job_cancel(job, why);
 }
 
+/* 1 while the rate limit holds the next task back (*@timeout_ms lowered to
+ * when it may go). */
+static int sd_job__rate_wait(const struct sd_job *job, uint64_t now, int *timeout_ms)
+{
+    if (!job->cfg.rate_limit || job->stream->nredo)
+        return 0;
+    uint64_t due = job->t_start +
+                   (uint64_t)((double)job->bytes_started * 1e9 / (double)job->cfg.rate_limit);
+    if (due <= now)
+        return 0;
+    uint64_t ms = (due - now + 999999) / 1000000;
+    if (ms < (uint64_t)*timeout_ms)
+        *timeout_ms = (int)ms;
+    return 1;
+}
+
 int sd_job__stream_step(struct sd_job *job, int *timeout_ms_p)
 {
     struct sd_job__stream *st = job->stream;
@@ -780,7 +796,8 @@ int sd_job__stream_step(struct sd_job *job, int *timeout_ms_p)
         case SD_JOB__R_OPEN:
             if (r->broken)
                 break; /* closed once its thread is idle */
-            while (r->nout < r->ring.depth && sd_job__ring_feed(job, r))
+            while (r->nout < r->ring.depth && !sd_job__rate_wait(job, now, &timeout) &&
+                   sd_job__ring_feed(job, r))
                 ;
             if (r->nout == 0 && !sd_job__units_left(job))
                 sd_job__ring_close(job, r);
