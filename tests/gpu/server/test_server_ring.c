@@ -144,8 +144,8 @@ static uint64_t image_verify(unsigned char *img, uint64_t len, uint64_t seed, ui
     return so + 8ull * (uint64_t)n;
 }
 
-static uint64_t shard_send(const struct rc *r, struct lt_ring_id ring, uint64_t first,
-                           uint64_t len, uint16_t op, const union lt_op_args *args)
+static uint64_t shard_send(const struct rc *r, struct lt_ring_id ring, uint64_t first, uint64_t len,
+                           uint16_t op, const union lt_op_args *args)
 {
     struct lt_msg_ring_shard m;
     lt_msg_init(&m, sizeof m, LT_MSG_RING_SHARD, th_rid());
@@ -225,10 +225,9 @@ START_TEST(test_ring_runs_each_op_on_its_image)
         uint64_t so = 0, len = image_verify(img, 400 * KiB, 77, &so);
         if (bad)
             img[5 * 16 * KiB + 3] ^= 0x10;
-        union lt_op_args a = {.checksum = {.offset = 0,
-                                           .length = 400 * KiB,
-                                           .sums_offset = so,
-                                           .block_size = 16 * KiB}};
+        union lt_op_args a = {
+            .checksum = {
+                .offset = 0, .length = 400 * KiB, .sums_offset = so, .block_size = 16 * KiB}};
         uint64_t rid = shard_send(&r, ring, seq, len, LT_OP_CHECKSUM_VERIFY, &a);
         chunks_store(&r, img, len, seq, 0, chunks_of(len));
         seq += chunks_of(len);
@@ -412,10 +411,8 @@ START_TEST(test_ring_close_answers_stored_shards_and_cancels_the_rest)
     unsigned char *img = malloc(256 * KiB);
     ck_assert_ptr_nonnull(img);
     uint64_t so = 0, len = image_verify(img, 150 * KiB, 3, &so); /* 3 chunks */
-    union lt_op_args a = {.checksum = {.offset = 0,
-                                       .length = 150 * KiB,
-                                       .sums_offset = so,
-                                       .block_size = 16 * KiB}};
+    union lt_op_args a = {
+        .checksum = {.offset = 0, .length = 150 * KiB, .sums_offset = so, .block_size = 16 * KiB}};
     const uint64_t k = chunks_of(len);
     uint64_t r1 = shard_send(&r, ring, 1, len, LT_OP_CHECKSUM_VERIFY, &a);
     uint64_t r2 = shard_send(&r, ring, 1 + k, len, LT_OP_CHECKSUM_VERIFY, &a);
