@@ -469,8 +469,9 @@ struct lt_msg_ring_shard {
 };
 
 /* client -> agent: the client stores no more sequence words of the ring.
- * Shards whose chunks were all stored run and are answered; the others are
- * answered LT_E_SHUTTING_DOWN; then RING_CLOSED. */
+ * Shards whose chunks were all stored run and are answered; from the first
+ * shard with a chunk never stored on, they are answered LT_E_SHUTTING_DOWN
+ * (the agent stores the awaited sequences itself); then RING_CLOSED. */
 struct lt_msg_ring_close {
     struct lt_header hdr;
     struct lt_ring_id ring;
