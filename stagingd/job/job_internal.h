@@ -9,6 +9,7 @@
  *   job_report.c  progress, the report and its top-k merge, the verdict
  * and, for the streaming path (docs/streaming.md), beside them:
  *   job_stream.c  rings on the loop: leases, RING_OPEN, shards, answers, loss
+ *   job_stream_task.c  a streamed (shard, op): image layout, RING_SHARD, result
  *   job_ring.c    a ring's staging thread: chunks into slots, sequence words
  *   job_check.c   the CPU check pool for cpu-verify, and the block check
  * tests/stagingd/job reaches the report's pure functions through here. */
@@ -389,6 +390,42 @@ void sd_job__agents_refresh(struct sd_job *job, unsigned *nready_p);
  * limits allow. */
 void sd_job__flush_leases(struct sd_job *job, unsigned nready);
 void sd_job__flush_releases(struct sd_job *job);
+
+/* ---- job_stream_task.c (a streamed (shard, op) on the loop) ---- */
+
+static inline uint64_t sd_job__div_up(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static inline unsigned sd_job__nops(const struct sd_job *job)
+{
+    return (unsigned)__builtin_popcount(job->ops);
+}
+
+/* The op of unit @u (units: (shard, op) in shard order). */
+static inline unsigned sd_job__unit_op(const struct sd_job *job, size_t u)
+{
+    if (sd_job__nops(job) == 2)
+        return u % 2 == 0 ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
+    return job->ops;
+}
+
+static inline unsigned sd_job__scan_k(const struct sd_job *job)
+{
+    return job->cfg.k < LT_SCAN_MAX_K ? job->cfg.k : LT_SCAN_MAX_K;
+}
+
+void sd_job__task_free(struct sd_job__task *t);
+/* Removes @t from @r's outstanding list and frees its hits area. */
+void sd_job__task_unlink(struct sd_job__ring *r, struct sd_job__task *t);
+/* Queues unit @u to be streamed again (after an agent loss). */
+int sd_job__unit_redo(struct sd_job *job, size_t u);
+/* Hands @r one more task. Returns 1 when a unit was taken (streamed, or
+ * failed for good), 0 when there is nothing to take or the send must wait. */
+int sd_job__ring_feed(struct sd_job *job, struct sd_job__ring *r);
+/* @t has its completion and every chunk stored: its result counts. */
+void sd_job__task_finish(struct sd_job *job, struct sd_job__ring *r, struct sd_job__task *t);
 
 /* ---- job_stream.c (the loop's side of the streaming path) ---- */
 
