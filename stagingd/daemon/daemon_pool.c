@@ -66,11 +66,14 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
     uint64_t ring =
         (uint64_t)(cfg->job.ring_slots ? cfg->job.ring_slots : SD_JOB_RING_SLOTS_DEFAULT) *
         (cfg->job.chunk_size ? cfg->job.chunk_size : SD_JOB_CHUNK_DEFAULT);
-    uint64_t ring_bytes = sd_daemon__round_up(rings * sd_daemon__size_class(ring) + 4096, align);
+    /* A ring's buffer as the allocator carves it (its size class and a
+     * page of padding), then a segment each, as the whole path gives each
+     * in-flight shard its own: a segment of several rings leaves a tail no
+     * ring fits in. */
+    const uint64_t ring_seg = sd_daemon__round_up(sd_daemon__size_class(ring) + 4096, align);
+    const uint64_t ring_bytes = rings * ring_seg;
     if (cfg->job.path == SD_JOB_PATH_STREAM && !cfg->segment_size)
-        seg = sd_daemon__round_up(sd_daemon__size_class(ring) + 4096, align) > seg
-                  ? sd_daemon__round_up(sd_daemon__size_class(ring) + 4096, align)
-                  : seg;
+        seg = ring_seg;
     int rc = -ENOMEM;
     for (int attempt = 0; attempt < 4; attempt++) {
         uint64_t whole = seg * cfg->job.inflight;
