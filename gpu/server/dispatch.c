@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "dispatch_launch.h"
 #include "jobs.h"
 #include "ring.h"
 #include "work.h"
@@ -531,6 +532,9 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
     case LT_MSG_RING_CLOSE:
         ga_server__ring_close(c, buf);
         break;
+    case LT_MSG_LAUNCH:
+        ga_server__launch(c, buf);
+        break;
     default:
         if (lt_msg_type_is_ctl(type))
             ga_server__ctl(c, buf, type);
@@ -558,6 +562,9 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
     case GA_JOB_SHARD:
     case GA_JOB_RING_GONE:
         ga_server__ring_complete(srv, j);
+        break;
+    case GA_JOB_LAUNCH:
+        ga_server__launch_complete(srv, j);
         break;
     }
     free(j);

@@ -422,9 +422,9 @@ int leasec_client__msg_send(struct leasec_client *c, unsigned agent, const void 
                                    sizeof(struct lt_header), LT_MSG_MAX_BYTES);
     memcpy(buf.bytes, msg, len);
     uint16_t type = buf.hdr.type;
-    if (!lt_msg_type_is_ctl(type) && type != LT_MSG_STATS_REQUEST)
+    if (!lt_msg_type_is_ctl(type) && type != LT_MSG_STATS_REQUEST && type != LT_MSG_LAUNCH)
         return leasec_client__fail(c, -EINVAL,
-                                   "a raw send takes stream, event, device and stats "
+                                   "a raw send takes stream, event, device, stats and launch "
                                    "requests, not %s (type %u)",
                                    lt_msg_type_name(type), type);
     buf.hdr.request_id = a->next_rid; /* the validator wants a nonzero id */

@@ -121,15 +121,16 @@ static struct sd_job__task *sd_job__task_make(struct sd_job *job, size_t u)
         return NULL;
     }
     unsigned char *tail = t->tail + (t->tail_off - t->payload_len);
+    const float *query = sd_job__query_at(job, 0); /* the path streams one query */
     if (op == SD_JOB__OP_VERIFY) {
         memcpy(tail, t->table, (size_t)(t->image_len - t->tail_off));
     } else if (h->record_type == SD_RECORD_F16) {
         for (uint32_t i = 0; i < h->dim; i++) {
-            uint16_t v = sd_f16_from_f32(job->query[i]);
+            uint16_t v = sd_f16_from_f32(query[i]);
             memcpy(tail + 2 * (uint64_t)i, &v, 2);
         }
     } else {
-        memcpy(tail, job->query, (size_t)h->dim * 4);
+        memcpy(tail, query, (size_t)h->dim * 4);
     }
     t->inline_check = op == SD_JOB__OP_VERIFY && job->cfg.cpu_verify && !job->check &&
                       st->chunk % t->block_size == 0;
@@ -272,9 +273,9 @@ static int sd_job__task_hits(struct sd_job *job, const struct sd_job__ring *r,
             return -1;
         }
     }
-    free(res->hits);
-    res->hits = hits;
-    res->nhits = (size_t)n;
+    free(res->scan[0].hits);
+    res->scan[0].hits = hits;
+    res->scan[0].nhits = (size_t)n;
     return 0;
 }
 
@@ -326,13 +327,16 @@ void sd_job__task_finish(struct sd_job *job, struct sd_job__ring *r, struct sd_j
         if (first_op)
             job->bytes_staged += t->payload_len;
         if (t->status == LT_OK) {
+            struct sd_job__scan *sc = &res->scan[0];
             res->records = t->result.scan.records_scanned;
+            sc->got = 1;
+            res->scans_got = 1;
             if (t->result.scan.best_index != LT_BLOCK_NONE &&
                 sd_job__task_hits(job, r, t, res, &t->result) == 0) {
-                res->has_hit = 1;
-                res->hit.score = lt_f32_from_bits(t->result.scan.best_score_bits);
-                res->hit.index = t->result.scan.best_index;
-                res->hit.shard = 0;
+                sc->has_hit = 1;
+                sc->hit.score = lt_f32_from_bits(t->result.scan.best_score_bits);
+                sc->hit.index = t->result.scan.best_index;
+                sc->hit.shard = 0;
             }
         } else {
             sd_job__result_fail(job, t->shard, SD_JOB__RES_FAILED,

@@ -652,9 +652,12 @@ START_TEST(header_corruptions_give_their_codes)
             }
             *h = saved;
 
-            const uint16_t types[] = {
-                0, LT_MSG_TYPE_LAST + 1,
-                (uint16_t)(LT_MSG_TYPE_LAST + 1 + rnd_below(0xffff - LT_MSG_TYPE_LAST))};
+            /* A random unknown type: past 1.0's, skipping later minors' (known). */
+            uint16_t unknown;
+            do
+                unknown = (uint16_t)(LT_MSG_TYPE_LAST + 1 + rnd_below(0xffff - LT_MSG_TYPE_LAST));
+            while (lt_msg_type_is_known(unknown));
+            const uint16_t types[] = {0, LT_MSG_TYPE_LAST + 1, unknown};
             for (size_t k = 0; k < 3; k++) {
                 h->type = types[k];
                 ck_assert_int_eq(validator_for(t)(m.p, m.len), LT_E_UNKNOWN_TYPE);
@@ -855,8 +858,9 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, version, 2, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved0, 1, LT_E_RESERVED_NONZERO),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved1, 1u << 31, LT_E_RESERVED_NONZERO),
-    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 6, LT_E_UNKNOWN_FLAGS), /* not yet defined */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 7, LT_E_UNKNOWN_FLAGS), /* not yet defined */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_STREAM, LT_OK), /* bit 5: 1.1 */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_LAUNCH, LT_OK), /* bit 6: 1.2 */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_RC_BATCH, LT_OK),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, client_id, 0, LT_E_BAD_ID),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, max_lease_batch, 0, LT_E_BAD_VALUE),
@@ -1809,9 +1813,14 @@ START_TEST(streaming_messages_check_the_ring)
     free(r.p);
     free(q.p);
 
-    /* the capability is known to both sides now, as is minor 1 */
+    /* the capability is known to both sides now; minor 1.1 is implemented (the
+     * build's highest, LT_PROTO_MINOR, is 1.2's launch at least) */
     ck_assert_uint_eq(LT_CAP_CLIENT_KNOWN & LT_CAP_STREAM, LT_CAP_STREAM);
-    ck_assert_uint_eq(LT_PROTO_MINOR, 1);
+    ck_assert_uint_ge(LT_PROTO_MINOR, 1);
+    for (uint32_t t = LT_MSG_RING_OPEN; t <= LT_MSG_RING_CLOSED; t++)
+        ck_assert(lt_msg_type_is_known(t));
+    for (uint32_t t = 35; t <= 37; t++) /* reserved for 1.1's later messages */
+        ck_assert(!lt_msg_type_is_known(t));
     ck_assert_str_eq(lt_msg_type_name(LT_MSG_RING_SHARD), "RING_SHARD");
     ck_assert_uint_eq(lt_msg_info(LT_MSG_RING_SHARD).reply, LT_MSG_COMPLETION);
 }

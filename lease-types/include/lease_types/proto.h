@@ -58,9 +58,11 @@ LT_EXTERN_C_BEGIN
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
-#define LT_PROTO_MINOR 1u /* the highest minor this build implements */
+#define LT_PROTO_MINOR 2u /* the highest minor this build implements */
+#define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM |        \
+     LT_CAP_LAUNCH)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -101,15 +103,22 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
-    /* 1.1, only with LT_CAP_STREAM granted (docs/streaming.md) */
+    /* 1.1, only with LT_CAP_STREAM granted (docs/streaming.md); 35..37 reserved for it */
     LT_MSG_RING_OPEN = 30,
     LT_MSG_RING_OPENED = 31,
     LT_MSG_RING_SHARD = 32, /* answered by a COMPLETION */
     LT_MSG_RING_CLOSE = 33,
     LT_MSG_RING_CLOSED = 34,
+    LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
+    LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
+    /* 40, 41: reserved for LT_CAP_LAUNCH. */
 };
 #define LT_MSG_TYPE_FIRST 1
+/* 1.0's types (1-29) and 1.1's rings (30-34) run without a gap; later minors'
+ * types are known by range. */
 #define LT_MSG_TYPE_LAST 34
+#define LT_MSG_LAUNCH_FIRST 38
+#define LT_MSG_LAUNCH_LAST 39
 
 /* ---- Operations (submit) ---- */
 
@@ -926,6 +935,9 @@ union lt_msg_buffer {
     unsigned char bytes[LT_MSG_MAX_BYTES + LT_MSG_ALIGN];
 };
 
+/* LAUNCH (1.2): its messages, before the facts that size them. */
+#include "lease_types/proto_launch.h"
+
 /* ---- Per-type facts ---- */
 
 enum lt_dir {
@@ -1123,6 +1135,19 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.fixed = sizeof(struct lt_msg_ring_closed);
         i.dir = LT_DIR_TO_CLIENT;
         break;
+    case LT_MSG_LAUNCH:
+        i.name = "LAUNCH";
+        i.fixed = sizeof(struct lt_msg_launch);
+        i.entry = 8; /* the argument block's words: "count" is arg_words */
+        i.min_count = 0;
+        i.max_count = LT_LAUNCH_ARGS_MAX / 8;
+        i.reply = LT_MSG_LAUNCH_COMPLETION;
+        break;
+    case LT_MSG_LAUNCH_COMPLETION:
+        i.name = "LAUNCH_COMPLETION";
+        i.fixed = sizeof(struct lt_msg_launch_completion);
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
     default:
         i.reply = 0;
         return i;
@@ -1136,10 +1161,12 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
     return i;
 }
 
-/* 1 when @type is defined in v1, else 0. */
+/* 1 when @type is defined in v1 or a minor of it this build implements,
+ * else 0. */
 static inline int lt_msg_type_is_known(uint32_t type)
 {
-    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST;
+    return (type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST) ||
+           (type >= LT_MSG_LAUNCH_FIRST && type <= LT_MSG_LAUNCH_LAST);
 }
 
 /* The type's name ("LEASE_GRANT"), or "UNKNOWN". Static storage. */

@@ -40,6 +40,7 @@ struct ga_executor_cuda_opts {
      * ring's wait for its words also holds the rings behind it on that
      * stream. Measured on the device: bench/peers, --ring-streams. */
     uint32_t ring_streams;
+    struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
 };
 
 /* Creates the CUDA executor on @dev (open, kernels loaded), which must
