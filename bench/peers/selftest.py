@@ -4,7 +4,8 @@
 result logic (peerlib.selftest); ours_bench reads a real `stagingd job`
 report; kvikio_bench finds its settings under both KvikIO spellings; the
 bounce loop cuts files into the right pieces; report.py picks the reference,
-computes ratios, shows failed and skipped rows and the verdicts."""
+computes ratios, shows failed and skipped rows and the verdicts; chart.py
+reads both a results file and the device's peers.json."""
 import io
 import json
 import os
@@ -193,6 +194,12 @@ def check_report():
         expect(rc == 1 and "x ours" in out.getvalue(), "report: main prints the table and fails on a failed row")
         with open(path + ".json") as f:
             expect(json.load(f)["reference"] == "o1", "report: the JSON names the reference")
+        import chart
+
+        for src in (path, path + ".json"):  # a results file or the device's peers.json
+            crows, _ = chart.rows_of(src)
+            expect([r["id"] for r in crows] == [r["id"] for r in loaded], "chart: reads %s" % os.path.basename(src))
+            expect(report.reference(crows)["id"] == "o1", "chart: the same reference from %s" % os.path.basename(src))
         os.unlink(path + ".json")
     finally:
         os.unlink(path)

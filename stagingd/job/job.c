@@ -366,10 +366,11 @@ static void sd_job__decide_doorbell(struct sd_job *job)
 }
 
 /* The agents' registrations so far, summed over classes, into *@sum_p. */
-static int sd_job__registrations(struct sd_job *job, uint64_t *sum_p)
+static int sd_job__registrations(struct sd_job *job, uint64_t *sum_p, uint64_t *req_p,
+                                 int *req_valid_p)
 {
-    uint64_t sum = 0;
-    int any = 0;
+    uint64_t sum = 0, req = 0;
+    int any = 0, req_valid = 1;
     for (unsigned a = 0; a < job->env.nagents; a++) {
         if (!job->agents[a].ready)
             continue;
@@ -378,11 +379,17 @@ static int sd_job__registrations(struct sd_job *job, uint64_t *sum_p)
             return -EIO;
         for (unsigned c = 0; c < LT_CLASS_SLOTS; c++)
             sum += st.classes[c].registrations;
+        if (st.have_self)
+            req += st.self.submits;
+        else
+            req_valid = 0;
         any = 1;
     }
     if (!any)
         return -ENOTCONN;
     *sum_p = sum;
+    *req_p = req;
+    *req_valid_p = req_valid;
     return 0;
 }
 
@@ -421,11 +428,14 @@ static void sd_job__decide_path(struct sd_job *job, unsigned nready)
         return;
     }
     if (stream) {
-        uint64_t reg = 0;
-        int have_reg = sd_job__registrations(job, &reg) == 0;
+        uint64_t reg = 0, req = 0;
+        int req_valid = 0;
+        int have_reg = sd_job__registrations(job, &reg, &req, &req_valid) == 0;
         if (sd_job__stream_setup(job) == 0) {
             job->stream->reg_start = reg;
             job->stream->reg_start_valid = have_reg;
+            job->stream->req_start = req;
+            job->stream->req_start_valid = have_reg && req_valid;
         } else if (job->cfg.path == SD_JOB_PATH_STREAM) {
             sd_job_cancel(job, "the streaming rings could not be set up (see the log)");
             return;

@@ -276,6 +276,10 @@ struct sd_job__stream {
     uint64_t shard_msgs, open_msgs, close_msgs, lease_reqs, lease_rels, opens;
     uint64_t reg_start, reg_end;
     int reg_start_valid, reg_end_valid;
+    /* the agents' count of this client's requests (RING_SHARD, SUBMIT,
+     * LAUNCH: STATS_REPLY's submits) at the start and the end */
+    uint64_t req_start, req_end;
+    int req_start_valid, req_end_valid;
     uint64_t t_gpu_end;
     int closing;
 };

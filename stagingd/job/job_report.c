@@ -41,6 +41,10 @@ void sd_job_progress(const struct sd_job *job, char *buf, size_t len)
 
 void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 {
+    if (job->stream) { /* sums over the agents, of this call alone */
+        job->stream->reg_end = job->stream->req_end = 0;
+        job->stream->reg_end_valid = job->stream->req_end_valid = 0;
+    }
     for (unsigned a = 0; a < job->env.nagents; a++) {
         struct leasec_client_agent_info info;
         struct sd_job__agent *ag = &job->agents[a];
@@ -60,12 +64,16 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
             uint64_t reg = 0;
             for (unsigned c = 0; c < LT_CLASS_SLOTS; c++)
                 reg += st.classes[c].registrations;
-            job->stream->reg_end = job->stream->reg_end_valid ? job->stream->reg_end + reg : reg;
+            job->stream->reg_end += reg;
             job->stream->reg_end_valid = 1;
         }
         if (st.have_self) {
             ag->me = st.self;
             ag->stats_valid = 1;
+        }
+        if (job->stream && st.have_self) {
+            job->stream->req_end += st.self.submits;
+            job->stream->req_end_valid = 1;
         }
     }
 }
