@@ -48,6 +48,16 @@ enum {
 #define SD_JOB__TAG_RING_FIRST SD_JOB__TAG_RING_LEASE
 #define SD_JOB__TAG_RING_LAST SD_JOB__TAG_RING_RELEASE
 #define SD_JOB__SLOTS_MAX 4096u
+/* Whole shards: staging buffers the job holds at once, at most (unless one
+ * shard alone is larger). --inflight counts shards; past this many bytes a
+ * slot waits for another to finish. Measured (H200, 64 MiB shards, issue
+ * 10): inflight 4 (256 MiB) 35.6 GB/s, 16 (1 GiB) 29.0. Which of two
+ * suspects costs it is not isolated yet: a wider DRAM working set for each
+ * byte to cross, or more shards' copies on the agent's streams at once (the
+ * shape its copy probe measured slow). Either way 256 MiB already keeps the
+ * readers and the GPU busy; small shards keep their many in flight.
+ * docs/streaming.md, "In flight". */
+#define SD_JOB__HELD_MAX (256ull << 20)
 #define SD_JOB__TAG_QUERY_BITS 14u
 #define SD_JOB__TAG_WORK_SEQ_MASK ((1ull << (40 - SD_JOB__TAG_QUERY_BITS)) - 1)
 _Static_assert(SD_JOB_QUERIES_MAX <= (1u << SD_JOB__TAG_QUERY_BITS), "a query fits its tag bits");
@@ -131,6 +141,7 @@ struct sd_job__slot {
     struct sd_shard *sh;
     struct leasec_pool_buf buf;
     int have_buf;
+    uint64_t held; /* bytes of the buffer counted in job->bytes_held */
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
     uint64_t query_stride; /* bytes from one query to the next at query_off */
@@ -315,6 +326,8 @@ struct sd_job {
     size_t next_shard;
     unsigned active;
     int alloc_blocked;
+    uint64_t bytes_held; /* staging buffers of the active slots (SD_JOB__HELD_MAX) */
+    int held_bounded;    /* SD_JOB__HELD_MAX held a shard back (logged once) */
 
     /* reads that landed, posted by staging threads */
     pthread_mutex_t qmu;

@@ -316,6 +316,21 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
         sd_shard_close(sh);
         return 1;
     }
+    const uint64_t want = sd_job__round_up(lease_len, LEASEC_POOL_BUF_ALIGN);
+    if (job->active > 0 && job->bytes_held + want > SD_JOB__HELD_MAX) {
+        if (!job->held_bounded) {
+            char held[32];
+            sd_job__bytes_fmt(job->bytes_held, held, sizeof held);
+            sd_job__log(job, BASE_LOG_INFO,
+                        "job %u: %u shard(s) in flight hold %s of staging buffers: more wait "
+                        "(at most 256 MiB held; inflight %u is a bound, not a target)",
+                        job->env.id, job->active, held, job->cfg.inflight);
+            job->held_bounded = 1;
+        }
+        job->alloc_blocked = 1; /* until a slot frees its buffer */
+        sd_shard_close(sh);
+        return 0;
+    }
     struct leasec_pool_buf buf;
     rc = leasec_pool_alloc(job->env.pool, LT_CLASS_PINNED,
                            (size_t)sd_job__round_up(lease_len, LEASEC_POOL_BUF_ALIGN), &buf);
@@ -373,6 +388,8 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     s->sh = sh;
     s->buf = buf;
     s->have_buf = 1;
+    s->held = want;
+    job->bytes_held += want;
     s->payload_len = h->payload_len;
     s->read_len = lay.read_len;
     s->sums_off = lay.sums_off;
@@ -416,6 +433,8 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
         job->bytes_done += s->payload_len;
     if (s->have_buf && !s->quarantine)
         leasec_pool_free(job->env.pool, &s->buf);
+    job->bytes_held -= s->held;
+    s->held = 0;
     if (s->quarantine)
         sd_job__log(job, BASE_LOG_WARN,
                     "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
