@@ -530,7 +530,7 @@ int main(int argc, char **argv)
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
                      ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams,
-                                         a.st.cubin_dir, &a.launch)
+                                        a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,

@@ -406,14 +406,14 @@ static void sd_job__decide_path(struct sd_job *job, unsigned nready)
             all = 0;
     /* A ring carries one query per shard: several (--query) take whole shards,
      * where each staged shard is scanned once per query. */
-    const int stream = job->cfg.path == SD_JOB_PATH_STREAM ||
-                       (job->cfg.path == SD_JOB_PATH_AUTO && all && job->op != SD_JOB_BOTH &&
-                        job->nq == 1);
+    const int stream =
+        job->cfg.path == SD_JOB_PATH_STREAM ||
+        (job->cfg.path == SD_JOB_PATH_AUTO && all && job->op != SD_JOB_BOTH && job->nq == 1);
     job->path_decided = 1;
     if (stream && job->nq > 1) {
         char why[SD_JOB__WHY_LEN];
-        snprintf(why, sizeof why,
-                 "path stream takes one query, %u given: use --path whole or auto", job->nq);
+        snprintf(why, sizeof why, "path stream takes one query, %u given: use --path whole or auto",
+                 job->nq);
         sd_job__log(job, BASE_LOG_ERROR, "job %u: %s", job->env.id, why);
         sd_job_cancel(job, why);
         return;

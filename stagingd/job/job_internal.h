@@ -141,7 +141,7 @@ struct sd_job__slot {
     struct sd_shard *sh;
     struct leasec_pool_buf buf;
     int have_buf;
-    uint64_t held; /* bytes of the buffer counted in job->bytes_held */
+    uint64_t held;  /* bytes of the buffer counted in job->bytes_held */
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
     uint64_t query_stride; /* bytes from one query to the next at query_off */

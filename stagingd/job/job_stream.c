@@ -777,6 +777,9 @@ void sd_job__stream_report(const struct sd_job *job, FILE *out)
     if (st->reg_start_valid && st->reg_end_valid)
         fprintf(out, "  %-14s %" PRIu64 " during the job (the agent's, every class)\n",
                 "registrations", st->reg_end - st->reg_start);
+    else
+        fprintf(out, "  %-14s unknown (no agent stats at the start and the end)\n",
+                "registrations");
     /* The agent's own count: every request it took from this client during
      * the job, less the one RING_SHARD per task; a chunk that cost a message
      * would show here. */
@@ -784,14 +787,13 @@ void sd_job__stream_report(const struct sd_job *job, FILE *out)
         const uint64_t seen = st->req_end - st->req_start;
         const uint64_t extra = seen > st->shard_msgs ? seen - st->shard_msgs : 0;
         fprintf(out,
-                "  %-14s the agent took %" PRIu64 " request(s) for %" PRIu64
-                " RING_SHARD: %" PRIu64 " more, %.3f per chunk\n",
+                "  %-14s the agent took %" PRIu64 " request(s) for %" PRIu64 " RING_SHARD: %" PRIu64
+                " more, %.3f per chunk\n",
                 "agent count", seen, st->shard_msgs, extra,
                 chunks ? (double)extra / (double)chunks : 0.0);
+    } else {
+        fprintf(out, "  %-14s unknown (no agent stats at the start and the end)\n", "agent count");
     }
-    else
-        fprintf(out, "  %-14s unknown (no agent stats at the start and the end)\n",
-                "registrations");
     const uint64_t end = st->t_gpu_end ? st->t_gpu_end : base_now_ns();
     const double secs = (double)(end - job->t_start) / 1e9;
     fprintf(out, "  %-14s %.2f GB/s (%.3f s from start to the last GPU result)\n", "gpu path",

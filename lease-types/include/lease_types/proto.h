@@ -58,7 +58,7 @@ LT_EXTERN_C_BEGIN
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
-#define LT_PROTO_MINOR 2u /* the highest minor this build implements */
+#define LT_PROTO_MINOR 2u       /* the highest minor this build implements */
 #define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
     (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM |        \

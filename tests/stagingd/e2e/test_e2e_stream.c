@@ -81,8 +81,9 @@ static void expect_stream_counters(const struct e2e_job *j, unsigned tasks)
     ck_assert_ptr_nonnull(strstr(j->out_text, "per chunk 0 messages, 0 lease calls"));
     ck_assert_ptr_nonnull(strstr(j->out_text, "registrations  0 during the job"));
     /* the agent's own count agrees: one request per task, none per chunk */
-    snprintf(want, sizeof want, "the agent took %u request(s) for %u RING_SHARD: 0 more, 0.000 per chunk",
-             tasks, tasks);
+    snprintf(want, sizeof want,
+             "the agent took %u request(s) for %u RING_SHARD: 0 more, 0.000 per chunk", tasks,
+             tasks);
     ck_assert_msg(strstr(j->out_text, want), "expected '%s' in\n%s", want, j->out_text);
     ck_assert_ptr_nonnull(strstr(j->out_text, "gpu path"));
 }
