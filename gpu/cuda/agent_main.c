@@ -40,6 +40,7 @@ enum {
     AGENT_OPT_BYTES,
     AGENT_OPT_BLOCK_SIZE,
     AGENT_OPT_SEED,
+    AGENT_OPT_RING_STREAMS,
     AGENT_OPT_MAX_LAUNCHES,
     AGENT_OPT_LAUNCH_THREADS,
     AGENT_OPT_LAUNCH_SHARED,
@@ -57,6 +58,7 @@ static const struct option agent_own_options[] = {
     {"bytes", required_argument, NULL, AGENT_OPT_BYTES},
     {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
+    {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
     {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
     {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
     {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
@@ -73,6 +75,7 @@ struct agent_args {
     int self_test;
     enum agent_backend backend;
     uint64_t chunk;
+    uint32_t ring_streams;
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
     uint32_t fault_restarts;             /* --fault-restarts */
@@ -85,7 +88,7 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--cubin-dir DIR] [server options]\n"
+            "                   [--ring-streams N] [--cubin-dir DIR] [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
             "       lease-agent --help | --version\n"
@@ -100,6 +103,8 @@ static void agent_usage(FILE *f)
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
+            "  --ring-streams N CUDA streams the streaming rings share (1..64); default 0:\n"
+            "                   a stream per ring (docs/streaming.md)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
             "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
@@ -170,6 +175,12 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         if (base_parse_size(val, &v, NULL, 0) < 0 || v < 4096 || v % 4096 != 0 || v > (1ull << 30))
             return agent_refuse(name, "a multiple of 4K from 4K to 1G", val, err, errlen);
         a->chunk = v;
+        return 0;
+    case AGENT_OPT_RING_STREAMS:
+        a->serve_only = "--ring-streams";
+        if (base_parse_u32(val, 0, 64, &u, NULL, 0) < 0)
+            return agent_refuse(name, "0..64", val, err, errlen);
+        a->ring_streams = u;
         return 0;
     case AGENT_OPT_CUBIN_DIR:
         if (!val[0])
@@ -351,7 +362,8 @@ static void agent_on_fault(void *arg, int err)
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            const char *cubin_dir, const struct ga_exec_launch_limits *launch)
+                            uint32_t ring_streams, const char *cubin_dir,
+                            const struct ga_exec_launch_limits *launch)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
@@ -393,6 +405,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_streams = cli->exec.max_streams,
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
+        .ring_streams = ring_streams,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
         .launch = *launch,
@@ -544,7 +557,8 @@ int main(int argc, char **argv)
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir, &a.launch)
+                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams,
+                                        a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,

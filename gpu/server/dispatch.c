@@ -16,6 +16,7 @@
 #include "dispatch_admin.h"
 #include "dispatch_launch.h"
 #include "jobs.h"
+#include "ring.h"
 #include "server_metrics.h"
 #include "work.h"
 
@@ -530,6 +531,15 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
     case LT_MSG_SEGMENT_LIST_REQUEST:
         ga_server__list(c, buf, type);
         break;
+    case LT_MSG_RING_OPEN:
+        ga_server__ring_open(c, buf);
+        break;
+    case LT_MSG_RING_SHARD:
+        ga_server__ring_shard(c, buf);
+        break;
+    case LT_MSG_RING_CLOSE:
+        ga_server__ring_close(c, buf);
+        break;
     case LT_MSG_LAUNCH:
         ga_server__launch(c, buf);
         break;
@@ -556,6 +566,10 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
         break;
     case GA_JOB_OFFER:
         ga_dispatch__offer_done(c, j);
+        break;
+    case GA_JOB_SHARD:
+    case GA_JOB_RING_GONE:
+        ga_server__ring_complete(srv, j);
         break;
     case GA_JOB_LAUNCH:
         ga_server__launch_complete(srv, j);

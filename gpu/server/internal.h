@@ -71,10 +71,19 @@ struct ga_server__conn {
     struct lt_msg_release_complete_batch *rcb;
     uint64_t leases_granted;
     uint64_t submits;
+    struct base_u64map rings; /* ring id -> struct ga_server__ring (ring.c) */
 };
 
-enum ga_server__job_kind { GA_JOB_WORK = 1, GA_JOB_CTL, GA_JOB_OFFER, GA_JOB_LAUNCH };
+enum ga_server__job_kind {
+    GA_JOB_WORK = 1,
+    GA_JOB_CTL,
+    GA_JOB_OFFER,
+    GA_JOB_SHARD,     /* a RING_SHARD's answer (ring.c) */
+    GA_JOB_RING_GONE, /* a ring's work drained: its leases go (ring.c) */
+    GA_JOB_LAUNCH,
+};
 
+struct ga_server__ring;
 struct ga_server__launch; /* dispatch_launch.c */
 
 /* One request answered off the loop thread; posted back when done. */
@@ -91,6 +100,8 @@ struct ga_server__job {
     struct ga_server__seg *bell_seg, *done_seg;
     struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
     struct ga_exec_result res;
+    /* GA_JOB_SHARD, GA_JOB_RING_GONE, and GA_JOB_CTL for RING_CLOSE */
+    struct ga_server__ring *ring;
     /* GA_JOB_CTL */
     uint16_t ctl_type; /* the command's LT_MSG_* type */
     struct ga_exec_ctl_result ctl;

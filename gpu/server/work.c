@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "jobs.h"
+#include "ring.h"
 #include "server_metrics.h"
 #include "work.h"
 
@@ -388,7 +389,11 @@ void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j)
 {
     struct ga_server__conn *c = j->conn;
     if (j->kind == GA_JOB_CTL) {
-        if (!c->closed)
+        if (c->closed)
+            return;
+        if (j->ctl_type == LT_MSG_RING_CLOSE)
+            ga_server__ring_closed_reply(c, j);
+        else
             ga_work__ctl_reply(c, j);
         return;
     }

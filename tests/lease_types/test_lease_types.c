@@ -60,6 +60,11 @@ static struct lt_lease_id rnd_lease(void)
     return lt_lease_id_make((uint32_t)rnd(), rnd_gen());
 }
 
+static struct lt_ring_id rnd_ring(void)
+{
+    return lt_ring_id_make((uint32_t)rnd(), rnd_gen());
+}
+
 static struct lt_event_id rnd_event(void)
 {
     return lt_event_id_make((uint32_t)rnd(), rnd_gen());
@@ -487,6 +492,50 @@ static struct msg build(uint16_t type, unsigned variant, uint32_t count)
         }
         break;
     }
+    case LT_MSG_RING_OPEN: {
+        struct lt_msg_ring_open *o = (void *)m.p;
+        o->slots = rnd_lease();
+        do
+            o->words = rnd_lease();
+        while (lt_lease_id_eq(o->words, o->slots));
+        o->slot_bytes =
+            LT_RING_SLOT_ALIGN * (1 + rnd_below(LT_RING_SLOT_BYTES_MAX / LT_RING_SLOT_ALIGN));
+        o->nslots = 1 + (uint32_t)rnd_below(LT_RING_SLOTS_MAX);
+        o->depth = 1 + (uint32_t)rnd_below(LT_RING_DEPTH_MAX);
+        /* the two arrays apart, in either order */
+        uint64_t a = 8 * rnd_below(1ull << 30), b = a + 8ull * o->nslots + 8 * rnd_below(1000);
+        o->seq_offset = rnd_below(2) ? a : b;
+        o->done_offset = o->seq_offset == a ? b : a;
+        o->max_shard_bytes = 1 + rnd_below(LT_SEGMENT_SIZE_MAX);
+        break;
+    }
+    case LT_MSG_RING_OPENED: {
+        struct lt_msg_ring_opened *o = (void *)m.p;
+        o->ring = rnd_ring();
+        o->depth = 1 + (uint32_t)rnd_below(LT_RING_DEPTH_MAX);
+        o->nslots = 1 + (uint32_t)rnd_below(LT_RING_SLOTS_MAX);
+        o->max_shard_bytes = 1 + rnd_below(LT_SEGMENT_SIZE_MAX);
+        break;
+    }
+    case LT_MSG_RING_SHARD: {
+        struct lt_msg_ring_shard *r = (void *)m.p;
+        r->ring = rnd_ring();
+        r->first_seq = 1 + rnd_below(UINT64_MAX);
+        r->length = 1 + rnd_below(LT_SEGMENT_SIZE_MAX);
+        r->op = (uint16_t)(op ? op : LT_OP_FIRST + rnd_below(LT_OP_LAST));
+        fill_args(r->op, variant, &r->args);
+        break;
+    }
+    case LT_MSG_RING_CLOSE:
+        ((struct lt_msg_ring_close *)(void *)m.p)->ring = rnd_ring();
+        break;
+    case LT_MSG_RING_CLOSED: {
+        struct lt_msg_ring_closed *r = (void *)m.p;
+        r->ring = rnd_ring();
+        r->shards = rnd();
+        r->chunks = rnd();
+        break;
+    }
     default:
         ck_abort_msg("build: no builder for type %u", type);
     }
@@ -556,6 +605,16 @@ static validator_fn validator_for(uint32_t type)
         return lt_validate_lease_list_reply;
     case LT_MSG_SEGMENT_LIST_REPLY:
         return lt_validate_segment_list_reply;
+    case LT_MSG_RING_OPEN:
+        return lt_validate_ring_open;
+    case LT_MSG_RING_OPENED:
+        return lt_validate_ring_opened;
+    case LT_MSG_RING_SHARD:
+        return lt_validate_ring_shard;
+    case LT_MSG_RING_CLOSE:
+        return lt_validate_ring_close;
+    case LT_MSG_RING_CLOSED:
+        return lt_validate_ring_closed;
     default:
         return NULL;
     }
@@ -885,7 +944,9 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, version, 2, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved0, 1, LT_E_RESERVED_NONZERO),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved1, 1u << 31, LT_E_RESERVED_NONZERO),
-    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 5, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 7, LT_E_UNKNOWN_FLAGS), /* not yet defined */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_STREAM, LT_OK), /* bit 5: 1.1 */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_LAUNCH, LT_OK), /* bit 6: 1.2 */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_RC_BATCH, LT_OK),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_INTROSPECT, LT_OK),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 9, LT_E_UNKNOWN_FLAGS),
@@ -1199,6 +1260,64 @@ static const struct corruption corruptions[] = {
     CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, page_kib, 2048, LT_OK),
     CE(LT_MSG_SEGMENT_LIST_REPLY, 0, lt_segment_info, holds, UINT32_MAX, LT_OK),
     CK(LT_MSG_SEGMENT_LIST_REPLY, 0, K_DUP, 0, lt_segment_info, segment, 0, LT_E_DUPLICATE_ID),
+
+    /* RING_OPEN (the duplicate lease and overlapping arrays: streaming_messages_check_the_ring) */
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slots.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, words.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, flags, 1, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, flags, 1u << 31, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, reserved, 1, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slot_bytes, 0, LT_E_ZERO_LENGTH),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slot_bytes, 4095, LT_E_MISALIGNED),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slot_bytes, UINT64_MAX, LT_E_MISALIGNED),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slot_bytes, LT_RING_SLOT_BYTES_MAX + 4096, LT_E_OUT_OF_RANGE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, slot_bytes, LT_RING_SLOT_BYTES_MAX, LT_OK),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, nslots, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, nslots, LT_RING_SLOTS_MAX + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, depth, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, depth, LT_RING_DEPTH_MAX + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, seq_offset, UINT64_MAX - 7, LT_E_RANGE_OVERFLOW),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, seq_offset, SEGMAX, LT_E_OUT_OF_RANGE),
+    CK(LT_MSG_RING_OPEN, 0, K_ADD, 0, lt_msg_ring_open, seq_offset, 4, LT_E_MISALIGNED),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, done_offset, UINT64_MAX, LT_E_RANGE_OVERFLOW),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, done_offset, SEGMAX, LT_E_OUT_OF_RANGE),
+    CK(LT_MSG_RING_OPEN, 0, K_ADD, 0, lt_msg_ring_open, done_offset, 1, LT_E_MISALIGNED),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, max_shard_bytes, 0, LT_E_ZERO_LENGTH),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, max_shard_bytes, SEGMAX + 1, LT_E_OUT_OF_RANGE),
+    CW(LT_MSG_RING_OPEN, 0, lt_msg_ring_open, max_shard_bytes, SEGMAX, LT_OK),
+
+    /* RING_OPENED */
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, ring.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, depth, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, depth, LT_RING_DEPTH_MAX + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, nslots, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, nslots, LT_RING_SLOTS_MAX + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, max_shard_bytes, 0, LT_E_ZERO_LENGTH),
+    CW(LT_MSG_RING_OPENED, 0, lt_msg_ring_opened, max_shard_bytes, SEGMAX + 1, LT_E_OUT_OF_RANGE),
+
+    /* RING_SHARD */
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, ring.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, first_seq, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, first_seq, UINT64_MAX, LT_OK),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, length, 0, LT_E_ZERO_LENGTH),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, length, SEGMAX + 1, LT_E_OUT_OF_RANGE),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, length, SEGMAX, LT_OK),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, op, 0, LT_E_BAD_OP),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, op, LT_OP_LAST + 1, LT_E_BAD_OP),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, reserved0, 1, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_RING_SHARD, 0, lt_msg_ring_shard, flags, 1, LT_E_UNKNOWN_FLAGS),
+    CW(LT_MSG_RING_SHARD, CSUM, lt_msg_ring_shard, args.checksum.block_size, 0, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_SHARD, CSUM, lt_msg_ring_shard, args.checksum.sums_offset, 4, LT_E_MISALIGNED),
+    CW(LT_MSG_RING_SHARD, SCAN | V_TOPK, lt_msg_ring_shard, args.scan.k, LT_SCAN_MAX_K + 1, LT_E_BAD_VALUE),
+    CW(LT_MSG_RING_SHARD, SCAN | V_NO_TOPK, lt_msg_ring_shard, args.scan.hits_offset, 8, LT_E_RESERVED_NONZERO),
+    CW(LT_MSG_RING_SHARD, COPY, lt_msg_ring_shard, args.copy.length, 0, LT_E_ZERO_LENGTH),
+    CW(LT_MSG_RING_SHARD, COPY, lt_msg_ring_shard, args.bytes[63], 1, LT_E_RESERVED_NONZERO),
+
+    /* RING_CLOSE, RING_CLOSED */
+    CW(LT_MSG_RING_CLOSE, 0, lt_msg_ring_close, ring.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_CLOSE, 0, lt_msg_ring_close, ring, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_CLOSED, 0, lt_msg_ring_closed, ring.gen, 0, LT_E_BAD_ID),
+    CW(LT_MSG_RING_CLOSED, 0, lt_msg_ring_closed, shards, UINT64_MAX, LT_OK),
 };
 /* clang-format on */
 #define N_CORRUPTIONS (sizeof corruptions / sizeof corruptions[0])
@@ -1439,8 +1558,8 @@ START_TEST(message_type_table_is_consistent)
     for (uint32_t t = LT_MSG_TYPE_FIRST; t <= LT_MSG_TYPE_LAST; t++) {
         struct lt_msg_info i = lt_msg_info(t);
         size_t size = 0;
-        /* reserved for minors 1.1 and 1.3 and LAUNCH's later messages: not defined here */
-        if ((t >= 30 && t <= 37) || (t >= 40 && t <= 45)) {
+        /* reserved for the later messages of 1.1 (rings) and LAUNCH, and for 1.3: not defined here */
+        if ((t >= 35 && t <= 37) || (t >= 40 && t <= 45)) {
             ck_assert(!lt_msg_type_is_known(t));
             ck_assert_ptr_null(i.name);
             ck_assert_ptr_null(validator_for(t));
@@ -1828,6 +1947,91 @@ START_TEST(replies_match_their_requests)
 }
 END_TEST
 
+START_TEST(streaming_messages_check_the_ring)
+{
+    rng_seed(14);
+    /* RING_OPEN: one lease cannot be both; the word arrays must be apart */
+    struct msg q = build(LT_MSG_RING_OPEN, V_ANY, 0);
+    struct lt_msg_ring_open *o = (void *)q.p;
+    ck_assert_int_eq(lt_validate_ring_open(q.p, q.len), LT_OK);
+    struct lt_lease_id words = o->words;
+    o->words = o->slots;
+    expect_everywhere(LT_MSG_RING_OPEN, q.p, q.len, LT_E_DUPLICATE_ID, "one lease for both");
+    o->words = words;
+    uint64_t done = o->done_offset;
+    o->nslots = 4;
+    o->seq_offset = 64;
+    o->done_offset = 64 + 24; /* the seqs end at 96 */
+    expect_everywhere(LT_MSG_RING_OPEN, q.p, q.len, LT_E_BAD_VALUE, "done words over the seqs");
+    o->done_offset = 32; /* ends at 64: touching, not overlapping */
+    expect_everywhere(LT_MSG_RING_OPEN, q.p, q.len, LT_OK, "arrays back to back");
+    o->done_offset = 64;
+    expect_everywhere(LT_MSG_RING_OPEN, q.p, q.len, LT_E_BAD_VALUE, "the same array twice");
+    o->done_offset = done;
+
+    /* RING_OPEN -> RING_OPENED: slots and size echoed, depth at most the asked */
+    struct msg r = build(LT_MSG_RING_OPENED, V_ANY, 0);
+    struct lt_msg_ring_opened *a = (void *)r.p;
+    o->nslots = 16;
+    o->depth = 4;
+    a->hdr.request_id = o->hdr.request_id;
+    a->nslots = 16;
+    a->max_shard_bytes = o->max_shard_bytes;
+    a->depth = 4;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    a->depth = 1;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    a->depth = 5;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    a->depth = 4;
+    a->nslots = 15;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    a->nslots = 16;
+    a->max_shard_bytes ^= 1;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    free(r.p);
+    /* a COMPLETION does not answer a RING_OPEN */
+    r = build(LT_MSG_COMPLETION, V_ANY, 0);
+    ((struct lt_header *)(void *)r.p)->request_id = o->hdr.request_id;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_WRONG_TYPE);
+    free(r.p);
+    free(q.p);
+
+    /* RING_SHARD -> COMPLETION: the op echoed, any lease (the ring's) */
+    q = build(LT_MSG_RING_SHARD, LT_OP_CHECKSUM_VERIFY, 0);
+    r = build(LT_MSG_COMPLETION, LT_OP_CHECKSUM_VERIFY, 0);
+    ((struct lt_header *)(void *)r.p)->request_id = ((struct lt_header *)(void *)q.p)->request_id;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    ((struct lt_msg_completion *)(void *)r.p)->op = LT_OP_COPY_H2D;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    free(r.p);
+    free(q.p);
+
+    /* RING_CLOSE -> RING_CLOSED: the same ring */
+    q = build(LT_MSG_RING_CLOSE, V_ANY, 0);
+    r = build(LT_MSG_RING_CLOSED, V_ANY, 0);
+    struct lt_msg_ring_closed *c = (void *)r.p;
+    c->hdr.request_id = ((struct lt_header *)(void *)q.p)->request_id;
+    c->ring = ((struct lt_msg_ring_close *)(void *)q.p)->ring;
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_OK);
+    c->ring.gen = lt_gen_next(c->ring.gen);
+    ck_assert_int_eq(lt_validate_reply_matches(q.p, r.p), LT_E_BAD_VALUE);
+    free(r.p);
+    free(q.p);
+
+    /* the capability is known to both sides now; minor 1.1 is implemented (the
+     * build's highest, LT_PROTO_MINOR, is 1.2's launch at least) */
+    ck_assert_uint_eq(LT_CAP_CLIENT_KNOWN & LT_CAP_STREAM, LT_CAP_STREAM);
+    ck_assert_uint_ge(LT_PROTO_MINOR, 1);
+    for (uint32_t t = LT_MSG_RING_OPEN; t <= LT_MSG_RING_CLOSED; t++)
+        ck_assert(lt_msg_type_is_known(t));
+    for (uint32_t t = 35; t <= 37; t++) /* reserved for 1.1's later messages */
+        ck_assert(!lt_msg_type_is_known(t));
+    ck_assert_str_eq(lt_msg_type_name(LT_MSG_RING_SHARD), "RING_SHARD");
+    ck_assert_uint_eq(lt_msg_info(LT_MSG_RING_SHARD).reply, LT_MSG_COMPLETION);
+}
+END_TEST
+
 START_TEST(receive_buffer_is_aligned_and_large_enough)
 {
     union lt_msg_buffer b;
@@ -1859,6 +2063,7 @@ static Suite *lease_types_suite(void)
     tcase_add_test(tc, list_replies_pair_more_with_a_cursor_and_name_the_client_asked);
     tcase_add_test(tc, hello_reply_grants_only_what_was_asked);
     tcase_add_test(tc, receive_buffer_is_aligned_and_large_enough);
+    tcase_add_test(tc, streaming_messages_check_the_ring);
     suite_add_tcase(s, tc);
 
     TCase *fz = tcase_create("random");

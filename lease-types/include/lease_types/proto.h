@@ -48,12 +48,14 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LT_CAP_STREAM (1u << 5)       /* 1.1: streaming rings (RING_OPEN .. RING_CLOSED) */
 #define LT_CAP_INTROSPECT (1u << 8)   /* 1.4: LEASE_LIST and SEGMENT_LIST (leasectl) */
 /* Minor versions: version 1 stays the wire version; each later feature is a
  * minor version of it, negotiated by its own capability bit, so a peer that
  * does not know a bit never sees that feature's messages. Reserved, in order
  * (message types and error codes are appended in the same order):
- *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37)
+ *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37;
+ *                              30-34 defined, 35-37 kept for it)
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
  *   bit 8  LT_CAP_INTROSPECT 1.4 (types 46-49): lease and segment lists
@@ -61,8 +63,8 @@ LT_EXTERN_C_BEGIN
 #define LT_PROTO_MINOR 4u /* the highest minor this build implements */
 #define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH |       \
-     LT_CAP_INTROSPECT)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM |        \
+     LT_CAP_LAUNCH | LT_CAP_INTROSPECT)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -103,11 +105,16 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
-    /* 30..37: LT_CAP_STREAM (1.1). */
+    /* 1.1, only with LT_CAP_STREAM granted (docs/streaming.md); 35..37 reserved for it */
+    LT_MSG_RING_OPEN = 30,
+    LT_MSG_RING_OPENED = 31,
+    LT_MSG_RING_SHARD = 32, /* answered by a COMPLETION */
+    LT_MSG_RING_CLOSE = 33,
+    LT_MSG_RING_CLOSED = 34,
     LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
     LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
     /* 40, 41: reserved for LT_CAP_LAUNCH. */
-    /* 30-37 (1.1) and 42-45 (1.3): reserved, not defined here */
+    /* 42-45 (1.3): reserved, not defined here */
     /* 1.4, only with LT_CAP_INTROSPECT granted (docs/operations.md, "Agent queries") */
     LT_MSG_LEASE_LIST_REQUEST = 46,
     LT_MSG_LEASE_LIST_REPLY = 47,
@@ -409,6 +416,90 @@ struct lt_msg_completion {
     uint32_t reserved1;
     uint64_t elapsed_ns; /* submit accepted to work done, as the agent saw it; 0 = unmeasured */
     union lt_op_result result;
+};
+
+/* ---- Streaming rings (1.1, LT_CAP_STREAM; docs/streaming.md) ----
+ *
+ * A ring is N slots of C bytes in one PINNED (or MAPPED) lease and, in one
+ * MAPPED lease, a sequence word and a done word per slot. Chunk s of the
+ * ring (s = 1, 2, ...) goes in slot s % N: the client fills the slot and
+ * release-stores s into its sequence word; the GPU, which waits for the
+ * word to reach s, copies the slot to the chunk's place in device memory
+ * and stores s into the slot's done word. The client refills the slot with
+ * chunk s + N once the done word reaches s. Per chunk there is no message.
+ * A RING_SHARD says once which next chunks form one shard's device image
+ * and what op runs on it; its COMPLETION carries the op's result. */
+
+#define LT_RING_SLOTS_MAX 256u              /* slots per ring */
+#define LT_RING_DEPTH_MAX 64u               /* shards a client may queue ahead on a ring */
+#define LT_RING_SLOT_ALIGN 4096u            /* slot sizes are multiples of this */
+#define LT_RING_SLOT_BYTES_MAX (1ull << 30) /* the largest slot */
+#define LT_RING_OPEN_F_KNOWN 0u             /* no RING_OPEN flags in 1.1 */
+#define LT_RING_SHARD_F_KNOWN 0u            /* no RING_SHARD flags in 1.1 */
+
+/* client -> agent: open a ring over two leases of this connection. Both
+ * stay pinned by the ring (a release of either completes only after the
+ * ring's work is done) until RING_CLOSED or the connection's end. The
+ * words must hold values below 1 (zero) when the ring opens. */
+struct lt_msg_ring_open {
+    struct lt_header hdr;
+    struct lt_lease_id slots; /* PINNED or MAPPED: slot i at [i * slot_bytes, +slot_bytes) */
+    struct lt_lease_id words; /* MAPPED: the sequence and done words (and scan hits) */
+    uint64_t slot_bytes;  /* C: nonzero LT_RING_SLOT_ALIGN multiple, <= LT_RING_SLOT_BYTES_MAX */
+    uint64_t seq_offset;  /* nslots u64 sequence words in @words, 8-aligned */
+    uint64_t done_offset; /* nslots u64 done words in @words, 8-aligned, apart from the seqs */
+    uint64_t max_shard_bytes; /* the largest image a RING_SHARD may name: nonzero */
+    uint32_t nslots;          /* N: 1..LT_RING_SLOTS_MAX */
+    uint32_t depth;           /* RING_SHARDs the client wants outstanding: 1..LT_RING_DEPTH_MAX */
+    uint32_t flags;           /* LT_RING_OPEN_F_KNOWN */
+    uint32_t reserved;
+};
+
+/* agent -> client: the ring is open. */
+struct lt_msg_ring_opened {
+    struct lt_header hdr;
+    struct lt_ring_id ring;   /* issued */
+    uint32_t depth;           /* RING_SHARDs it may have outstanding: 1..the asked depth */
+    uint32_t nslots;          /* the request's */
+    uint64_t max_shard_bytes; /* the request's */
+};
+
+/* client -> agent: the next ceil(length / slot_bytes) chunks of the ring,
+ * sequences first_seq, first_seq + 1, ..., form the device image of one
+ * shard of @length bytes (chunk i at image offset i * slot_bytes); once
+ * the last is on the device, @op runs on the image and a COMPLETION
+ * (request id this one's, lease the ring's slots lease) answers. @args'
+ * offsets are relative to the image, except VECTOR_SCAN's hits_offset,
+ * which is an offset in the ring's words lease (slots are reused; the hits
+ * come back to host memory). first_seq must continue the ring: 1 for the
+ * first RING_SHARD, then the last one's first_seq + chunks. At most the
+ * ring's depth may be outstanding. */
+struct lt_msg_ring_shard {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+    uint64_t first_seq; /* nonzero */
+    uint64_t length;    /* the image's bytes: nonzero, <= the ring's max_shard_bytes */
+    uint16_t op;        /* enum lt_op */
+    uint16_t reserved0;
+    uint32_t flags; /* LT_RING_SHARD_F_KNOWN */
+    union lt_op_args args;
+};
+
+/* client -> agent: the client stores no more sequence words of the ring.
+ * Shards whose chunks were all stored run and are answered; from the first
+ * shard with a chunk never stored on, they are answered LT_E_SHUTTING_DOWN
+ * (the agent stores the awaited sequences itself); then RING_CLOSED. */
+struct lt_msg_ring_close {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+};
+
+/* agent -> client: the ring's work has drained; its id is stale from now on. */
+struct lt_msg_ring_closed {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+    uint64_t shards; /* RING_SHARDs answered with the op's result */
+    uint64_t chunks; /* chunks copied to the device */
 };
 
 /* ---- Streams, events, device ---- */
@@ -757,6 +848,48 @@ LT_ASSERT_FIELD(lt_msg_submit, done_seq, 88);
 LT_ASSERT_FIELD(lt_msg_submit, args, 96);
 LT_ASSERT_SIZE(lt_msg_submit, 160);
 
+LT_ASSERT_FIELD(lt_msg_ring_open, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_open, slots, 24);
+LT_ASSERT_FIELD(lt_msg_ring_open, words, 32);
+LT_ASSERT_FIELD(lt_msg_ring_open, slot_bytes, 40);
+LT_ASSERT_FIELD(lt_msg_ring_open, seq_offset, 48);
+LT_ASSERT_FIELD(lt_msg_ring_open, done_offset, 56);
+LT_ASSERT_FIELD(lt_msg_ring_open, max_shard_bytes, 64);
+LT_ASSERT_FIELD(lt_msg_ring_open, nslots, 72);
+LT_ASSERT_FIELD(lt_msg_ring_open, depth, 76);
+LT_ASSERT_FIELD(lt_msg_ring_open, flags, 80);
+LT_ASSERT_FIELD(lt_msg_ring_open, reserved, 84);
+LT_ASSERT_SIZE(lt_msg_ring_open, 88);
+
+LT_ASSERT_FIELD(lt_msg_ring_opened, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_opened, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_opened, depth, 32);
+LT_ASSERT_FIELD(lt_msg_ring_opened, nslots, 36);
+LT_ASSERT_FIELD(lt_msg_ring_opened, max_shard_bytes, 40);
+LT_ASSERT_SIZE(lt_msg_ring_opened, 48);
+
+LT_ASSERT_FIELD(lt_msg_ring_shard, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_shard, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_shard, first_seq, 32);
+LT_ASSERT_FIELD(lt_msg_ring_shard, length, 40);
+LT_ASSERT_FIELD(lt_msg_ring_shard, op, 48);
+LT_ASSERT_FIELD(lt_msg_ring_shard, reserved0, 50);
+LT_ASSERT_FIELD(lt_msg_ring_shard, flags, 52);
+LT_ASSERT_FIELD(lt_msg_ring_shard, args, 56);
+LT_ASSERT_SIZE(lt_msg_ring_shard, 120);
+
+LT_ASSERT_FIELD(lt_msg_ring_close, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_close, ring, 24);
+LT_ASSERT_SIZE(lt_msg_ring_close, 32);
+
+LT_ASSERT_FIELD(lt_msg_ring_closed, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_closed, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_closed, shards, 32);
+LT_ASSERT_FIELD(lt_msg_ring_closed, chunks, 40);
+LT_ASSERT_SIZE(lt_msg_ring_closed, 48);
+LT_STATIC_ASSERT((uint64_t)LT_RING_SLOTS_MAX *LT_RING_SLOT_BYTES_MAX <= LT_SEGMENT_SIZE_MAX,
+                 "a full ring's slots fit the largest segment");
+
 LT_ASSERT_FIELD(lt_checksum_result, blocks_checked, 0);
 LT_ASSERT_FIELD(lt_checksum_result, first_bad_block, 8);
 LT_ASSERT_FIELD(lt_checksum_result, bad_blocks, 16);
@@ -966,7 +1099,8 @@ struct lt_msg_info {
     uint16_t reply;     /* the success reply's type to a request; 0 for replies */
 };
 
-/* The facts for @type; .name == NULL when @type is not defined in v1. */
+/* The facts for @type; .name == NULL when @type is not defined in v1 (or
+ * the minor versions this build implements). */
 static inline struct lt_msg_info lt_msg_info(uint32_t type)
 {
     struct lt_msg_info i;
@@ -1139,6 +1273,31 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.fixed = sizeof(struct lt_msg_segment_list_reply);
         i.entry = sizeof(struct lt_segment_info);
         i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_RING_OPEN:
+        i.name = "RING_OPEN";
+        i.fixed = sizeof(struct lt_msg_ring_open);
+        i.reply = LT_MSG_RING_OPENED;
+        break;
+    case LT_MSG_RING_OPENED:
+        i.name = "RING_OPENED";
+        i.fixed = sizeof(struct lt_msg_ring_opened);
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_RING_SHARD:
+        i.name = "RING_SHARD";
+        i.fixed = sizeof(struct lt_msg_ring_shard);
+        i.reply = LT_MSG_COMPLETION;
+        break;
+    case LT_MSG_RING_CLOSE:
+        i.name = "RING_CLOSE";
+        i.fixed = sizeof(struct lt_msg_ring_close);
+        i.reply = LT_MSG_RING_CLOSED;
+        break;
+    case LT_MSG_RING_CLOSED:
+        i.name = "RING_CLOSED";
+        i.fixed = sizeof(struct lt_msg_ring_closed);
         i.dir = LT_DIR_TO_CLIENT;
         break;
     case LT_MSG_LAUNCH:

@@ -569,6 +569,130 @@ static inline enum lt_error lt_validate_completion(const void *buf, size_t len)
     return lt_validate_op_result(m->op, &m->result);
 }
 
+/* ---- Streaming rings (1.1, LT_CAP_STREAM) ---- */
+
+/* @count u64 words at @offset: 8-aligned, inside LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt__words_check(uint64_t offset, uint32_t count)
+{
+    enum lt_error e = lt_range_check(offset, 8ull * count, LT_SEGMENT_SIZE_MAX);
+    if (e != LT_OK)
+        return e;
+    return offset % 8 == 0 ? LT_OK : LT_E_MISALIGNED;
+}
+
+/* RING_OPEN: two issued leases, not the same one (DUPLICATE_ID); known
+ * flags, reserved zero; slot_bytes a nonzero LT_RING_SLOT_ALIGN multiple
+ * up to LT_RING_SLOT_BYTES_MAX; nslots 1..LT_RING_SLOTS_MAX and depth
+ * 1..LT_RING_DEPTH_MAX (BAD_VALUE); the sequence and done arrays of nslots
+ * words each 8-aligned, inside LT_SEGMENT_SIZE_MAX and not overlapping
+ * (BAD_VALUE); max_shard_bytes nonzero, at most LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt_validate_ring_open(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_open *m = (const struct lt_msg_ring_open *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_OPEN, LT_MSG_RING_OPEN);
+    if (e != LT_OK)
+        return e;
+    if (!lt_lease_id_is_issued(m->slots) || !lt_lease_id_is_issued(m->words))
+        return LT_E_BAD_ID;
+    if (lt_lease_id_eq(m->slots, m->words))
+        return LT_E_DUPLICATE_ID;
+    if ((m->flags & ~LT_RING_OPEN_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    if (m->reserved != 0)
+        return LT_E_RESERVED_NONZERO;
+    if (m->slot_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->slot_bytes % LT_RING_SLOT_ALIGN != 0)
+        return LT_E_MISALIGNED;
+    if (m->slot_bytes > LT_RING_SLOT_BYTES_MAX)
+        return LT_E_OUT_OF_RANGE;
+    if (m->nslots == 0 || m->nslots > LT_RING_SLOTS_MAX || m->depth == 0 ||
+        m->depth > LT_RING_DEPTH_MAX)
+        return LT_E_BAD_VALUE;
+    if ((e = lt__words_check(m->seq_offset, m->nslots)) != LT_OK ||
+        (e = lt__words_check(m->done_offset, m->nslots)) != LT_OK)
+        return e;
+    /* both arrays end below 2^40 (checked above): the sums cannot wrap */
+    if (m->seq_offset < m->done_offset + 8ull * m->nslots &&
+        m->done_offset < m->seq_offset + 8ull * m->nslots)
+        return LT_E_BAD_VALUE;
+    if (m->max_shard_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->max_shard_bytes > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
+/* RING_OPENED: an issued ring; depth 1..LT_RING_DEPTH_MAX and nslots
+ * 1..LT_RING_SLOTS_MAX (BAD_VALUE); max_shard_bytes nonzero, at most
+ * LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt_validate_ring_opened(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_opened *m = (const struct lt_msg_ring_opened *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_OPENED, LT_MSG_RING_OPENED);
+    if (e != LT_OK)
+        return e;
+    if (!lt_ring_id_is_issued(m->ring))
+        return LT_E_BAD_ID;
+    if (m->depth == 0 || m->depth > LT_RING_DEPTH_MAX || m->nslots == 0 ||
+        m->nslots > LT_RING_SLOTS_MAX)
+        return LT_E_BAD_VALUE;
+    if (m->max_shard_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->max_shard_bytes > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
+/* RING_SHARD: an issued ring, a nonzero first_seq (BAD_VALUE), a nonzero
+ * length within LT_SEGMENT_SIZE_MAX, a defined op, reserved zero, known
+ * flags, valid args (as a SUBMIT's, lt_validate_op_args). What the ring
+ * knows (the chunk size, the next sequence, the depth, max_shard_bytes,
+ * the ranges inside the image and the words lease) is the agent's to
+ * check. */
+static inline enum lt_error lt_validate_ring_shard(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_shard *m = (const struct lt_msg_ring_shard *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_SHARD, LT_MSG_RING_SHARD);
+    if (e != LT_OK)
+        return e;
+    if (!lt_ring_id_is_issued(m->ring))
+        return LT_E_BAD_ID;
+    if (m->first_seq == 0)
+        return LT_E_BAD_VALUE;
+    if (m->length == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->length > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    if (m->op < LT_OP_FIRST || m->op > LT_OP_LAST)
+        return LT_E_BAD_OP;
+    if (m->reserved0 != 0)
+        return LT_E_RESERVED_NONZERO;
+    if ((m->flags & ~LT_RING_SHARD_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    return lt_validate_op_args(m->op, &m->args);
+}
+
+/* RING_CLOSE: an issued ring. */
+static inline enum lt_error lt_validate_ring_close(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_close *m = (const struct lt_msg_ring_close *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_CLOSE, LT_MSG_RING_CLOSE);
+    if (e != LT_OK)
+        return e;
+    return lt_ring_id_is_issued(m->ring) ? LT_OK : LT_E_BAD_ID;
+}
+
+/* RING_CLOSED: an issued ring; the counters are any value. */
+static inline enum lt_error lt_validate_ring_closed(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_closed *m = (const struct lt_msg_ring_closed *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_CLOSED, LT_MSG_RING_CLOSED);
+    if (e != LT_OK)
+        return e;
+    return lt_ring_id_is_issued(m->ring) ? LT_OK : LT_E_BAD_ID;
+}
+
 /* ---- Streams, events, device ---- */
 
 /* STREAM_CREATE .. STREAM_DESTROY: flags known on CREATE and 0 elsewhere,
@@ -934,6 +1058,21 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
     case LT_MSG_SEGMENT_LIST_REPLY:
         e = lt_validate_segment_list_reply(buf, len);
         break;
+    case LT_MSG_RING_OPEN:
+        e = lt_validate_ring_open(buf, len);
+        break;
+    case LT_MSG_RING_OPENED:
+        e = lt_validate_ring_opened(buf, len);
+        break;
+    case LT_MSG_RING_SHARD:
+        e = lt_validate_ring_shard(buf, len);
+        break;
+    case LT_MSG_RING_CLOSE:
+        e = lt_validate_ring_close(buf, len);
+        break;
+    case LT_MSG_RING_CLOSED:
+        e = lt_validate_ring_closed(buf, len);
+        break;
     case LT_MSG_LAUNCH:
         e = lt_validate_launch(buf, len);
         break;
@@ -986,8 +1125,10 @@ static inline enum lt_error lt_validate_fd_count(uint32_t type, size_t nfds)
  * type; echoed fields agree (BAD_VALUE), a grant's count equals the
  * request's (BAD_LENGTH), a release-complete names a released lease, and
  * so does every entry of a RELEASE_COMPLETE_BATCH (which answers a release
- * too, for a client granted LT_CAP_RC_BATCH), and a list asked for one
- * client holds that client's entries only. */
+ * too, for a client granted LT_CAP_RC_BATCH), a list asked for one client
+ * holds that client's entries only, a RING_OPENED echoes the slots and
+ * max_shard_bytes and grants at most the depth asked for, a RING_SHARD's
+ * COMPLETION its op and a RING_CLOSED its ring. */
 static inline enum lt_error lt_validate_reply_matches(const void *req, const void *reply)
 {
     const struct lt_header *q = (const struct lt_header *)req;
@@ -1052,9 +1193,24 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
         return LT_E_BAD_VALUE;
     }
     case LT_MSG_COMPLETION: {
-        const struct lt_msg_submit *o = (const struct lt_msg_submit *)req;
         const struct lt_msg_completion *a = (const struct lt_msg_completion *)reply;
+        if (q->type == LT_MSG_RING_SHARD) /* its lease is the ring's, which the client knows */
+            return a->op == ((const struct lt_msg_ring_shard *)req)->op ? LT_OK : LT_E_BAD_VALUE;
+        const struct lt_msg_submit *o = (const struct lt_msg_submit *)req;
         return lt_lease_id_eq(a->lease, o->lease) && a->op == o->op ? LT_OK : LT_E_BAD_VALUE;
+    }
+    case LT_MSG_RING_OPENED: {
+        const struct lt_msg_ring_open *o = (const struct lt_msg_ring_open *)req;
+        const struct lt_msg_ring_opened *a = (const struct lt_msg_ring_opened *)reply;
+        return a->nslots == o->nslots && a->max_shard_bytes == o->max_shard_bytes &&
+                       a->depth <= o->depth
+                   ? LT_OK
+                   : LT_E_BAD_VALUE;
+    }
+    case LT_MSG_RING_CLOSED: {
+        const struct lt_msg_ring_close *o = (const struct lt_msg_ring_close *)req;
+        const struct lt_msg_ring_closed *a = (const struct lt_msg_ring_closed *)reply;
+        return lt_ring_id_eq(a->ring, o->ring) ? LT_OK : LT_E_BAD_VALUE;
     }
     case LT_MSG_CTL_REPLY:
         return ((const struct lt_msg_ctl_reply *)reply)->request_type == q->type ? LT_OK
