@@ -39,6 +39,7 @@ struct fk_config {
     int ptx_jit_disabled;   /* CUDA_DISABLE_PTX_JIT=1 */
     char fault_kernel[64];  /* FAKECUDA_FAULT_KERNEL=name[:n] */
     unsigned int fault_nth;
+    uint64_t hostfn_lag_us; /* FAKECUDA_HOSTFN_LAG_US: 0 = none */
 };
 
 /* ---- memory ---- */
