@@ -44,13 +44,6 @@ CUresult fk__refuse(const char *fn, CUresult rc, const char *fmt, ...)
     return rc;
 }
 
-uint64_t fk__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void fk__fault(CUresult rc)
 {
     if (!fk.sticky) {

@@ -183,7 +183,6 @@ __attribute__((format(printf, 3, 4))) CUresult fk__refuse(const char *fn, CUresu
                                                           const char *fmt, ...);
 /* Records the first fault: every later context call returns it. Locked. */
 void fk__fault(CUresult rc);
-uint64_t fk__now_ns(void);
 /* Threads and shared memory bytes per multiprocessor of the fake's arch. */
 int fk__sm_threads(void);
 int fk__sm_smem(void);

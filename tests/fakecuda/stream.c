@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/time.h"
 #include "fakecuda.h"
 
 struct fk_mark {
@@ -161,7 +162,7 @@ static CUresult fk_op_run(struct CUstream_st *s, struct fk_op *op)
         /* The stream has passed the record by the time its event says so:
          * a query of either after the other's answer agrees. */
         __atomic_store_n(&s->completed, op->seq, __ATOMIC_RELEASE);
-        op->u.mark->ns = fk__now_ns();
+        op->u.mark->ns = base_now_ns();
         op->u.mark->done = 1;
         pthread_cond_broadcast(&fk.cv);
         break;
