@@ -69,6 +69,13 @@ struct cx_xs {
     CUevent evf;          /* fork: cs waits for the main stream's work so far */
     CUevent cd[2], kd[2]; /* copy into buffer b done; kernel reading buffer b done */
     struct cx_scratch *scratch;
+    /* The client's operations queued on st (submits, event records and
+     * waits; the serving worker's count) and how many of them a completion
+     * behind st has seen pass (under cx.mu). The completion that answers a
+     * SUBMIT or a STREAM_SYNCHRONIZE runs inside its stream host function,
+     * which the driver counts as pending until it returns: a STREAM_QUERY
+     * sent right after that answer must not see the stream busy. */
+    uint64_t issued, passed;
 };
 
 /* The CUDA side of one of the front's events. */
@@ -110,6 +117,9 @@ struct cx_cmd {
     uint64_t records; /* scan: records in the range */
     int rc;           /* enqueue error (the op still completes behind it) */
     bool cancelled;   /* the owner went: its bell was rung by the agent */
+    /* A completion behind xs->st: it proves xs's first @covers operations done. */
+    bool covers_xs;
+    uint64_t covers;
     struct cx_piece *pieces;
     uint32_t npieces, piece_cap;
     /* CX_CTL (and CX_EVENT_CLOSE: ev) */

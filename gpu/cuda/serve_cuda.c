@@ -323,6 +323,12 @@ static void cx__complete(void *arg)
 {
     struct cx_cmd *cmd = arg;
     struct cx *x = cmd->x;
+    /* Before the answer, so the client's next STREAM_QUERY sees it. An
+     * answered command (the fault path) may have outlived its stream. */
+    pthread_mutex_lock(&x->mu);
+    if (cmd->covers_xs && !cmd->state && cmd->covers > cmd->xs->passed)
+        cmd->xs->passed = cmd->covers;
+    pthread_mutex_unlock(&x->mu);
     if (cx__cmd_answer(x, cmd, LT_OK, NULL, NULL))
         cx__cmd_free(x, cmd);
 }
@@ -332,6 +338,10 @@ static void cx__complete(void *arg)
  * says so, else answer now with the error. */
 static void cx__complete_behind(struct cx *x, struct cx_cmd *cmd, CUstream st)
 {
+    if (cmd->xs && st == cmd->xs->st) {
+        cmd->covers_xs = true;
+        cmd->covers = cmd->xs->issued;
+    }
     int rc = ga_stream_when_done(x->streams, st, cx__complete, cmd);
     if (rc == 0)
         return;
@@ -353,6 +363,7 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
             cx__cmd_free(x, cmd);
         return;
     }
+    xs->issued++;
     if (w->bell.host) {
         struct ga_doorbell_req req = {
             .bell_dev = w->bell.dev, .seq = w->bell.seq, .work = cx__work_fn, .work_arg = cmd};
@@ -424,6 +435,12 @@ static void cx__ctl_issue(struct cx *x, struct cx_cmd *cmd)
     switch (cmd->ctl) {
     case CX_STREAM_QUERY:
         rc = cmd->xs->st ? ga_stream_query(x->streams, cmd->xs->st) : 1;
+        if (rc == 0) {
+            /* Busy with nothing but our own completions' host functions. */
+            pthread_mutex_lock(&x->mu);
+            rc = cmd->xs->passed == cmd->xs->issued;
+            pthread_mutex_unlock(&x->mu);
+        }
         if (rc >= 0) {
             a.ready = (uint32_t)rc;
             rc = 0;
@@ -433,13 +450,17 @@ static void cx__ctl_issue(struct cx *x, struct cx_cmd *cmd)
         behind = cmd->xs->st;
         break;
     case CX_EVENT_RECORD:
-        if ((rc = cx__xs_ensure(x, cmd->xs)) == 0 && (rc = cx__ev_ensure(x, cmd->ev)) == 0)
+        if ((rc = cx__xs_ensure(x, cmd->xs)) == 0 && (rc = cx__ev_ensure(x, cmd->ev)) == 0) {
+            cmd->xs->issued++;
             rc = ga_event_record(x->streams, cmd->ev->ev, cmd->xs->st);
+        }
         break;
     case CX_EVENT_WAIT:
         /* An event never recorded is complete: waiting for it is a no-op. */
-        if (cmd->ev->ev && (rc = cx__xs_ensure(x, cmd->xs)) == 0)
+        if (cmd->ev->ev && (rc = cx__xs_ensure(x, cmd->xs)) == 0) {
+            cmd->xs->issued++;
             rc = ga_event_wait(x->streams, cmd->xs->st, cmd->ev->ev);
+        }
         break;
     case CX_EVENT_QUERY:
         rc = cmd->ev->ev ? ga_event_query(x->streams, cmd->ev->ev) : 1;

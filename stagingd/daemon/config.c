@@ -17,7 +17,6 @@
 #include "lease_metrics/metrics.h"
 #include "lease_types/socket.h"
 #include "stagingd/daemon.h"
-#include "stagingd/shard.h" /* sd_size_parse */
 
 enum sd_config__type {
     SD_CFG_PATH,      /* char[SD_CONFIG_PATH_MAX] */
@@ -270,7 +269,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         *(uint64_t *)(void *)field = v;
         return 0;
     case SD_CFG_SIZE:
-        if (sd_size_parse(value, &v) < 0) {
+        if (base_parse_size_flags(value, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0) {
             sd_config__err(err, err_len,
                            "%s: expected a size such as 512MiB (suffixes K, M, G, T), found '%s'",
                            key, value);
