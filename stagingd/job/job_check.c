@@ -34,7 +34,8 @@ int sd_job__check_blocks(const unsigned char *buf, uint64_t off, uint64_t len, u
                          const uint64_t *table, struct sd_shard_fault *fault)
 {
     const uint64_t first = off / block_size;
-    /* The scalar reference hash; a faster bit-identical one goes here. */
+    /* kernels/ref's block hash: SIMD where the CPU has it (dispatched once),
+     * bit-identical to the GPU kernel's. */
     long bad = kr_block_verify(buf, (size_t)len, block_size, table + first);
     if (bad == -1)
         return 0;
