@@ -21,6 +21,16 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
 fi
 here=$(cd "$build" && pwd -P)
 
+# Some tests run scripts from the source tree by its absolute path too: make
+# the path the build was configured from lead to this checkout (first: the
+# build folder's own link below may live under it).
+src_at=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+repo_root=$(cd "$(dirname "$0")/.." && pwd -P)
+if [[ -n "$src_at" && ! -e "$src_at" ]]; then
+  mkdir -p "$(dirname "$src_at")" && ln -s "$repo_root" "$src_at" &&
+    echo "device-check: linked $src_at -> $repo_root (the sources were configured there)"
+fi
+
 # ctest files hold the absolute path the folder was built at. When it was
 # built elsewhere, make that path lead here.
 built_at=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt")
