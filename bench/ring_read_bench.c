@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+#include "base/time.h"
 #include "kernels/blockhash_ref.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -47,13 +49,6 @@ struct worker {
     uint64_t sums[(64 * MIB) / BLOCK + 1];
     int rc;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static double cpu_s(void)
 {
@@ -171,21 +166,10 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A size of base's spellings (64M, 4KiB, 1G, ...), not zero. */
 static int parse_size(const char *s, uint64_t *v)
 {
-    char *end;
-    unsigned long long n = strtoull(s, &end, 10);
-    uint64_t m = 1;
-    if (*end == 'K' || *end == 'k')
-        m = 1024, end++;
-    else if (*end == 'M' || *end == 'm')
-        m = MIB, end++;
-    else if (*end == 'G' || *end == 'g')
-        m = 1024 * MIB, end++;
-    if (end == s || *end || n == 0)
-        return -1;
-    *v = n * m;
-    return 0;
+    return base_parse_size(s, v, NULL, 0) < 0 || *v == 0 ? -1 : 0;
 }
 
 static int parse_list(char *s, uint64_t *v, unsigned *n, int sizes)
@@ -330,12 +314,12 @@ int main(int argc, char **argv)
                 for (unsigned r = 0; r < repeat; r++) {
                     pthread_t th[MAX_LIST * 16];
                     double c0 = cpu_s();
-                    uint64_t t0 = now_ns();
+                    uint64_t t0 = base_now_ns();
                     for (unsigned t = 0; t < c.threads; t++)
                         pthread_create(&th[t], NULL, worker_main, &w[t]);
                     for (unsigned t = 0; t < c.threads; t++)
                         pthread_join(th[t], NULL);
-                    double secs = (double)(now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
+                    double secs = (double)(base_now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
                     for (unsigned t = 0; t < c.threads; t++)
                         if (w[t].rc < 0)
                             return fprintf(stderr, "%s: %s\n", mode_name[m], strerror(-w[t].rc)), 1;

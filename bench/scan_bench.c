@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "base/rand.h"
 #include "bench_cuda.h"
 #include "gpu/cu.h"
@@ -70,28 +71,10 @@ struct opts {
 
 static size_t parse_size(const char *s)
 {
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        die("expected a size such as 64M, found '%s'", s);
-    switch (*end) {
-    case 'G':
-    case 'g':
-        v <<= 30;
-        break;
-    case 'M':
-    case 'm':
-        v <<= 20;
-        break;
-    case 'K':
-    case 'k':
-        v <<= 10;
-        break;
-    case '\0':
-        break;
-    default:
-        die("expected a size such as 64M, found '%s'", s);
-    }
+    uint64_t v;
+    char err[160];
+    if (base_parse_size(s, &v, err, sizeof err) < 0)
+        die("%s", err);
     return (size_t)v;
 }
 

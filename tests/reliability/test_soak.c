@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "e2e_util.h"
 #include "rel_util.h"
 
@@ -55,13 +56,6 @@ struct worker {
     uint64_t grants, releases;
     char err[512];
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void on_grant(void *ctx, const struct leasec_client_grant *g)
 {
@@ -121,11 +115,11 @@ static int grant_some(struct worker *w, unsigned n)
             .segment = 1, .offset = (uint64_t)s * LEASE_BYTES, .length = LEASE_BYTES};
     }
     w->granted_now = w->refused_now = 0;
-    uint64_t rid, t0 = now_ns();
+    uint64_t rid, t0 = base_now_ns();
     int rc = leasec_client_lease_request(w->c, w->agent, req, k, 0, 0, &rid);
     if (rc == 0)
         rc = leasec_client_wait(w->c, w->agent, rid, 10000);
-    uint64_t dt = now_ns() - t0;
+    uint64_t dt = base_now_ns() - t0;
     if (rc < 0 || w->granted_now != k || w->refused_now) {
         snprintf(w->err + strlen(w->err), sizeof w->err - strlen(w->err),
                  "; grant of %u: rc %d, %u granted, %u refused (%s)", k, rc, w->granted_now,
@@ -172,8 +166,8 @@ static int release_some(struct worker *w, unsigned n)
     if (rc == 0)
         rc = leasec_client_wait(w->c, w->agent, rid, 10000);
     /* Each lease answers for itself: drive the client until all have. */
-    uint64_t end = now_ns() + 10000000000ull;
-    while (rc == 0 && w->released_now + w->refused_now < k && now_ns() < end) {
+    uint64_t end = base_now_ns() + 10000000000ull;
+    while (rc == 0 && w->released_now + w->refused_now < k && base_now_ns() < end) {
         struct pollfd p = {.fd = leasec_client_fd(w->c), .events = POLLIN};
         poll(&p, 1, 10);
         rc = leasec_client_process(w->c) < 0 ? -EIO : 0;
@@ -265,8 +259,8 @@ START_TEST(eight_clients_holding_thousands_of_leases_keep_the_agent_flat)
     static long rss[MAX_SAMPLES];
     static int fds[MAX_SAMPLES];
     unsigned n = 0;
-    uint64_t t0 = now_ns();
-    while (n < MAX_SAMPLES && now_ns() - t0 < (uint64_t)seconds * 1000000000u) {
+    uint64_t t0 = base_now_ns();
+    while (n < MAX_SAMPLES && base_now_ns() - t0 < (uint64_t)seconds * 1000000000u) {
         e2e_sleep_ms(1000);
         rss[n] = rel_proc_rss_kb(env.agent);
         fds[n] = rel_proc_fds(env.agent);
@@ -282,7 +276,7 @@ START_TEST(eight_clients_holding_thousands_of_leases_keep_the_agent_flat)
         releases += ws[i].releases;
         nlat += ws[i].nlat;
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(base_now_ns() - t0) / 1e9;
     uint64_t *lat = malloc(nlat * sizeof *lat);
     ck_assert_ptr_nonnull(lat);
     size_t k = 0;
