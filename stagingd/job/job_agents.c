@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -131,6 +132,44 @@ int sd_job__agents_settled(struct sd_job *job, unsigned nready, uint64_t now, in
     if (ms < (uint64_t)*timeout_ms_p)
         *timeout_ms_p = (int)ms;
     return 0;
+}
+
+/* Agent @a's placement, decided (and logged) the first time. */
+static const struct base_numa_place *sd_job__agent_place(struct sd_job *job, unsigned a)
+{
+    struct sd_job__agent *ag = &job->agents[a];
+    if (!ag->placed) {
+        struct leasec_client_agent_info info;
+        const char *name =
+            leasec_client_agent_info(job->env.client, a, &info) == 0 ? info.hello.agent_name : "";
+        base_numa_decide(base_numa_root(), name, &ag->place);
+        ag->placed = 1;
+        if (ag->place.nodes > 1)
+            sd_job__log(job, ag->place.node >= 0 ? BASE_LOG_INFO : BASE_LOG_WARN,
+                        "job %u: agent %u: %s%s", job->env.id, a, ag->place.why,
+                        ag->place.node >= 0 ? ": its rings' threads and slots go there" : "");
+    }
+    return &ag->place;
+}
+
+void sd_job__ring_place(struct sd_job *job, struct sd_job__ring *r, unsigned a)
+{
+    const struct base_numa_place *p = sd_job__agent_place(job, a);
+    if (p->node < 0)
+        return;
+    if (r->thread_started) {
+        int rc = base_numa_thread_bind(r->thread, p);
+        if (rc < 0)
+            sd_job__log(job, BASE_LOG_WARN, "job %u: ring %u: not bound to node %d's CPUs: %s",
+                        job->env.id, r->idx, p->node, strerror(-rc));
+    }
+    if (r->have_slots) {
+        /* Pages a registration pinned may stay where they are (EIO). */
+        int rc = base_numa_mem_bind(r->slots_buf.base, r->slots_buf.len, p);
+        if (rc < 0)
+            sd_job__log(job, BASE_LOG_DEBUG, "job %u: ring %u: slots not moved to node %d: %s",
+                        job->env.id, r->idx, p->node, strerror(-rc));
+    }
 }
 
 /* The job's seconds so far (or in all). */

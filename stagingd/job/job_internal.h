@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/numa.h"
 #include "base/time.h"
 #include "stagingd/job.h"
 #include "lease/client.h"
@@ -311,6 +312,9 @@ struct sd_job__agent {
      * from it, their payload bytes, and the shards (streamed: tasks) it
      * had in flight when it was lost, sent again to the others */
     uint64_t shards_done, bytes_done, moved;
+    /* job_agents.c: where its GPU's staging work goes (decided once) */
+    int placed;
+    struct base_numa_place place;
 };
 
 struct sd_job {
@@ -596,6 +600,11 @@ void sd_job__rings_feed(struct sd_job *job, int (*may_feed)(const struct sd_job 
  * no-agent rules apply), or the grace spent; else 0 with *@timeout_ms_p
  * lowered to the grace's end. */
 int sd_job__agents_settled(struct sd_job *job, unsigned nready, uint64_t now, int *timeout_ms_p);
+/* Puts ring @r's staging thread on the CPUs, and asks for its slots'
+ * pages on the node, of agent @a's GPU where the machine has more than one
+ * NUMA node (base/numa.h); the decision is made and logged once per agent.
+ * Best effort: a failure is logged, the ring runs where it is. */
+void sd_job__ring_place(struct sd_job *job, struct sd_job__ring *r, unsigned a);
 /* The summary's per-agent lines, one per agent. */
 void sd_job__agents_report(const struct sd_job *job, FILE *out);
 /* The same as a JSON array (a new reference; NULL out of memory). */

@@ -326,6 +326,7 @@ static void sd_job__ring_lease(struct sd_job *job, struct sd_job__ring *r)
     unsigned agent;
     if (sd_job__ring_agent(job, &agent) < 0)
         return;
+    sd_job__ring_place(job, r, agent);
     if (!r->have_words && sd_job__words_new(job, r) < 0) {
         sd_job__log(job, BASE_LOG_ERROR, "job %u: ring %u: no MAPPED room for its words",
                     job->env.id, r->idx);
