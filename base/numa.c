@@ -112,9 +112,12 @@ int base_numa_pci_node(const char *root, const char *bdf)
     snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", root, bdf);
     if (base_numa__read(path, line, sizeof line) < 0)
         return -1;
+    /* "-1" (no node) or a node number */
+    if (!isdigit((unsigned char)line[0]))
+        return -1;
     char *end;
-    long v = strtol(line, &end, 10);
-    if (end == line || v < -1 || v >= BASE_NUMA__NODES_MAX)
+    unsigned long v = strtoul(line, &end, 10);
+    if (v >= BASE_NUMA__NODES_MAX)
         return -1;
     return (int)v;
 }
@@ -131,6 +134,14 @@ int base_numa_node_cpus(const char *root, int node, cpu_set_t *set_p)
     return base_numa_cpulist_parse(line, set_p);
 }
 
+/* sysfs spells bus ids in lower case. */
+static void base_numa__lower(char *s)
+{
+    for (; *s; s++)
+        if (*s >= 'A' && *s <= 'F')
+            *s = (char)(*s - 'A' + 'a');
+}
+
 int base_numa_bdf_find(const char *text, char *bdf_p, size_t len)
 {
     if (!text || len < 13)
@@ -141,8 +152,7 @@ int base_numa_bdf_find(const char *text, char *bdf_p, size_t len)
         size_t n = strcspn(p, " \t\n");
         if (base_numa__is_bdf(p, n)) {
             snprintf(bdf_p, len, "%.12s", p);
-            for (char *q = bdf_p; *q; q++)
-                *q = (char)tolower((unsigned char)*q);
+            base_numa__lower(bdf_p);
             return 0;
         }
         char tmp[16];
@@ -150,8 +160,7 @@ int base_numa_bdf_find(const char *text, char *bdf_p, size_t len)
             snprintf(tmp, sizeof tmp, "0000:%.7s", p);
             if (base_numa__is_bdf(tmp, 12)) {
                 snprintf(bdf_p, len, "%s", tmp);
-                for (char *q = bdf_p; *q; q++)
-                    *q = (char)tolower((unsigned char)*q);
+                base_numa__lower(bdf_p);
                 return 0;
             }
         }
