@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,7 +103,8 @@ static int multi_run(struct multi *m, const char *agents, const char *const *arg
     return st;
 }
 
-/* The summary's "per agent" line of agent @a: its shards, and those it had in flight when lost (moved). */
+/* The summary's "per agent" line of agent @a: its shards, and those it had in flight when lost
+ * (moved). */
 static int per_agent(const char *text, unsigned a, uint64_t *shards_p, uint64_t *moved_p)
 {
     char key[32];
@@ -225,8 +228,7 @@ static void failover(const char *path)
     ck_assert_msg(multi_ok(&m, r1 > 0), "nothing was in flight on agent 1 when it died");
     ck_assert_uint_eq(r0, 0);
     fprintf(stderr,
-            "%s failover: agent 0 %" PRIu64 " shards, agent 1 %" PRIu64 " (%" PRIu64
-            " moved)\n",
+            "%s failover: agent 0 %" PRIu64 " shards, agent 1 %" PRIu64 " (%" PRIu64 " moved)\n",
             path, s0, s1, r1);
     /* The same store on agent 0 alone. */
     const char *again[] = {"--op", "verify", "--path", path, NULL};
@@ -249,6 +251,80 @@ START_TEST(test_agent_killed_whole_shards_moves_to_the_other)
 }
 END_TEST
 
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A fake two-node sysfs (LEASE_SYSFS_ROOT): agent 1 names GPU 0000:41:00.0,
+ * on node 1, whose CPUs are this process's first; agent 0 names none. The
+ * job places agent 1's ring, says agent 0's is not placed, and its results
+ * are the same. */
+START_TEST(test_numa_placement_from_a_fake_two_node_sysfs)
+{
+    struct multi m = {0};
+    const unsigned shards = 8;
+    e2e_env_init(&m.a);
+    e2e_env_init(&m.b);
+    snprintf(m.out, sizeof m.out, "%s/out.txt", m.a.dir);
+    snprintf(m.err, sizeof m.err, "%s/err.txt", m.a.dir);
+    snprintf(m.both, sizeof m.both, "%s,%s", m.a.sock, m.b.sock);
+    e2e_store_make(&m.a, shards, 1 * MiB, 64, 0, 0x2a9e03);
+    e2e_agent_start(&m.a);
+    const char *argv_b[] = {
+        e2e_agent,   "--socket", m.b.sock, "--pinned-budget",      "6M", "--mapped-budget", "2M",
+        "--workers", "2",        "--name", "ga-host 0000:41:00.0", NULL};
+    m.b.agent = e2e_spawn(argv_b, m.b.agent_log, m.b.agent_log);
+    for (int i = 0; i < 200 && access(m.b.sock, F_OK) != 0; i++)
+        e2e_sleep_ms(50);
+    ck_assert_int_eq(access(m.b.sock, F_OK), 0);
+
+    cpu_set_t mine;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine))
+        cpu++;
+    char root[300], list[16];
+    snprintf(root, sizeof root, "%s/sysfs", m.a.dir);
+    ck_assert_int_eq(mkdir(root, 0755), 0);
+    snprintf(list, sizeof list, "%d\n", cpu);
+    put(root, "devices/system/node/node0/cpulist", list);
+    put(root, "devices/system/node/node1/cpulist", list);
+    put(root, "bus/pci/devices/0000:41:00.0/numa_node", "1\n");
+    setenv("LEASE_SYSFS_ROOT", root, 1);
+    const char *args[] = {"--op", "verify", "--path", "stream", NULL};
+    int st = multi_run(&m, m.both, args);
+    unsetenv("LEASE_SYSFS_ROOT");
+    ck_assert_msg(multi_ok(&m, st == 0), "exit %d", st);
+    ck_assert_msg(
+        multi_ok(&m, strstr(m.err_text, "agent 1: GPU 0000:41:00.0 on node 1 of 2: 1 "
+                                        "CPU(s): its rings' threads and slots go there") != NULL),
+        "agent 1 not placed");
+    ck_assert_msg(multi_ok(&m, strstr(m.err_text, "agent 0: 2 NUMA nodes, but the agent's name "
+                                                  "carries no PCI bus id: not placed") != NULL),
+                  "agent 0's reason not logged");
+    ck_assert_ptr_null(strstr(m.err_text, "not bound to node"));
+    struct e2e_report two, one;
+    e2e_report_parse(m.out_text, &two);
+    /* one node (the real sysfs, or none here): nothing said about placing */
+    st = multi_run(&m, m.a.sock, args);
+    ck_assert_msg(multi_ok(&m, st == 0), "exit %d", st);
+    e2e_report_parse(m.out_text, &one);
+    expect_same(&one, &two, shards, 1);
+    multi_done(&m);
+}
+END_TEST
+
 static Suite *multi_suite(void)
 {
     Suite *s = suite_create("e2e_multi");
@@ -258,6 +334,7 @@ static Suite *multi_suite(void)
     tcase_add_test(tc, test_two_agents_streaming_spread_and_match_one);
     tcase_add_test(tc, test_agent_killed_streaming_moves_to_the_other);
     tcase_add_test(tc, test_agent_killed_whole_shards_moves_to_the_other);
+    tcase_add_test(tc, test_numa_placement_from_a_fake_two_node_sysfs);
     suite_add_tcase(s, tc);
     return s;
 }
