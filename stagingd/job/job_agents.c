@@ -194,6 +194,22 @@ void sd_job__agents_report(const struct sd_job *job, FILE *out)
     }
 }
 
+int sd_job_agent_figures_get(const struct sd_job *job, unsigned agent,
+                             struct sd_job_agent_figures *f_p)
+{
+    if (agent >= job->env.nagents)
+        return -ENOENT;
+    const struct sd_job__agent *ag = &job->agents[agent];
+    const double secs = sd_job__agents_secs(job);
+    *f_p = (struct sd_job_agent_figures){
+        .shards = ag->shards_done,
+        .bytes = ag->bytes_done,
+        .moved = ag->moved,
+        .gb_per_s = secs > 0 ? (double)ag->bytes_done / secs / 1e9 : 0.0,
+    };
+    return 0;
+}
+
 struct json_t *sd_job__agents_json(const struct sd_job *job)
 {
     const double secs = sd_job__agents_secs(job);
