@@ -125,10 +125,20 @@ int sd_job__agents_settled(struct sd_job *job, unsigned nready, uint64_t now, in
         return 1;
     if (!job->first_ready_ns)
         job->first_ready_ns = now;
+    /* An agent in its handshake or segment offers is on its way (a loaded
+     * machine may take seconds): wait longer for it than for one that is
+     * not connected at all. */
+    uint64_t grace = SD_JOB__AGENTS_GRACE_NS;
+    for (unsigned a = 0; a < job->env.nagents; a++) {
+        struct leasec_client_agent_info info;
+        if (!job->agents[a].ready && leasec_client_agent_info(job->env.client, a, &info) == 0 &&
+            (info.state == LEASEC_CLIENT_HANDSHAKE || info.state == LEASEC_CLIENT_OFFERING))
+            grace = SD_JOB__AGENTS_COMING_NS;
+    }
     const uint64_t waited = now - job->first_ready_ns;
-    if (waited >= SD_JOB__AGENTS_GRACE_NS)
+    if (waited >= grace)
         return 1;
-    const uint64_t ms = (SD_JOB__AGENTS_GRACE_NS - waited + 999999) / 1000000;
+    const uint64_t ms = (grace - waited + 999999) / 1000000;
     if (ms < (uint64_t)*timeout_ms_p)
         *timeout_ms_p = (int)ms;
     return 0;

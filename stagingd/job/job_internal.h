@@ -596,9 +596,11 @@ void sd_job__rings_feed(struct sd_job *job, int (*may_feed)(const struct sd_job 
 /* How long a job with several agents waits, once one is ready, for the
  * others before it sets out (rings are placed once, at the start). */
 #define SD_JOB__AGENTS_GRACE_NS 1000000000ull
+/* ... and for one still in its handshake or segment offers. */
+#define SD_JOB__AGENTS_COMING_NS 10000000000ull
 /* Whether the job may set out: one agent, all ready, none ready (the
- * no-agent rules apply), or the grace spent; else 0 with *@timeout_ms_p
- * lowered to the grace's end. */
+ * no-agent rules apply), or the grace spent (the longer one while an agent
+ * is connecting); else 0 with *@timeout_ms_p lowered to the grace's end. */
 int sd_job__agents_settled(struct sd_job *job, unsigned nready, uint64_t now, int *timeout_ms_p);
 /* Puts ring @r's staging thread on the CPUs, and asks for its slots'
  * pages on the node, of agent @a's GPU where the machine has more than one
