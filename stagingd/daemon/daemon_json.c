@@ -135,9 +135,18 @@ static json_t *sd_daemon__json_agent(struct sd_daemon *d, unsigned a)
         (json_int_t)info.attempts, "offers_sent", (json_int_t)info.offers_sent, "segments_accepted",
         (json_int_t)info.segments_accepted, "segments_offered",
         (json_int_t)leasec_pool_segment_count(d->pool));
-    if (sd_daemon__put(e, "last_error",
-                       info.last_err ? json_string(strerror(-info.last_err)) : json_null(),
-                       e ? 0 : -ENOMEM) < 0) {
+    int rc = sd_daemon__put(e, "last_error",
+                            info.last_err ? json_string(strerror(-info.last_err)) : json_null(),
+                            e ? 0 : -ENOMEM);
+    /* the running job's work on this agent (job_agents.c) */
+    struct sd_job_agent_figures f;
+    if (rc == 0 && d->job && sd_job_agent_figures_get(d->job, a, &f) == 0)
+        rc = sd_daemon__put(e, "job",
+                            json_pack("{sI sI sf sI}", "shards", (json_int_t)f.shards, "bytes",
+                                      (json_int_t)f.bytes, "gb_per_s", f.gb_per_s, "moved",
+                                      (json_int_t)f.moved),
+                            rc);
+    if (rc < 0) {
         json_decref(e);
         return NULL;
     }

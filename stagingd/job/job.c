@@ -466,7 +466,7 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
     sd_job__agents_refresh(job, &nready);
     if (!job->doorbell_decided && (nready > 0 || job->cfg.doorbell != SD_DOORBELL_AUTO))
         sd_job__decide_doorbell(job);
-    if (!job->path_decided)
+    if (!job->path_decided && sd_job__agents_settled(job, nready, now, &timeout))
         sd_job__decide_path(job, nready);
     if (job->stream) {
         int done = sd_job__stream_step(job, timeout_ms_p);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job_internal.h"
@@ -36,55 +37,75 @@ void sd_job__flush_leases(struct sd_job *job, unsigned nready)
         return;
     struct leasec_client_lease_req reqs[LT_MAX_BATCH];
     unsigned idx[LT_MAX_BATCH];
-    unsigned i = 0;
-    for (;;) {
-        /* The next ready agent, round robin. */
-        unsigned a = job->rr % job->env.nagents;
-        for (unsigned k = 0; k < job->env.nagents && !job->agents[a].ready; k++)
-            a = (a + 1) % job->env.nagents;
-        job->rr = a + 1;
-        unsigned cap =
-            job->agents[a].max_batch < job->cfg.batch ? job->agents[a].max_batch : job->cfg.batch;
-        if (cap > LT_MAX_BATCH)
-            cap = LT_MAX_BATCH;
-        unsigned n = 0;
-        for (; i < job->nslots && n < cap; i++) {
-            struct sd_job__slot *s = &job->slots[i];
+    /* Each wanting slot's agent first: the one with the fewest bytes in
+     * flight, counting the slots placed before it (job_agents.c). */
+    uint64_t *load = calloc(job->env.nagents, sizeof *load);
+    const int placed = load != NULL;
+    if (load) {
+        sd_job__agent_load_slots(job, load);
+        for (unsigned j = 0; j < job->nslots; j++) {
+            struct sd_job__slot *s = &job->slots[j];
             if (!s->active || s->lease != SD_JOB__L_WANT)
                 continue;
-            reqs[n] = (struct leasec_client_lease_req){
-                .segment = s->buf.segment_id,
-                .mem_class = 0,
-                .flags = LT_LEASE_F_ALLOW_STAGED,
-                .offset = s->buf.offset,
-                .length = s->lease_len,
-            };
-            idx[n++] = i;
+            int a = sd_job__agent_pick(job, load, 0);
+            if (a < 0)
+                break;
+            s->lease_agent = (unsigned)a;
+            load[a] += s->lease_len;
         }
-        if (n == 0)
-            return;
-        uint64_t batch = ++job->next_batch, rid = 0;
-        int rc = leasec_client_lease_request(job->env.client, a, reqs, n, 0,
-                                             sd_job__tag(job, SD_JOB__TAG_LEASE, 0, batch), &rid);
-        if (rc < 0 && sd_job__transient(rc)) {
-            job->agents[a].ready = 0;
-            return; /* on_disconnect follows; the slots stay wanting */
-        }
-        for (unsigned k = 0; k < n; k++) {
-            struct sd_job__slot *s = &job->slots[idx[k]];
-            if (rc < 0) {
-                s->lease = SD_JOB__L_NONE;
-                sd_job__slot_fail(s, "lease request not sent: %s",
-                                  leasec_client_last_error(job->env.client));
-                continue;
+        free(load);
+    }
+    /* Then one batch per agent and its slots, as many as it takes. */
+    for (unsigned a = 0; a < job->env.nagents; a++) {
+        if (!job->agents[a].ready)
+            continue;
+        unsigned i = 0;
+        for (;;) {
+            unsigned cap = job->agents[a].max_batch < job->cfg.batch ? job->agents[a].max_batch
+                                                                     : job->cfg.batch;
+            if (cap > LT_MAX_BATCH)
+                cap = LT_MAX_BATCH;
+            unsigned n = 0;
+            for (; i < job->nslots && n < cap; i++) {
+                struct sd_job__slot *s = &job->slots[i];
+                if (!s->active || s->lease != SD_JOB__L_WANT ||
+                    (placed && s->lease_agent != a && job->agents[s->lease_agent].ready))
+                    continue;
+                reqs[n] = (struct leasec_client_lease_req){
+                    .segment = s->buf.segment_id,
+                    .mem_class = 0,
+                    .flags = LT_LEASE_F_ALLOW_STAGED,
+                    .offset = s->buf.offset,
+                    .length = s->lease_len,
+                };
+                idx[n++] = i;
             }
-            s->lease = SD_JOB__L_REQUESTED;
-            s->lease_agent = a;
-            s->lease_batch = batch;
-            s->lease_pos = k;
+            if (n == 0)
+                break;
+            uint64_t batch = ++job->next_batch, rid = 0;
+            int rc =
+                leasec_client_lease_request(job->env.client, a, reqs, n, 0,
+                                            sd_job__tag(job, SD_JOB__TAG_LEASE, 0, batch), &rid);
+            if (rc < 0 && sd_job__transient(rc)) {
+                job->agents[a].ready = 0;
+                break; /* on_disconnect follows; the slots stay wanting */
+            }
+            for (unsigned k = 0; k < n; k++) {
+                struct sd_job__slot *s = &job->slots[idx[k]];
+                if (rc < 0) {
+                    s->lease = SD_JOB__L_NONE;
+                    sd_job__slot_fail(s, "lease request not sent: %s",
+                                      leasec_client_last_error(job->env.client));
+                    continue;
+                }
+                s->lease = SD_JOB__L_REQUESTED;
+                s->lease_agent = a;
+                s->lease_batch = batch;
+                s->lease_pos = k;
+            }
+            if (rc == 0)
+                job->lease_batches++;
         }
-        if (rc == 0)
-            job->lease_batches++;
     }
 }
 
@@ -343,6 +364,7 @@ void sd_job_on_disconnect(struct sd_job *job, unsigned agent)
         ops += again;
         n++;
     }
+    job->agents[agent].moved += n;
     if (n)
         sd_job__log(job, BASE_LOG_WARN,
                     "job %u: agent %u lost: %u shard(s) keep their staged bytes and wait for a new "

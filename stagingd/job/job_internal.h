@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/numa.h"
 #include "base/time.h"
 #include "stagingd/job.h"
 #include "lease/client.h"
@@ -260,6 +261,7 @@ struct sd_job__ring {
     uint64_t hits_busy;  /* bit i: hits area i is some task's */
     uint64_t abort_sent; /* the abort generation the loop waits to see acknowledged */
     int broken;          /* refused a shard: closed, not used again */
+    int feed_full;       /* job_agents.c: took no task this turn */
     /* shared with the staging thread (mu) */
     pthread_t thread;
     int thread_started;
@@ -306,6 +308,13 @@ struct sd_job__agent {
     char name[LT_NAME_LEN];
     struct leasec_agent_client_stats me;
     uint64_t uptime_ns;
+    /* this job's work on it (job_agents.c): shards whose last result came
+     * from it, their payload bytes, and the shards (streamed: tasks) it
+     * had in flight when it was lost, sent again to the others */
+    uint64_t shards_done, bytes_done, moved;
+    /* job_agents.c: where its GPU's staging work goes (decided once) */
+    int placed;
+    struct base_numa_place place;
 };
 
 struct sd_job {
@@ -371,6 +380,8 @@ struct sd_job {
     /* events from the ring and check threads, under qmu (job_stream.c) */
     struct sd_job__ev *evq;
     size_t ev_head, ev_len, ev_cap;
+    /* job_agents.c: when the first of several agents was ready */
+    uint64_t first_ready_ns;
 };
 
 /* Logs one line through the sink the daemon lent, subsystem "job". */
@@ -562,6 +573,45 @@ void sd_job__check_stop(struct sd_job *job);
  * replaces kr_block_verify here. */
 int sd_job__check_blocks(const unsigned char *buf, uint64_t off, uint64_t len, uint32_t block_size,
                          const uint64_t *table, struct sd_shard_fault *fault);
+
+/* ---- job_agents.c (spreading work over several agents) ---- */
+
+/* The ready agent with @caps (0: any) that has the fewest of @load's bytes
+ * (one entry per agent); ties go round robin from job->rr, which moves
+ * past the one picked. Returns its index, or -ENOTCONN with none ready. */
+int sd_job__agent_pick(struct sd_job *job, const uint64_t *load, uint32_t caps);
+/* Each agent's bytes in flight on the whole-shard path into @load (nagents
+ * entries): the leases asked for or held of shards not finished. */
+void sd_job__agent_load_slots(const struct sd_job *job, uint64_t *load);
+/* The same on the streaming path: the images of the tasks each agent's
+ * rings have out. */
+void sd_job__agent_load_rings(const struct sd_job *job, uint64_t *load);
+/* Shard work finished on agent @a: @bytes of payload with a result. */
+void sd_job__agent_done(struct sd_job *job, unsigned a, uint64_t bytes);
+/* Feeds the open rings one task at a time, each to a ring of the agent
+ * with the fewest bytes in flight; @may_feed says whether the rate limit
+ * lets the next task go (it lowers *@timeout_ms_p). */
+void sd_job__rings_feed(struct sd_job *job, int (*may_feed)(const struct sd_job *, uint64_t, int *),
+                        uint64_t now, int *timeout_ms_p);
+/* How long a job with several agents waits, once one is ready, for the
+ * others before it sets out (rings are placed once, at the start). */
+#define SD_JOB__AGENTS_GRACE_NS 1000000000ull
+/* ... and for one still in its handshake or segment offers. */
+#define SD_JOB__AGENTS_COMING_NS 10000000000ull
+/* Whether the job may set out: one agent, all ready, none ready (the
+ * no-agent rules apply), or the grace spent (the longer one while an agent
+ * is connecting); else 0 with *@timeout_ms_p lowered to the grace's end. */
+int sd_job__agents_settled(struct sd_job *job, unsigned nready, uint64_t now, int *timeout_ms_p);
+/* Puts ring @r's staging thread on the CPUs, and asks for its slots'
+ * pages on the node, of agent @a's GPU where the machine has more than one
+ * NUMA node (base/numa.h); the decision is made and logged once per agent.
+ * Best effort: a failure is logged, the ring runs where it is. */
+void sd_job__ring_place(struct sd_job *job, struct sd_job__ring *r, unsigned a);
+/* The summary's per-agent lines, one per agent. */
+void sd_job__agents_report(const struct sd_job *job, FILE *out);
+/* The same as a JSON array (a new reference; NULL out of memory). */
+struct json_t;
+struct json_t *sd_job__agents_json(const struct sd_job *job);
 
 /* ---- job_report.c ---- */
 

@@ -137,6 +137,7 @@ void sd_job__report_json(struct sd_job *job, FILE *out)
     }
     json_object_set_new(root, "problems", sd_job__json_problems(job));
     json_object_set_new(root, "summary", sd_job__json_summary(job, &t));
+    json_object_set_new(root, "agents", sd_job__agents_json(job));
     /* Nine significant digits give back every float32 score exactly. */
     if (!root || json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) < 0)
         fprintf(out, "{\"error\": \"out of memory for the JSON report\"}");

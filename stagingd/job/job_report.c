@@ -445,6 +445,7 @@ void sd_job_report(struct sd_job *job, FILE *out)
             " op(s) resubmitted after agent loss, %" PRIu64 " duplicate(s) ignored\n",
             "exactly once", exact == job->nshards ? "yes" : "no", exact, job->nshards,
             job->resubmits, job->duplicates + job->stale);
+    sd_job__agents_report(job, out);
     for (unsigned a = 0; a < job->env.nagents; a++) {
         const struct sd_job__agent *ag = &job->agents[a];
         if (!ag->stats_valid) {

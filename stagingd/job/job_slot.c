@@ -429,8 +429,11 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
             sd_job__result_fail(job, s->shard, SD_JOB__RES_FAILED, "no result for %s",
                                 (job->ops & ~r->got) == SD_JOB__OP_SCAN ? "scan" : "verify");
     }
-    if (s->read == SD_JOB__READ_DONE && s->read_rc == 0 && !s->failed)
+    if (s->read == SD_JOB__READ_DONE && s->read_rc == 0 && !s->failed) {
         job->bytes_done += s->payload_len;
+        if (r->state == SD_JOB__RES_DONE)
+            sd_job__agent_done(job, s->l.agent, s->payload_len);
+    }
     if (s->have_buf && !s->quarantine)
         leasec_pool_free(job->env.pool, &s->buf);
     job->bytes_held -= s->held;

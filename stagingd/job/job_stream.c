@@ -131,6 +131,8 @@ int sd_job__stream_setup(struct sd_job *job)
         sd_reader_info_get(job->env.reader, &ri);
         want = ri.threads ? ri.threads : 1;
     }
+    if (want < job->env.nagents)
+        want = job->env.nagents; /* a ring on each agent at least */
     if (want > SD_JOB__SLOTS_MAX)
         want = SD_JOB__SLOTS_MAX;
     st->rings = calloc(want, sizeof(*st->rings));
@@ -263,6 +265,8 @@ static void sd_job__stream_idle(struct sd_job *job, const struct sd_job__ev *ev)
         sd_job__task_free(t);
     }
     job->resubmits += again;
+    if (r->agent < job->env.nagents)
+        job->agents[r->agent].moved += again;
     r->abort_sent = 0;
     r->hits_busy = 0;
     if (r->state == SD_JOB__R_LOST)
@@ -289,18 +293,31 @@ static int sd_job__words_new(struct sd_job *job, struct sd_job__ring *r)
     return 0;
 }
 
-/* An agent for a new ring: round robin over those ready with STREAM. */
+/* An agent for a new ring: of those ready with STREAM, the one with the
+ * fewest rings (then the fewest bytes out, then round robin), so each
+ * agent gets its share of the staging threads (job_agents.c feeds them). */
 static int sd_job__ring_agent(struct sd_job *job, unsigned *agent_p)
 {
-    for (unsigned k = 0; k < job->env.nagents; k++) {
-        unsigned a = (job->rr + k) % job->env.nagents;
-        if (job->agents[a].ready && (job->agents[a].caps & LT_CAP_STREAM)) {
-            job->rr = (a + 1) % job->env.nagents;
-            *agent_p = a;
-            return 0;
-        }
+    const unsigned n = job->env.nagents;
+    uint64_t *load = calloc(n, sizeof *load);
+    if (!load)
+        return -ENOMEM;
+    sd_job__agent_load_rings(job, load);
+    /* rings weigh more than any bytes: the count in the top bits */
+    for (unsigned a = 0; a < n; a++)
+        load[a] = load[a] >> 16 > UINT32_MAX ? UINT32_MAX : load[a] >> 16;
+    const struct sd_job__stream *st = job->stream;
+    for (unsigned i = 0; i < st->nrings; i++) {
+        const struct sd_job__ring *r = &st->rings[i];
+        if (r->agent < n && r->state >= SD_JOB__R_LEASING && r->state <= SD_JOB__R_RELEASING)
+            load[r->agent] += 1ull << 32;
     }
-    return -ENOTCONN;
+    int a = sd_job__agent_pick(job, load, LT_CAP_STREAM);
+    free(load);
+    if (a < 0)
+        return a;
+    *agent_p = (unsigned)a;
+    return 0;
 }
 
 static void sd_job__ring_lease(struct sd_job *job, struct sd_job__ring *r)
@@ -309,6 +326,7 @@ static void sd_job__ring_lease(struct sd_job *job, struct sd_job__ring *r)
     unsigned agent;
     if (sd_job__ring_agent(job, &agent) < 0)
         return;
+    sd_job__ring_place(job, r, agent);
     if (!r->have_words && sd_job__words_new(job, r) < 0) {
         sd_job__log(job, BASE_LOG_ERROR, "job %u: ring %u: no MAPPED room for its words",
                     job->env.id, r->idx);
@@ -414,12 +432,18 @@ static int sd_job__rate_wait(const struct sd_job *job, uint64_t now, int *timeou
     return 1;
 }
 
+static int sd_job__may_feed(const struct sd_job *job, uint64_t now, int *timeout_ms)
+{
+    return !sd_job__rate_wait(job, now, timeout_ms);
+}
+
 int sd_job__stream_step(struct sd_job *job, int *timeout_ms_p)
 {
     struct sd_job__stream *st = job->stream;
     const uint64_t now = base_now_ns();
     int timeout = 1000;
     int usable = 0, busy = 0;
+    sd_job__rings_feed(job, sd_job__may_feed, now, &timeout);
     for (unsigned i = 0; i < st->nrings; i++) {
         struct sd_job__ring *r = &st->rings[i];
         switch (r->state) {
@@ -437,9 +461,7 @@ int sd_job__stream_step(struct sd_job *job, int *timeout_ms_p)
         case SD_JOB__R_OPEN:
             if (r->broken)
                 break; /* closed once its thread is idle */
-            while (r->nout < r->ring.depth && !sd_job__rate_wait(job, now, &timeout) &&
-                   sd_job__ring_feed(job, r))
-                ;
+            /* fed above, by load across the agents */
             if (r->nout == 0 && !sd_job__units_left(job))
                 sd_job__ring_close(job, r);
             break;

@@ -347,6 +347,7 @@ void sd_job__task_finish(struct sd_job *job, struct sd_job__ring *r, struct sd_j
     if (res->got == job->ops && res->state == SD_JOB__RES_PENDING) {
         res->state = SD_JOB__RES_DONE;
         job->bytes_done += t->payload_len;
+        sd_job__agent_done(job, r->agent, t->payload_len);
     }
     sd_job__task_free(t);
 }

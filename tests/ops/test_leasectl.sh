@@ -173,6 +173,31 @@ grep '^FIX' "$tmp/doctor.txt" | grep -v ' -> ' && fail "a FIX line without '-> w
 contains "doctor: host backend needs no driver" "$tmp/doctor.txt" "OK driver: not needed: the host backend serves"
 contains "doctor: the socket" "$tmp/doctor.txt" "OK agent_socket: $agent_sock mode 0600"
 contains "doctor: the store" "$tmp/doctor.txt" "store_odirect: $store"
+contains "doctor: placement, the real machine" "$tmp/doctor.txt" "placement: agent 0 $agent_sock"
+# placement on a fake two-node machine (LEASE_SYSFS_ROOT): a second host
+# agent named after GPU 0000:41:00.0, on node 1; the first has no bus id
+fake=$tmp/sysfs
+mkdir -p "$fake/devices/system/node/node0" "$fake/devices/system/node/node1" \
+    "$fake/bus/pci/devices/0000:41:00.0" "$tmp/agent2"
+chmod 0700 "$tmp/agent2"
+echo "0" > "$fake/devices/system/node/node0/cpulist"
+echo "1-3" > "$fake/devices/system/node/node1/cpulist"
+echo "1" > "$fake/bus/pci/devices/0000:41:00.0/numa_node"
+"$AGENT" --socket "$tmp/agent2/agent.sock" --pinned-budget 6M --mapped-budget 2M \
+    --name "ga-host 0000:41:00.0" > "$tmp/agent2.log" 2>&1 &
+agent2_pid=$!
+pids="$pids $agent2_pid"
+wait_for 10 test -S "$tmp/agent2/agent.sock" || fail "the second agent did not start"
+LEASE_SYSFS_ROOT=$fake $LEASECTL --agent "$agent_sock" --agent "$tmp/agent2/agent.sock" \
+    doctor --backend host > "$tmp/doctor3.txt"
+contains "doctor: placement of a host agent" "$tmp/doctor3.txt" \
+    "OK placement: agent 0 $agent_sock: host backend, no GPU: nothing to place"
+contains "doctor: placement on node 1" "$tmp/doctor3.txt" \
+    "OK placement: agent 1 $tmp/agent2/agent.sock \"ga-host 0000:41:00.0\": GPU 0000:41:00.0 on node 1 of 2: 3 CPU(s)"
+mkdir -p "$tmp/sysfs1/devices/system/node/node0"
+LEASE_SYSFS_ROOT=$tmp/sysfs1 $LEASECTL --agent "$tmp/agent2/agent.sock" doctor --backend host > "$tmp/doctor4.txt"
+contains "doctor: one node" "$tmp/doctor4.txt" "one NUMA node: nothing to place"
+kill "$agent2_pid"
 chmod 0666 "$agent_sock"
 $L doctor --backend host > "$tmp/doctor2.txt"; rc=$?
 chmod 0600 "$agent_sock"

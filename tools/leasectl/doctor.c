@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/hugepages.h"
+#include "base/numa.h"
 #include "lease_metrics/metrics.h"
 #include "leasectl.h"
 
@@ -261,6 +262,43 @@ static void lctl__agent_check(struct lctl__doc *d, const struct lctl__ctx *c)
     lctl__check(d, 1, "agent", "\"%s\" answers at %s (%s backend, protocol v%u, pid %ld)",
                 a->hello.agent_name, a->path, c->host ? "host" : "CUDA", a->hello.version,
                 (long)a->pid);
+}
+
+/* One line per agent: where its GPU's staging work goes (base/numa.h, the
+ * same decision stagingd makes): the GPU's bus id from the agent's name,
+ * its node, or "one NUMA node: nothing to place". */
+static void lctl__placement(struct lctl__doc *d, const struct lctl__ctx *c)
+{
+    const char *root = base_numa_root();
+    for (unsigned i = 0; i < c->o->nagents; i++) {
+        struct lctl_agent other;
+        const struct lctl_agent *a = &c->agent;
+        if (i > 0) {
+            lctl_agent_query(c->o->agents[i], c->o->timeout_ms, &other);
+            a = &other;
+        }
+        struct base_numa_place p;
+        base_numa_decide(root, a->up ? a->hello.agent_name : "", &p);
+        if (!a->up)
+            lctl__check(d, p.nodes <= 1, "placement", "agent %u %s: %s%s", i, c->o->agents[i],
+                        p.nodes <= 1 ? p.why : "not answering: its GPU's node is unknown",
+                        p.nodes <= 1 ? "" : " -> start it (systemctl start lease-agent@N)");
+        else if (p.node >= 0 || p.nodes <= 1)
+            lctl__check(d, 1, "placement", "agent %u %s \"%s\": %s%s", i, a->path,
+                        a->hello.agent_name, p.why,
+                        p.node >= 0 ? "; stagingd puts its rings' threads and slots there" : "");
+        else if (!p.bdf[0] && (a->hello.caps & LT_CAP_HOST_BACKEND))
+            lctl__check(d, 1, "placement", "agent %u %s: host backend, no GPU: nothing to place",
+                        i, a->path);
+        else
+            lctl__check(d, 0, "placement", "agent %u %s \"%s\": %s -> %s", i, a->path,
+                        a->hello.agent_name, p.why,
+                        p.bdf[0] ? "check the GPU's numa_node in sysfs (a BIOS without SRAT?)"
+                                 : "name the agent after its GPU: lease-agent --name \"gpuN "
+                                   "<bus id>\" (nvidia-smi --query-gpu=pci.bus_id)");
+        if (i > 0)
+            lctl_agent_free(&other);
+    }
 }
 
 static void lctl__socket(struct lctl__doc *d, const struct lctl__ctx *c)
@@ -692,6 +730,7 @@ int lctl_doctor(const struct lctl_opts *o, FILE *out)
     lctl__shm(&d, &c);
     lctl__fds(&d, &c);
     lctl__store(&d, &c);
+    lctl__placement(&d, &c);
     if (o->stagingd[0] && !c.sd)
         lctl__check(&d, 0, "stagingd", "%s -> start stagingd (systemctl start stagingd)", err);
     else if (c.sd)

@@ -394,15 +394,43 @@ static void lctl__sd_agents(json_t *st, FILE *out)
     json_array_foreach(json_object_get(st, "agents"), i, e)
     {
         json_t *le = json_object_get(e, "last_error");
+        json_t *job = json_object_get(e, "job");
+        char jobs[128] = "";
+        if (job)
+            snprintf(jobs, sizeof jobs,
+                     "; this job: %lld shard(s), %lld bytes, %.2f GB/s, %lld moved after a loss",
+                     (long long)lctl__ji(job, "shards"), (long long)lctl__ji(job, "bytes"),
+                     lctl__jr(job, "gb_per_s"), (long long)lctl__ji(job, "moved"));
         fprintf(out,
                 "  agent %lld %s: %s, connection %lld, \"%s\", %lld of %lld segment(s) accepted, "
-                "%lld lease(s), %lld request(s) in flight%s%s\n",
+                "%lld lease(s), %lld request(s) in flight%s%s%s\n",
                 (long long)lctl__ji(e, "index"), lctl__js(e, "path"), lctl__js(e, "state"),
                 (long long)lctl__ji(e, "connection"), lctl__js(e, "name"),
                 (long long)lctl__ji(e, "segments_accepted"),
                 (long long)lctl__ji(e, "segments_offered"), (long long)lctl__ji(e, "leases"),
                 (long long)lctl__ji(e, "in_flight"), json_is_string(le) ? ", last error: " : "",
-                json_is_string(le) ? json_string_value(le) : "");
+                json_is_string(le) ? json_string_value(le) : "", jobs);
+    }
+}
+
+/* The running job's work on each of stagingd's agents (none between jobs). */
+static void lctl__sd_agent_jobs(json_t *st, FILE *out)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(st, "agents"), i, e)
+    {
+        json_t *job = json_object_get(e, "job");
+        if (!job)
+            continue;
+        char b[32];
+        lctl_bytes((uint64_t)lctl__ji(job, "bytes"), b, sizeof b);
+        fprintf(out,
+                "  job on agent %lld %s: %lld shard(s), %s, %.2f GB/s, %lld moved to the others "
+                "after its loss\n",
+                (long long)lctl__ji(e, "index"), lctl__js(e, "path"),
+                (long long)lctl__ji(job, "shards"), b, lctl__jr(job, "gb_per_s"),
+                (long long)lctl__ji(job, "moved"));
     }
 }
 
@@ -485,8 +513,10 @@ int lctl_view_stats(const struct lctl_opts *o, const struct lctl_snapshot *s, FI
         lctl__agent_classes_table(a, out);
         lctl__agent_clients_table(a, out);
     }
-    if (lctl__sd_head(o, s, out))
+    if (lctl__sd_head(o, s, out)) {
         lctl__sd_stats(s->sd_stats, out);
+        lctl__sd_agent_jobs(s->sd_stats, out);
+    }
     return lctl__status(s);
 }
 

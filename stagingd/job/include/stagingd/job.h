@@ -233,6 +233,17 @@ struct sd_job_counters {
 };
 void sd_job_counters_get(const struct sd_job *job, struct sd_job_counters *c_p);
 
+/* The job's work on agent @agent so far (docs/multi-gpu.md): shards whose
+ * result came from it, their payload bytes, the rate over the job's time
+ * so far, and what it had in flight when lost, sent to the others.
+ * Returns 0, or -ENOENT for an agent the job does not have. */
+struct sd_job_agent_figures {
+    uint64_t shards, bytes, moved;
+    double gb_per_s;
+};
+int sd_job_agent_figures_get(const struct sd_job *job, unsigned agent,
+                             struct sd_job_agent_figures *f_p);
+
 /* One slot of the pipeline. Strings are static or the job's, valid until
  * the next step. */
 struct sd_job_slot_info {
