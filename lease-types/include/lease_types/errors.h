@@ -74,8 +74,10 @@ enum lt_error {
     LT_E_GPU_FAULT = 41,         /* the driver or device reported an error */
     LT_E_SHUTTING_DOWN = 42,     /* the agent is stopping */
     LT_E_SYSTEM = 43,            /* a system call failed; an ERROR's err field says which */
+    LT_E_SEGMENT_GONE = 44,      /* a segment's memory could not be read (SIGBUS): the peer
+                                    freed or withheld its pages; the agent drops that peer */
 
-    LT_E__COUNT = 44
+    LT_E__COUNT = 45
 };
 
 /* 1 when @code is a defined enum lt_error value (LT_OK included), else 0. */
@@ -134,6 +136,7 @@ static inline const char *lt_error_name(uint32_t code)
     case LT_E_GPU_FAULT: return "LT_E_GPU_FAULT";
     case LT_E_SHUTTING_DOWN: return "LT_E_SHUTTING_DOWN";
     case LT_E_SYSTEM: return "LT_E_SYSTEM";
+    case LT_E_SEGMENT_GONE: return "LT_E_SEGMENT_GONE";
     default: return "LT_E_UNKNOWN_CODE";
     }
     /* clang-format on */
@@ -189,6 +192,7 @@ static inline const char *lt_error_describe(uint32_t code)
     case LT_E_GPU_FAULT: return "GPU or driver error";
     case LT_E_SHUTTING_DOWN: return "agent shutting down";
     case LT_E_SYSTEM: return "system call failed";
+    case LT_E_SEGMENT_GONE: return "segment memory gone from under the agent";
     default: return "unknown error code";
     }
     /* clang-format on */
@@ -244,6 +248,7 @@ static inline int lt_error_errno(uint32_t code)
     case LT_E_GPU_FAULT: return -EIO;
     case LT_E_SHUTTING_DOWN: return -ESHUTDOWN;
     case LT_E_SYSTEM: return -EIO;
+    case LT_E_SEGMENT_GONE: return -EFAULT;
     default: return -EPROTO;
     }
     /* clang-format on */

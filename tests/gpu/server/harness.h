@@ -20,7 +20,10 @@ struct th_agent {
     char log[128];
 };
 
-/* Starts lease-agent-host on @dir/agent.sock (a fresh mkdtemp dir when
+/* When > 0, the next agents start with RLIMIT_NOFILE soft = hard = this. */
+extern int th_agent_nofile;
+
+/* Starts lease-agent-host (or $TH_AGENT, to test another build) on @dir/agent.sock (a fresh mkdtemp dir when
  * @dir is NULL) with small budgets and @extra arguments (NULL-terminated
  * list, may be NULL); waits for --ready-fd. Asserts on failure. */
 void th_agent_start(struct th_agent *a, const char *dir, const char *const *extra);
