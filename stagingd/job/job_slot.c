@@ -370,6 +370,18 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
 
 /* ---- results ---- */
 
+/* Slot @s's part of its agent's words area (the lease's connection), or
+ * NULL when that agent gave none or it is too small for the slot. */
+static const unsigned char *sd_job__words_of(const struct sd_job__slot *s)
+{
+    const unsigned char *base = NULL;
+    uint64_t size = 0;
+    if (leasec_client_words(s->job->env.client, s->l.agent, &base, &size) < 0 ||
+        (uint64_t)(s->idx + 1) * SD_JOB_WORDS_STRIDE > size)
+        return NULL;
+    return base + (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
+}
+
 /* Copies the top-k hits the agent wrote into slot @s's lease to @res:
  * min(records, k) real hits, indices below records, strictly falling in
  * rank, the first the completion's best. Returns 0, or -1 (the slot failed
@@ -378,7 +390,13 @@ static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
                              const union leasec_op_result *r)
 {
     const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
-    const unsigned char *at = (const unsigned char *)s->buf.base + s->hits_off;
+    const unsigned char *area = s->words_area ? sd_job__words_of(s) : NULL;
+    if (s->words_area && !area) {
+        sd_job__slot_fail(s, "the agent's words area is gone: no hits to read");
+        return -1;
+    }
+    const unsigned char *at =
+        area ? area + SD_JOB_WORDS_HITS : (const unsigned char *)s->buf.base + s->hits_off;
     struct kn_scan_hit *hits = calloc(n ? n : 1, sizeof *hits);
     if (!hits) {
         sd_job__slot_fail(s, "out of memory for %" PRIu64 " scan hits", n);
@@ -487,8 +505,10 @@ void sd_job_on_completion(struct sd_job *job, const struct leasec_client_complet
                     job->env.id, c->request_id);
         return;
     }
-    if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) &&
-        leasec_client_done_word_read(s->done) >= s->seq)
+    const unsigned char *area = s->words_area ? sd_job__words_of(s) : NULL;
+    const uint64_t *done = area ? (const uint64_t *)(const void *)area : s->done;
+    if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) && (!s->words_area || area) &&
+        leasec_client_done_word_read(done) >= s->seq)
         job->done_words_seen++;
     if (s->read == SD_JOB__READ_RUNNING) {
         /* The bell rang but the staging thread has not posted the slot yet:
@@ -532,6 +552,10 @@ static void sd_job__submit(struct sd_job__slot *s)
     if (job->env.stream)
         job->env.stream(job->env.stream_ctx, s->l.agent, s->idx, &stream);
     unsigned todo = s->ops_todo & ~s->ops_inflight;
+    /* Where the agent writes for this slot: its words area when it gave one
+     * (the pool's segments are read-only to it), else our MAPPED words. */
+    s->words_area = sd_job__words_of(s) != NULL;
+    const uint64_t area_off = (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
     for (unsigned op = SD_JOB__OP_VERIFY; op <= SD_JOB__OP_SCAN && !s->failed; op <<= 1) {
         if (!(todo & op))
             continue;
@@ -553,13 +577,15 @@ static void sd_job__submit(struct sd_job__slot *s)
                 .dim = s->dim,
                 .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
                 .metric = LT_SCAN_DOT,
-                .hits_offset = s->hits_off,
+                .hits_offset = s->words_area ? area_off + SD_JOB_WORDS_HITS : s->hits_off,
                 .k = s->k,
             };
         }
         if (bell)
             w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
-        if (ag->caps & LT_CAP_DONE_WORD)
+        if ((ag->caps & LT_CAP_DONE_WORD) && s->words_area)
+            w.done = (struct leasec_client_word){LEASEC_WORDS_KEY, area_off, s->seq};
+        else if (ag->caps & LT_CAP_DONE_WORD)
             w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
         unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
         uint64_t rid = 0;

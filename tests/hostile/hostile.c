@@ -128,3 +128,35 @@ long hs_huge_free(void)
 {
     return test_huge_pages_free();
 }
+
+struct lt_lease_grant_entry hs_offer_and_lease(int conn, struct hs_seg *s, uint64_t size, int huge,
+                                               uint32_t cls, uint64_t seed, uint64_t data,
+                                               int *old_p)
+{
+    char msg[128];
+    struct lt_lease_grant_entry g = {0};
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(hs_memfd(s, size, huge, round ? HS_SEALS : HS_OLD_SEALS, seed), 0);
+        if (data)
+            hs_checksum_fill(s->map, data, seed);
+        uint32_t code = hs_offer(conn, s, cls, msg, sizeof msg);
+        if (code == LT_OK) {
+            g = th_lease(conn, s->id, 0, s->size, cls);
+            code = g.status;
+            if (code != LT_OK)
+                snprintf(msg, sizeof msg, "(the lease was refused)");
+        }
+        if (code == LT_OK) {
+            if (old_p)
+                *old_p = round == 0;
+            return g;
+        }
+        ck_assert_msg(round == 0 && code == LT_E_SEGMENT_UNSEALED, "%s %s: %s: %s",
+                      round ? "sealed" : "old-sealed", lt_class_name(cls), lt_error_name(code),
+                      msg);
+        ck_assert_msg(strstr(msg, "F_SEAL_FUTURE_WRITE") || strstr(msg, "lease was refused"),
+                      "refusal does not name the seal: %s", msg);
+        hs_seg_close(s);
+    }
+    return g;
+}

@@ -51,6 +51,17 @@ uint32_t hs_offer(int conn, struct hs_seg *s, uint32_t cls, char *msg, size_t ms
 int hs_offer_accepted(int conn, struct hs_seg *s, uint64_t size, int huge, uint32_t cls,
                       uint64_t seed);
 
+/* Makes and offers a segment sealed HS_OLD_SEALS and leases all of it as
+ * @cls (with the checksum layout of hs_checksum_fill over the first @data
+ * bytes when @data is not 0). When the agent refuses the offer or the lease
+ * as LT_E_SEGMENT_UNSEALED -- it leases no bytes a client could free -- the
+ * refusal must name F_SEAL_FUTURE_WRITE, and it all happens again with a
+ * fresh segment sealed HS_SEALS. Asserts the lease is granted; *old_p
+ * (may be NULL) is 1 when the old seals went through. Returns the grant. */
+struct lt_lease_grant_entry hs_offer_and_lease(int conn, struct hs_seg *s, uint64_t size, int huge,
+                                               uint32_t cls, uint64_t seed, uint64_t data,
+                                               int *old_p);
+
 /* Fills the first @data bytes with seeded bytes and puts their 4 KiB block
  * checksums at @data (the layout hs_checksum_submit asks the agent to
  * verify). */

@@ -133,10 +133,15 @@ static rlim_t limit_leaving(pid_t pid, int k)
     return 0;
 }
 
+/* The soft limit only: lowering the hard one could not be undone without
+ * CAP_SYS_RESOURCE, and the kernel allocates fds against the soft one. */
 static void set_nofile(pid_t pid, rlim_t n)
 {
-    struct rlimit rl = {.rlim_cur = n, .rlim_max = n};
-    ck_assert_int_eq(prlimit(pid, RLIMIT_NOFILE, &rl, NULL), 0);
+    struct rlimit rl;
+    ck_assert_int_eq(prlimit(pid, RLIMIT_NOFILE, NULL, &rl), 0);
+    rl.rlim_cur = n;
+    ck_assert_msg(prlimit(pid, RLIMIT_NOFILE, &rl, NULL) == 0, "prlimit(%ld, NOFILE, %llu): %s",
+                  (long)pid, (unsigned long long)n, strerror(errno));
 }
 
 START_TEST(test_an_offer_whose_fd_was_dropped_is_refused_and_accept_resumes_when_fds_free)
@@ -172,7 +177,7 @@ START_TEST(test_an_offer_whose_fd_was_dropped_is_refused_and_accept_resumes_when
     /* ... and is served once a retire frees one, no disconnect needed. */
     retire(x, ids[0]);
     th_expect(y, &buf, LT_MSG_HELLO_REPLY);
-    set_nofile(a.pid, was.rlim_max);
+    set_nofile(a.pid, was.rlim_cur);
     close(y);
     close(x);
     hs_assert_serving(&a);

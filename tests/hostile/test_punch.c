@@ -33,26 +33,12 @@ START_TEST(test_leased_bytes_cannot_be_freed_under_a_lease)
     th_agent_start(&a, NULL, extra);
     const uint32_t classes[] = {LT_CLASS_STAGED, LT_CLASS_PINNED, LT_CLASS_MAPPED};
     union lt_msg_buffer buf;
-    char msg[128];
     for (size_t i = 0; i < 3; i++) {
         uint32_t cls = classes[i];
         int c = th_hello(a.sock, 0, NULL);
         struct hs_seg s;
-        ck_assert_int_eq(hs_memfd(&s, SEG, HUGE, HS_OLD_SEALS, 0x77 + i), 0);
-        hs_checksum_fill(s.map, DATA, 0x77 + i);
-        uint32_t code = hs_offer(c, &s, cls, msg, sizeof msg);
-        if (code == LT_E_SEGMENT_UNSEALED) {
-            ck_assert_msg(strstr(msg, "F_SEAL_FUTURE_WRITE"), "refusal does not name the seal: %s",
-                          msg);
-            hs_seg_close(&s);
-            ck_assert_int_eq(hs_memfd(&s, SEG, HUGE, HS_SEALS, 0x77 + i), 0);
-            hs_checksum_fill(s.map, DATA, 0x77 + i);
-            code = hs_offer(c, &s, cls, msg, sizeof msg);
-        }
-        ck_assert_msg(code == LT_OK, "%s offer refused: %s: %s", lt_class_name(cls),
-                      lt_error_name(code), msg);
-        struct lt_lease_grant_entry g = th_lease(c, s.id, 0, s.size, cls);
-        ck_assert_uint_eq(g.status, LT_OK);
+        struct lt_lease_grant_entry g =
+            hs_offer_and_lease(c, &s, SEG, HUGE, cls, 0x77 + i, DATA, NULL);
 
         /* Page 0 (data) by hole punch, the page after by MADV_REMOVE on the
          * client's own writable mapping: both must be refused. */

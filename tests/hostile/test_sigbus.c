@@ -50,28 +50,14 @@ static void *hog[HOG_MAX];
 static int attack(struct th_agent *a, uint32_t cls, int legacy)
 {
     union lt_msg_buffer buf;
-    char msg[128];
     int c = th_hello(a->sock, 0, NULL);
     struct hs_seg s;
-    ck_assert_int_eq(hs_memfd(&s, HS_HUGE, 1, HS_OLD_SEALS, 0x5b), 0);
-    hs_checksum_fill(s.map, HS_HUGE / 2, 0x5b);
-    uint32_t code = hs_offer(c, &s, cls, msg, sizeof msg);
-    if (code == LT_E_SEGMENT_UNSEALED) {
-        /* The agent names the seal that would have stopped the attack. */
-        ck_assert_msg(!legacy, "--seals legacy refused old seals: %s", msg);
-        ck_assert_msg(strstr(msg, "F_SEAL_FUTURE_WRITE"), "refusal does not name the seal: %s",
-                      msg);
-        hs_seg_close(&s);
-        ck_assert_int_eq(hs_memfd(&s, HS_HUGE, 1, HS_SEALS, 0x5b), 0);
-        hs_checksum_fill(s.map, HS_HUGE / 2, 0x5b);
-        code = hs_offer(c, &s, cls, msg, sizeof msg);
-    }
-    ck_assert_msg(code == LT_OK, "%s offer refused: %s: %s", lt_class_name(cls),
-                  lt_error_name(code), msg);
-    struct lt_lease_grant_entry g = th_lease(c, s.id, 0, s.size, cls);
-    ck_assert_uint_eq(g.status, LT_OK);
+    int old = 0;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &s, HS_HUGE, 1, cls, 0x5b, HS_HUGE / 2, &old);
+    ck_assert_msg(!legacy || old, "--seals legacy refused the old seals");
 
-    /* The attack: free both pages, then leave none to fault back in. */
+    /* The attack: free the page, then leave none to fault back in. */
     int punched = fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)s.size);
     int punch_errno = errno;
     int removed = madvise(s.map, s.size, MADV_REMOVE);
@@ -132,6 +118,49 @@ START_TEST(test_agent_survives_sigbus_on_a_segment_it_was_told_to_take)
 }
 END_TEST
 
+/* A MAPPED segment without F_SEAL_FUTURE_WRITE is taken for its words only;
+ * its bell page punched and the huge pages gone, the agent's read of the
+ * bell faults: that submit fails, that client goes, nobody else notices. */
+START_TEST(test_a_bell_in_a_punched_word_segment_fails_only_its_client)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, NULL);
+    union lt_msg_buffer buf;
+    char msg[128];
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg words;
+    ck_assert_int_eq(hs_memfd(&words, HS_HUGE, 1, HS_OLD_SEALS, 0x6c), 0);
+    memset(words.map, 0, 64);
+    ck_assert_uint_eq(hs_offer(c, &words, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct hs_seg data;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x6d, 32 * HS_KIB, NULL);
+    int punched = fallocate(words.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, HS_HUGE);
+    size_t taken = hog_take(hog);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = words.id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(c, &sub);
+    ssize_t n = th_recv(c, &buf, TH_TIMEOUT_MS);
+    hog_give_back(hog, taken);
+    ck_assert_int_eq(punched, 0);
+    ck_assert_msg(n > 0 && buf.hdr.type == LT_MSG_COMPLETION, "no COMPLETION (%zd); log %s", n,
+                  a.log);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status,
+                      LT_E_SEGMENT_GONE);
+    th_expect_eof(c);
+    close(c);
+    hs_seg_close(&words);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 static Suite *sigbus_suite(void)
 {
     Suite *s = suite_create("hostile_sigbus");
@@ -139,6 +168,7 @@ static Suite *sigbus_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_punched_hugetlb_segment_cannot_kill_the_agent);
     tcase_add_test(tc, test_agent_survives_sigbus_on_a_segment_it_was_told_to_take);
+    tcase_add_test(tc, test_a_bell_in_a_punched_word_segment_fails_only_its_client);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -48,6 +48,7 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LT_CAP_WORDS (1u << 7)        /* the agent's words area: WORDS_REQUEST/WORDS_GRANT */
 /* Minor versions: version 1 stays the wire version; each later feature is a
  * minor version of it, negotiated by its own capability bit, so a peer that
  * does not know a bit never sees that feature's messages. Reserved, in order
@@ -56,8 +57,9 @@ LT_EXTERN_C_BEGIN
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
-#define LT_PROTO_MINOR 0u /* the highest minor this build implements */
-#define LT_CAP_CLIENT_KNOWN (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH)
+#define LT_PROTO_MINOR 3u /* the highest minor this build implements (1.3: LT_CAP_WORDS) */
+#define LT_CAP_CLIENT_KNOWN                                                                        \
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_WORDS)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -98,9 +100,12 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
+    /* 30-41: reserved for LT_CAP_STREAM and LT_CAP_LAUNCH. */
+    LT_MSG_WORDS_REQUEST = 42, /* only from a client granted LT_CAP_WORDS */
+    LT_MSG_WORDS_GRANT = 43,   /* carries exactly one fd: the words area's memfd */
 };
 #define LT_MSG_TYPE_FIRST 1
-#define LT_MSG_TYPE_LAST 29
+#define LT_MSG_TYPE_LAST 43 /* types without lt_msg_info are not defined (30-41) */
 
 /* ---- Operations (submit) ---- */
 
@@ -492,6 +497,33 @@ struct lt_msg_stats_reply {
     struct lt_client_stats clients[];
 };
 
+/* ---- The agent's words area (LT_CAP_WORDS) ---- */
+
+/* Bytes a words area may have: a multiple of 4096 in 4096..LT_WORDS_MAX_BYTES. */
+#define LT_WORDS_MAX_BYTES (2u << 20)
+
+/* client -> agent, once per connection: a words area of @bytes. The agent
+ * makes a memfd it maps read-write and registers MAPPED, seals it so the
+ * client can only map it read-only and nobody can free its pages, and
+ * answers WORDS_GRANT with its fd. From then on the client's done words may
+ * name it and its VECTOR_SCAN hits go there (hits_offset is an offset in the
+ * words area, no longer in the lease). */
+struct lt_msg_words_request {
+    struct lt_header hdr;
+    uint32_t bytes;
+    uint32_t reserved;
+};
+
+/* agent -> client, with one fd. @segment names the words area in SUBMIT's
+ * done word ({segment, offset}); it is never leased, and goes with the
+ * connection. */
+struct lt_msg_words_grant {
+    struct lt_header hdr;
+    struct lt_segment_id segment;
+    uint64_t size; /* the bytes asked for */
+    uint64_t reserved;
+};
+
 /* ---- Errors ---- */
 
 /* either direction: the request named by request_id was refused. request_id
@@ -761,6 +793,14 @@ LT_ASSERT_FIELD(lt_msg_error, index, 36);
 LT_ASSERT_FIELD(lt_msg_error, message, 40);
 LT_ASSERT_SIZE(lt_msg_error, 128);
 
+LT_ASSERT_FIELD(lt_msg_words_request, bytes, 24);
+LT_ASSERT_FIELD(lt_msg_words_request, reserved, 28);
+LT_ASSERT_SIZE(lt_msg_words_request, 32);
+LT_ASSERT_FIELD(lt_msg_words_grant, segment, 24);
+LT_ASSERT_FIELD(lt_msg_words_grant, size, 32);
+LT_ASSERT_FIELD(lt_msg_words_grant, reserved, 40);
+LT_ASSERT_SIZE(lt_msg_words_grant, 48);
+
 /* The largest message: a full lease request. */
 #define LT_MSG_MAX_BYTES (32u + LT_MAX_BATCH * 32u)
 LT_STATIC_ASSERT(LT_MSG_MAX_BYTES == sizeof(struct lt_msg_lease_request) +
@@ -962,6 +1002,17 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.max_count = LT_MAX_BATCH;
         i.dir = LT_DIR_TO_CLIENT;
         break;
+    case LT_MSG_WORDS_REQUEST:
+        i.name = "WORDS_REQUEST";
+        i.fixed = sizeof(struct lt_msg_words_request);
+        i.reply = LT_MSG_WORDS_GRANT;
+        break;
+    case LT_MSG_WORDS_GRANT:
+        i.name = "WORDS_GRANT";
+        i.fixed = sizeof(struct lt_msg_words_grant);
+        i.dir = LT_DIR_TO_CLIENT;
+        i.fds = 1;
+        break;
     default:
         i.reply = 0;
         return i;
@@ -978,7 +1029,7 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
 /* 1 when @type is defined in v1, else 0. */
 static inline int lt_msg_type_is_known(uint32_t type)
 {
-    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST;
+    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST && lt_msg_info(type).name != NULL;
 }
 
 /* The type's name ("LEASE_GRANT"), or "UNKNOWN". Static storage. */

@@ -295,6 +295,16 @@ LEASEC_API int leasec_pool_segment_find(const struct leasec_pool *pool, uint32_t
 #define LEASEC_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LEASEC_CAP_HOST_BACKEND (1u << 3) /* granted only: no GPU, the host backend serves */
 #define LEASEC_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+/* The agent's words area (leasec_client_words): memory the agent owns and
+ * writes -- done words and VECTOR_SCAN hits -- and this process can only
+ * read. The pool's segments are sealed F_SEAL_FUTURE_WRITE, so the agent
+ * maps them read-only and writes nothing there: with this cap, name done
+ * words as {LEASEC_WORDS_KEY, offset} and put scan hits_offset in the area. */
+#define LEASEC_CAP_WORDS (1u << 7)
+
+/* The segment key of a struct leasec_client_word that names the agent's
+ * words area of the lease's connection instead of one of our segments. */
+#define LEASEC_WORDS_KEY UINT32_MAX
 
 /* Per-entry lease flag: serve as STAGED when the class's pin budget is spent. */
 #define LEASEC_LEASE_F_ALLOW_STAGED (1u << 0)
@@ -629,6 +639,10 @@ struct leasec_client_config {
     void *cb_ctx; /* handed to every callback; stays the caller's */
     /* Connects, handshakes, refusals: info level, subsystem "client". */
     struct leasec_log log;
+    /* With LEASEC_CAP_WORDS: the words area's size, asked for on every
+     * connection before it is ready (a multiple of 4096, at most 1 MiB;
+     * 0: 64 KiB). */
+    uint32_t words_bytes;
 };
 
 enum leasec_client_agent_state {
@@ -825,6 +839,16 @@ LEASEC_API int leasec_client_stats_call(struct leasec_client *c, unsigned agent,
  * mapping (the client only computes the address). */
 LEASEC_API int leasec_client_word_ptr(const struct leasec_client *c, uint32_t key, uint64_t offset,
                                       uint64_t **word_p);
+
+/* The words area of @agent's current connection (LEASEC_CAP_WORDS): its
+ * first byte in this process, read-only (the agent writes it), and its
+ * size. Done words named {LEASEC_WORDS_KEY, off} are at *@base_p + off, and
+ * so are a scan's hits at hits_offset off. Valid until that connection
+ * ends (on_disconnect). Returns 0; -ENOENT for no such agent or no area on
+ * this connection (the agent did not grant LEASEC_CAP_WORDS, or refused the
+ * area: the reason is logged). */
+LEASEC_API int leasec_client_words(const struct leasec_client *c, unsigned agent,
+                                   const unsigned char **base_p, uint64_t *size_p);
 
 /* Rings a doorbell: a release store of @seq into @bell, so every write
  * before it (the buffer's bytes) is visible to whoever sees @seq. For work
