@@ -69,8 +69,10 @@ test-asan: deps
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)
 
+# Without /metrics: libmicrohttpd's shared gnutls may be missing, or older,
+# on the GPU machine, and stagingd would then not start there at all.
 device-build: deps
-	$(call configure_and_build,$(DEVICE_DIR),configure,-DLEASE_GPU_ARCH=90)
+	$(call configure_and_build,$(DEVICE_DIR),configure,-DLEASE_GPU_ARCH=90 -DLEASE_WITH_METRICS=OFF)
 
 fresh-check:
 	@scripts/fresh-debian.sh $(FRESH_ARGS)

@@ -1,4 +1,4 @@
-# liburing, jemalloc and Check come from pkg-config. They are linked from
+# liburing, jemalloc, jansson and Check come from pkg-config. They are linked from
 # their static archives: the binaries must run on the GPU machine, which has
 # none of the three installed (see ../shared/MEASURED.md).
 find_package(Threads REQUIRED)
@@ -28,6 +28,8 @@ endfunction()
 
 lease_static_pkg(lease::uring liburing liburing.a)
 lease_static_pkg(lease::jemalloc jemalloc libjemalloc_pic.a libjemalloc.a)
+# jansson: the JSON of stagingd's control replies and of leasectl --json.
+lease_static_pkg(lease::jansson jansson libjansson.a)
 set_property(TARGET lease::jemalloc APPEND PROPERTY
              INTERFACE_LINK_LIBRARIES Threads::Threads m dl)
 

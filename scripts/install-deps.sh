@@ -14,6 +14,12 @@ cuda_root=${LEASE_CUDA_ROOT:-/usr/local/cuda}
 # build and every test: binutils (readelf, in the demo) and the sanitizer
 # runtimes come with gcc.
 packages=(cmake make gcc libc6-dev pkg-config liburing-dev libjemalloc-dev check libsubunit-dev)
+# Operations (docs/operations.md): jansson for the JSON of stagingd's
+# control replies and leasectl --json, libmicrohttpd for /metrics; and for
+# the tests only, prometheus (its server and promtool scrape stagingd on
+# loopback), systemd (systemd-analyze verify of the units; it installs in
+# a container without booting it), man-db and groff-base (man -l).
+packages+=(libjansson-dev libmicrohttpd-dev prometheus systemd man-db groff-base)
 
 # The same rule as cmake/CudaDriver.cmake: the toolkit's nvcc, else (for the
 # default root only) one on PATH. nvcc runs g++ even for cubins, and
@@ -46,8 +52,25 @@ if ((${#missing[@]})); then
     # lines where step.sh reads them.
     apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o APT::Status-Fd=1)
     "$here/step.sh" "deps: apt-get update" "$log_dir/apt-update.log" -- "${apt[@]}" update
+    # The prometheus package starts and enables a server on every interface
+    # (:9090); the tests run their own on loopback. Unless a policy is in
+    # place already (containers have one), deny its start while apt runs,
+    # and disable it after.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=
+    if [[ " ${missing[*]} " == *" prometheus "* && ! -e $policy ]]; then
+        printf '#!/bin/sh\n# scripts/install-deps.sh: no prometheus service during apt-get.\ncase " $* " in *" prometheus "*) exit 101 ;; esac\nexit 0\n' |
+            "${sudo[@]}" tee "$policy" > /dev/null && "${sudo[@]}" chmod 755 "$policy" && own_policy=1
+    fi
+    rc=0
     "$here/step.sh" "deps: apt-get install" "$log_dir/apt-install.log" -- \
-        "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+        "${apt[@]}" install -y --no-install-recommends "${missing[@]}" || rc=$?
+    [[ -n $own_policy ]] && "${sudo[@]}" rm -f "$policy"
+    if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+        "${sudo[@]}" systemctl disable prometheus.service > /dev/null 2>&1 || true
+        "${sudo[@]}" update-rc.d prometheus disable > /dev/null 2>&1 || true
+    fi
+    ((rc == 0)) || exit "$rc"
 else
     echo "deps: the ${#packages[@]} Debian packages the build needs are installed"
 fi

@@ -10,11 +10,15 @@
  * with lease-agent-host) after lease-agent's own. The driver is loaded only
  * when a CUDA path starts (gpu/cu.h), so --help, --version and --backend
  * host work on a machine without it. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "base/parse.h"
@@ -36,6 +40,12 @@ enum {
     AGENT_OPT_BYTES,
     AGENT_OPT_BLOCK_SIZE,
     AGENT_OPT_SEED,
+    AGENT_OPT_MAX_LAUNCHES,
+    AGENT_OPT_LAUNCH_THREADS,
+    AGENT_OPT_LAUNCH_SHARED,
+    AGENT_OPT_LAUNCH_ARGS,
+    AGENT_OPT_ON_FAULT,
+    AGENT_OPT_FAULT_RESTARTS,
 };
 
 static const struct option agent_own_options[] = {
@@ -47,8 +57,15 @@ static const struct option agent_own_options[] = {
     {"bytes", required_argument, NULL, AGENT_OPT_BYTES},
     {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
+    {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
+    {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
+    {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
+    {"launch-max-args", required_argument, NULL, AGENT_OPT_LAUNCH_ARGS},
+    {"on-fault", required_argument, NULL, AGENT_OPT_ON_FAULT},
+    {"fault-restarts", required_argument, NULL, AGENT_OPT_FAULT_RESTARTS},
 };
 #define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
+#define AGENT_FAULT_RESTARTS_DEFAULT 16u
 
 struct agent_args {
     struct ga_server_cli cli;
@@ -56,6 +73,9 @@ struct agent_args {
     int self_test;
     enum agent_backend backend;
     uint64_t chunk;
+    struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
+    int fault_exit;                      /* --on-fault exit */
+    uint32_t fault_restarts;             /* --fault-restarts */
     const char *server_opt;    /* the first server option given (refused with --self-test) */
     const char *serve_only;    /* --backend or --chunk-bytes given (refused with --self-test) */
     const char *self_test_opt; /* --bytes, --block-size or --seed (only with --self-test) */
@@ -81,8 +101,18 @@ static void agent_usage(FILE *f)
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
-            "                   GPU's arch, no PTX, kernels named k_*); any bad file, or a\n"
-            "                   kernel name already taken, fails start-up\n"
+            "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
+            "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
+            "                   that disagrees with its cubin, or a kernel name already\n"
+            "                   taken fails start-up\n"
+            "  --max-launches N         LAUNCHes one client may have in flight (default 64)\n"
+            "  --launch-max-threads N   grid x block threads of one LAUNCH (default 2^30)\n"
+            "  --launch-max-shared SIZE dynamic shared memory of one LAUNCH (default 48K)\n"
+            "  --launch-max-args SIZE   argument block of one LAUNCH (default and at most 1K)\n"
+            "  --on-fault restart|exit  after a GPU fault (every request in flight answered\n"
+            "                   GPU_FAULT): re-execute on the same socket (default), or exit 1\n"
+            "  --fault-restarts N       restarts after faults before it exits instead\n"
+            "                   (default %u)\n"
             "\n"
             "  --self-test      open GPU N through the hardware gate (driver >= 580 / CUDA 13,\n"
             "                   compute capability == the embedded cubins' arch), load every\n"
@@ -100,7 +130,7 @@ static void agent_usage(FILE *f)
             "saying so.\n"
             "\n"
             "Server options (as lease-agent-host):\n",
-            AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
+            AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
 
@@ -164,6 +194,45 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
             return agent_refuse(name, "a non-zero number", val, err, errlen);
         a->st.seed = v;
         return 0;
+    case AGENT_OPT_MAX_LAUNCHES:
+        a->serve_only = "--max-launches";
+        if (base_parse_u32(val, 1, 1u << 20, &u, NULL, 0) < 0)
+            return agent_refuse(name, "1..1048576", val, err, errlen);
+        a->launch.max_inflight = u;
+        return 0;
+    case AGENT_OPT_LAUNCH_THREADS:
+        a->serve_only = "--launch-max-threads";
+        if (base_parse_u64(val, 1, UINT64_MAX, &v, NULL, 0) < 0)
+            return agent_refuse(name, "a non-zero number", val, err, errlen);
+        a->launch.max_threads = v;
+        return 0;
+    case AGENT_OPT_LAUNCH_SHARED:
+        a->serve_only = "--launch-max-shared";
+        if (base_parse_size(val, &v, NULL, 0) < 0 || v == 0 || v > (1u << 30))
+            return agent_refuse(name, "a size from 1 byte to 1G", val, err, errlen);
+        a->launch.max_shared = (uint32_t)v;
+        return 0;
+    case AGENT_OPT_LAUNCH_ARGS:
+        a->serve_only = "--launch-max-args";
+        if (base_parse_size(val, &v, NULL, 0) < 0 || v == 0 || v > LT_LAUNCH_ARGS_MAX)
+            return agent_refuse(name, "a size from 1 byte to 1K", val, err, errlen);
+        a->launch.max_arg_bytes = (uint32_t)v;
+        return 0;
+    case AGENT_OPT_ON_FAULT:
+        a->serve_only = "--on-fault";
+        if (strcmp(val, "restart") == 0)
+            a->fault_exit = 0;
+        else if (strcmp(val, "exit") == 0)
+            a->fault_exit = 1;
+        else
+            return agent_refuse(name, "'restart' or 'exit'", val, err, errlen);
+        return 0;
+    case AGENT_OPT_FAULT_RESTARTS:
+        a->serve_only = "--fault-restarts";
+        if (base_parse_u32(val, 0, 1u << 20, &u, NULL, 0) < 0)
+            return agent_refuse(name, "0..1048576", val, err, errlen);
+        a->fault_restarts = u;
+        return 0;
     default:
         return -ENOENT;
     }
@@ -178,6 +247,7 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
     a->st = (struct agent_self_test_args){.bytes = AGENT_DEFAULT_BYTES,
                                           .block_size = AGENT_DEFAULT_BLOCK,
                                           .seed = AGENT_DEFAULT_SEED};
+    a->fault_restarts = AGENT_FAULT_RESTARTS_DEFAULT;
     static struct option table[AGENT_OWN_COUNT + 64];
     if (AGENT_OWN_COUNT + ga_server_cli_option_count + 1 > sizeof table / sizeof table[0])
         return agent_refuse("help", "a smaller option table", "", err, errlen);
@@ -242,22 +312,26 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
 static struct ga_server *agent_srv; /* for the fault callback */
 static volatile int agent_faulted;
 static const struct base_log_sink *agent_log;
+static int agent_fault_restart; /* set before the server starts: restart after a fault */
 
 static void agent_on_fault(void *arg, int err)
 {
     (void)arg;
     base_log(agent_log, BASE_LOG_ERROR, AGENT_SUBSYS,
-             "the GPU faulted (%s); every request in flight was answered GPU_FAULT. Stopping: "
-             "restart the agent.",
-             strerror(-err));
+             "the GPU faulted (%s); every request in flight was answered GPU_FAULT. %s",
+             strerror(-err),
+             agent_fault_restart ? "Restarting on the same socket: clients reconnect"
+                                 : "Stopping (--on-fault exit): restart the agent.");
     agent_faulted = 1;
     struct ga_server *srv = __atomic_load_n(&agent_srv, __ATOMIC_ACQUIRE);
+    if (srv && agent_fault_restart)
+        ga_server_listener_keep(srv);
     if (srv)
         ga_server_stop(srv);
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            const char *cubin_dir)
+                            const char *cubin_dir, const struct ga_exec_launch_limits *launch)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
@@ -301,6 +375,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .chunk_bytes = chunk,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
+        .launch = *launch,
     };
     struct ga_executor *ex = NULL;
     rc = ga_executor_cuda_create(dev, &xo, &ex);
@@ -330,10 +405,85 @@ out_dev:
     return status;
 }
 
+/* ---- restarting after a fault ----------------------------------------------- */
+
+#define AGENT_ENV_LISTENER "LEASE_AGENT_LISTEN_FDS" /* "<socket fd>,<lock fd>" */
+#define AGENT_ENV_RESTARTS "LEASE_AGENT_RESTARTS"   /* restarts after faults so far */
+
+/* What the agent process before this one handed over (and forgets it, so
+ * nothing this one starts inherits it). Returns 1 when it did. */
+static int agent_inherited(struct ga_server_listener *l_p, uint32_t *restarts_p)
+{
+    const char *fds = getenv(AGENT_ENV_LISTENER), *n = getenv(AGENT_ENV_RESTARTS);
+    int lfd = -1, lockfd = -1, got = 0;
+    char tail = 0;
+    if (fds && sscanf(fds, "%d,%d%c", &lfd, &lockfd, &tail) == 2 && lfd > 2 && lockfd > 2) {
+        *l_p = (struct ga_server_listener){.listen_fd = lfd, .lock_fd = lockfd};
+        uint32_t r = 0;
+        *restarts_p = n && base_parse_u32(n, 0, UINT32_MAX, &r, NULL, 0) == 0 ? r : 1;
+        got = 1;
+    } else if (fds) {
+        fprintf(stderr, "lease-agent: %s='%s': expected two fds above 2, ignored\n",
+                AGENT_ENV_LISTENER, fds);
+    }
+    unsetenv(AGENT_ENV_LISTENER);
+    unsetenv(AGENT_ENV_RESTARTS);
+    return got;
+}
+
+/* Every fd but the listener's closes across exec: the driver's device
+ * files among them, which hold the faulted context. */
+static int agent_cloexec_all_but(const struct ga_server_listener *l)
+{
+    int rc = -ENOSYS;
+#ifdef CLOSE_RANGE_CLOEXEC
+    rc = close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) == 0 ? 0 : -errno;
+#endif
+    if (rc < 0) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+            return -errno;
+        for (struct dirent *e; (e = readdir(d));) {
+            int fd = atoi(e->d_name);
+            if (fd > 2 && fd != dirfd(d))
+                fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        closedir(d);
+    }
+    if (fcntl(l->listen_fd, F_SETFD, 0) < 0 || fcntl(l->lock_fd, F_SETFD, 0) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Re-executes lease-agent with its own arguments, the listener passed on.
+ * Returns only on failure (logged). */
+static int agent_reexec(char **argv, const struct ga_server_listener *l, uint32_t restarts)
+{
+    char fds[32], n[16];
+    snprintf(fds, sizeof fds, "%d,%d", l->listen_fd, l->lock_fd);
+    snprintf(n, sizeof n, "%" PRIu32, restarts);
+    int rc = agent_cloexec_all_but(l);
+    if (rc == 0 && (setenv(AGENT_ENV_LISTENER, fds, 1) < 0 || setenv(AGENT_ENV_RESTARTS, n, 1) < 0))
+        rc = -errno;
+    if (rc == 0) {
+        fprintf(stderr, "lease-agent: re-executing after a GPU fault (restart %" PRIu32
+                        "), serving the same socket\n",
+                restarts);
+        execv("/proc/self/exe", argv);
+        rc = -errno;
+    }
+    fprintf(stderr, "lease-agent: error: agent: restarting after the GPU fault failed: %s\n",
+            strerror(-rc));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct agent_args a;
     char err[512];
+    struct ga_server_listener inherited;
+    uint32_t restarts = 0;
+    int handed = agent_inherited(&inherited, &restarts);
     if (agent_args_parse(argc, argv, &a, err, sizeof err) < 0) {
         fprintf(stderr, "lease-agent: %s (see --help)\n", err);
         return 2;
@@ -353,10 +503,28 @@ int main(int argc, char **argv)
     struct base_log_file *logf = NULL;
     if (ga_server_cli_log_setup(&a.cli, &logf) < 0)
         return 1;
+    if (handed && a.backend == AGENT_BACKEND_CUDA) {
+        /* The first process reported "ready"; this one serves what it left. */
+        a.cli.cfg.inherit = &inherited;
+        a.cli.ready_fd = -1;
+        base_log(&a.cli.cfg.log, BASE_LOG_NOTICE, AGENT_SUBSYS,
+                 "restarted after a GPU fault (%" PRIu32 " of at most %" PRIu32 ")", restarts,
+                 a.fault_restarts);
+    } else if (handed) {
+        close(inherited.listen_fd); /* the host backend never faults: bind anew */
+        close(inherited.lock_fd);
+    }
+    agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir)
+                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
+    if (agent_faulted && !agent_fault_restart)
+        base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,
+                 "not restarting after the GPU fault: %s",
+                 a.fault_exit ? "--on-fault exit" : "--fault-restarts reached");
     base_log_default_set(NULL);
     base_log_file_destroy(logf);
+    if (agent_faulted && a.cli.kept.listen_fd >= 0)
+        agent_reexec(argv, &a.cli.kept, restarts + 1);
     return status;
 }

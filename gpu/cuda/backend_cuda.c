@@ -54,6 +54,8 @@
 static int cx_work_check(void *ctx, const struct ga_exec_work *w, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
+    if (w->op == GA_EXEC_OP_LAUNCH)
+        return cx__launch_check(x, w, why_p);
     if ((w->bell.host && w->bell.dev == 0) || (w->done.host && w->done.dev == 0))
         return lt_failure_set(why_p, LT_E_BAD_VALUE, 0,
                               "submit: a bell or done word needs a registered device address");
@@ -395,6 +397,7 @@ static void cx__free(struct cx *x)
         free(o);
     }
     free(x->free_slots);
+    cx__launch_table_free(x);
     pthread_cond_destroy(&x->mon_cv);
     pthread_cond_destroy(&x->idle_cv);
     pthread_mutex_destroy(&x->mu);
@@ -526,7 +529,8 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     for (uint32_t i = 0; i < x->nresult; i++)
         x->free_slots[i] = x->nresult - 1 - i;
     x->nfree = x->nresult;
-    if ((rc = ga_device_make_current(dev)) < 0 || (rc = cx__device_setup(x)) < 0)
+    if ((rc = ga_device_make_current(dev)) < 0 || (rc = cx__device_setup(x)) < 0 ||
+        (rc = cx__launch_table_build(x)) < 0)
         goto fail_device;
     if ((rc = ga_streams_create(dev, &x->streams)) < 0)
         goto fail_device;
@@ -535,7 +539,8 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
         goto fail_streams;
     struct ga_exec_config cfg = {
         .limits = {.max_streams = o.max_streams ? o.max_streams : CX_STREAMS_DEFAULT,
-                   .max_events = o.max_events ? o.max_events : CX_EVENTS_DEFAULT},
+                   .max_events = o.max_events ? o.max_events : CX_EVENTS_DEFAULT,
+                   .launch = o.launch},
         .table_streams = o.table_streams ? o.table_streams : CX_TABLE_STREAMS_DEFAULT,
         .table_events = o.table_events ? o.table_events : CX_TABLE_EVENTS_DEFAULT,
         /* A kept id reads as stale for as long as the table allows. */
@@ -544,7 +549,8 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     };
     struct ga_exec_backend be = {
         .name = "cuda",
-        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING,
+        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING |
+                (cx__launch_count(x) ? LT_CAP_LAUNCH : 0u),
         .ops = &cx_ops,
         .ctx = x,
     };

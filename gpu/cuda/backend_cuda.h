@@ -113,6 +113,10 @@ struct cx_cmd {
     enum cx_ctl ctl;
     struct ga_exec_call *call;
     struct cx_ev *ev, *ev2;
+    /* CX_WORK of GA_EXEC_OP_LAUNCH (launch_cuda.c) */
+    const struct cx_lk *lk; /* the kernel */
+    CUresult cu_rc;         /* the first failed call's CUresult */
+    bool launch_refused;    /* cuLaunchKernel refused it (not a fault) */
 };
 
 struct cx_owner {
@@ -158,6 +162,8 @@ struct cx {
     int fault_err;
     void (*on_fault)(void *arg, int err);
     void *fault_arg;
+    CUresult fault_cu; /* the sticky error, when known */
+    struct cx_launch_table *launch; /* launchable kernels (launch_cuda.c) */
     /* the fault monitor */
     CUstream mon_stream;
     pthread_t mon;
@@ -199,5 +205,31 @@ void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_
 /* Makes @xs's copy stream, events (and with @scratch its bounce buffer)
  * exist. On a worker, context current. */
 int cx__xs_prepare(struct cx *x, struct cx_xs *xs, bool scratch);
+
+/* ---- launch_cuda.c: LAUNCH ---- */
+
+struct cx_lk;
+struct cx_launch_table;
+
+/* The launchable kernels: every kernel the loaded images' descriptors
+ * declare, each parsed and checked against its cubin and its function's
+ * limits. At creation, context current; -ENOEXEC (logged) when a
+ * descriptor disagrees. */
+int cx__launch_table_build(struct cx *x);
+void cx__launch_table_free(struct cx *x);
+/* How many kernels may be launched (0: LT_CAP_LAUNCH is not offered). */
+size_t cx__launch_count(const struct cx *x);
+/* work_check of a launch: its kernel, ranges, shape and arguments against
+ * the descriptor and the device; a refusal sets w->launch->arg_index. */
+int cx__launch_check(const struct cx *x, const struct ga_exec_work *w, struct lt_failure *why);
+/* cx__op_plan of a launch. */
+int cx__launch_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *msg,
+                    size_t len);
+/* cx__op_queue of a launch. */
+int cx__launch_queue(struct cx *x, struct cx_cmd *cmd, CUstream st);
+/* cx__op_result of a launch: the result area into the launch, the status. */
+void cx__launch_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_result *res);
+/* The fault path answers @cmd: names the sticky error @r in a launch. */
+void cx__launch_fault_note(struct cx_cmd *cmd, CUresult r);
 
 #endif /* GPU_BACKEND_CUDA_H */

@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "kernels/cubin.h"
 #include "kernels/images.h"
+#include "kernels/kdesc.h"
 
 #define GA__CUBIN_SUFFIX ".cubin"
 #define GA__CUBIN_SUFFIX_LEN 6
@@ -34,6 +35,7 @@ static void ga__image_free(struct kn_image *img)
     free((void *)img->name);
     free((void *)img->data);
     free((void *)img->kernels);
+    free((void *)img->kdesc);
 }
 
 /* The first image name or kernel name that occurs twice in @t. */
@@ -58,9 +60,10 @@ static int ga__names_unique(const struct kn_image *t, size_t n, char *err, size_
     return 0;
 }
 
-/* Reads the regular file @name of @dfd into a 64-byte aligned buffer. */
-static int ga__file_read(int dfd, const char *dir, const char *name, unsigned char **data_p,
-                         size_t *size_p, char *err, size_t err_len)
+/* Reads the regular file @name of @dfd (at most @max bytes) into a 64-byte
+ * aligned buffer with a NUL after its bytes. */
+static int ga__file_read(int dfd, const char *dir, const char *name, size_t max,
+                         unsigned char **data_p, size_t *size_p, char *err, size_t err_len)
 {
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -89,13 +92,13 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
                        name, (unsigned int)(st.st_mode & S_IFMT));
         goto out;
     }
-    if (st.st_size > (off_t)GA_EXTRA_IMAGE_MAX_BYTES) {
-        rc = base_errf(err, err_len, -EFBIG, "%s/%s: expected at most %u bytes, found %jd bytes",
-                       dir, name, GA_EXTRA_IMAGE_MAX_BYTES, (intmax_t)st.st_size);
+    if (st.st_size > (off_t)max) {
+        rc = base_errf(err, err_len, -EFBIG, "%s/%s: expected at most %zu bytes, found %jd bytes",
+                       dir, name, max, (intmax_t)st.st_size);
         goto out;
     }
     size_t size = (size_t)st.st_size;
-    if (posix_memalign((void **)&buf, 64, size ? (size + 63) & ~(size_t)63 : 64) != 0) {
+    if (posix_memalign((void **)&buf, 64, (size + 64) & ~(size_t)63) != 0) {
         buf = NULL;
         rc =
             base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory for %zu bytes", dir, name, size);
@@ -114,6 +117,7 @@ static int ga__file_read(int dfd, const char *dir, const char *name, unsigned ch
         }
         got += (size_t)n;
     }
+    buf[size] = '\0';
     *data_p = buf;
     *size_p = size;
     buf = NULL;
@@ -123,13 +127,54 @@ out:
     return rc;
 }
 
+/* DIR/@name.kdesc beside the cubin, when there is one: read, parsed and
+ * checked against @cubin, so a descriptor that disagrees fails start-up.
+ * *@text_p NULL: no descriptor (no kernel of the image may be launched). */
+static int ga__kdesc_read(int dfd, const char *dir, const char *name, const unsigned char *cubin,
+                          size_t cubin_size, unsigned char **text_p, size_t *len_p, char *err,
+                          size_t err_len)
+{
+    char file[512];
+    if (snprintf(file, sizeof file, "%s.kdesc", name) >= (int)sizeof file)
+        return base_errf(err, err_len, -ENAMETOOLONG, "%s/%s.kdesc: name too long", dir, name);
+    struct stat st;
+    if (fstatat(dfd, file, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+        *text_p = NULL;
+        *len_p = 0;
+        return 0;
+    }
+    unsigned char *text = NULL;
+    size_t len = 0;
+    int rc = ga__file_read(dfd, dir, file, KN_KDESC_MAX_BYTES, &text, &len, err, err_len);
+    if (rc < 0)
+        return rc;
+    char why[512];
+    struct kn_kdesc desc;
+    rc = kn_kdesc_parse((const char *)text, len, &desc, why, sizeof why);
+    if (rc == 0) {
+        rc = kn_kdesc_check_cubin(&desc, cubin, cubin_size, why, sizeof why);
+        kn_kdesc_free(&desc);
+        if (rc < 0) {
+            free(text);
+            return base_errf(err, err_len, rc, "%s/%s disagrees with %s.cubin: %s", dir, file,
+                             name, why);
+        }
+    } else {
+        free(text);
+        return base_errf(err, err_len, rc, "%s/%s refused: %s", dir, file, why);
+    }
+    *text_p = text;
+    *len_p = len;
+    return 0;
+}
+
 /* Reads, checks and lists the kernels of DIR/@file into @img. */
 static int ga__extra_image_read(int dfd, const char *dir, const char *file, unsigned int arch,
                                 struct kn_image *img, char *err, size_t err_len)
 {
     unsigned char *data = NULL;
     size_t size = 0;
-    int rc = ga__file_read(dfd, dir, file, &data, &size, err, err_len);
+    int rc = ga__file_read(dfd, dir, file, GA_EXTRA_IMAGE_MAX_BYTES, &data, &size, err, err_len);
     if (rc < 0)
         return rc;
     char why[512];
@@ -164,14 +209,22 @@ static int ga__extra_image_read(int dfd, const char *dir, const char *file, unsi
         rc = base_errf(err, err_len, -ENOMEM, "%s/%s: out of memory", dir, file);
         goto fail_kernels;
     }
+    unsigned char *kdesc = NULL;
+    size_t kdesc_len = 0;
+    if ((rc = ga__kdesc_read(dfd, dir, name, data, size, &kdesc, &kdesc_len, err, err_len)) < 0)
+        goto fail_name;
     *img = (struct kn_image){.name = name,
                              .data = data,
                              .size = size,
                              .arch = facts.arch,
                              .kernels = kernels,
-                             .kernel_count = count};
+                             .kernel_count = count,
+                             .kdesc = (const char *)kdesc,
+                             .kdesc_len = kdesc_len};
     return 0;
 
+fail_name:
+    free(name);
 fail_kernels:
     free(kernels);
 fail_data:

@@ -53,6 +53,8 @@ static uint64_t cx__chunk_for(const struct cx *x, uint64_t len, uint64_t unit)
 int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *msg, size_t len)
 {
     const struct ga_exec_work *w = &cmd->w;
+    if (w->op == GA_EXEC_OP_LAUNCH)
+        return cx__launch_plan(x, cmd, code_p, msg, len);
     switch (w->mem_class) {
     case LT_CLASS_PINNED:
         cmd->path = CX_PATH_PINNED;
@@ -547,6 +549,8 @@ static int cx__copy_queue(struct cx_cmd *cmd, CUstream st)
 
 int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
 {
+    if (cmd->w.op == GA_EXEC_OP_LAUNCH)
+        return cx__launch_queue(x, cmd, st);
     bool scratch = cmd->path == CX_PATH_STAGED ||
                    (cmd->w.op == LT_OP_VECTOR_SCAN && cmd->w.args.scan.elem == LT_ELEM_F16);
     int rc = cx__xs_prepare(x, cmd->xs, scratch);
@@ -688,6 +692,10 @@ static void cx__scan_result(const struct cx *x, const struct cx_cmd *cmd,
 
 void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_result *res)
 {
+    if (cmd->w.op == GA_EXEC_OP_LAUNCH) {
+        cx__launch_result(x, cmd, res);
+        return;
+    }
     memset(res, 0, sizeof *res);
     if (cmd->cancelled) {
         res->status = LT_E_SHUTTING_DOWN;

@@ -164,6 +164,7 @@ static void cx__fault(struct cx *x, int err)
     }
     x->faulted = true;
     x->fault_err = err ? err : -EIO;
+    CUresult sticky = x->fault_cu;
     struct cx_cmd *list = NULL;
     while (x->inflight) {
         struct cx_cmd *cmd = x->inflight;
@@ -173,13 +174,20 @@ static void cx__fault(struct cx *x, int err)
         list = cmd;
     }
     pthread_mutex_unlock(&x->mu);
-    ga__err("CUDA executor: the device faulted (%s); answering every request in flight with "
-            "GPU_FAULT. The primary context is unusable: restart the agent",
-            strerror(-x->fault_err));
+    /* The sticky error names the fault: an idle stream's query returns it. */
+    if (sticky == CUDA_SUCCESS && ga_device_make_current(x->dev) == 0) {
+        CUresult r = cuStreamQuery(x->mon_stream);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            sticky = r;
+    }
+    ga__err("CUDA executor: the device faulted (%s, %s); answering every request in flight "
+            "with GPU_FAULT. The primary context is unusable for the rest of this process",
+            strerror(-x->fault_err), sticky ? ga_cu_name(sticky) : "no CUresult");
     ga_exec_backend_fault(x->front, x->fault_err);
     for (struct cx_cmd *cmd = list; cmd; cmd = cmd->inext) {
         if (cmd->kind == CX_WORK) {
-            struct ga_exec_result res = {.status = LT_E_GPU_FAULT};
+            struct ga_exec_result res = {.status = LT_E_GPU_FAULT, .detail = (uint32_t)sticky};
+            cx__launch_fault_note(cmd, sticky);
             ga_exec_job_done(cmd->job, &res);
         } else {
             char words[LT_ERROR_MSG_LEN];
@@ -209,8 +217,13 @@ void *cx__monitor_main(void *arg)
         int rc = ga_device_make_current(x->dev);
         if (rc == 0) {
             CUresult r = cuStreamQuery(x->mon_stream);
-            if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
                 rc = GA_CU(r);
+                pthread_mutex_lock(&x->mu);
+                if (!x->faulted && (rc == -EIO || rc == -ENODEV))
+                    x->fault_cu = r; /* named in the launches the fault answers */
+                pthread_mutex_unlock(&x->mu);
+            }
         }
         if (rc == -EIO || rc == -ENODEV)
             cx__fault(x, rc);
@@ -354,6 +367,7 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
                 cmd->o->id,
                 w->op == LT_OP_CHECKSUM_VERIFY ? "CHECKSUM_VERIFY"
                 : w->op == LT_OP_VECTOR_SCAN   ? "VECTOR_SCAN"
+                : w->op == GA_EXEC_OP_LAUNCH   ? "LAUNCH"
                                                : "COPY_H2D",
                 strerror(-rc));
     cmd->rc = rc;

@@ -228,6 +228,7 @@ void ga_exec_job_done(struct ga_exec_job *job, const struct ga_exec_result *res)
     pthread_mutex_lock(&ex->mu);
     job->o->queued--;
     job->o->completed++;
+    job->o->launches -= job->w.op == GA_EXEC_OP_LAUNCH;
     ex->completed++;
     if (r.status == LT_E_SHUTTING_DOWN)
         ex->cancelled++;
@@ -461,7 +462,11 @@ int ga_exec_submit(struct ga_executor *ex, const struct ga_exec_work *w, struct 
                                "submit: expected a work item with bytes and a callback");
     if ((w->bell.host && w->bell.seq == 0) || (w->done.host && w->done.seq == 0))
         return ga_exec__refuse(why_p, LT_E_BAD_VALUE, "submit: a bell or done word with seq 0");
+    if (w->op == GA_EXEC_OP_LAUNCH && !w->launch)
+        return ga_exec__refuse(why_p, LT_E_BAD_VALUE, "launch: expected the launch's request");
     int rc = ex->be.ops->work_check(ex->be.ctx, w, why_p);
+    if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH)
+        rc = ga_exec__launch_check(ex, w, why_p);
     if (rc < 0)
         return rc;
     struct ga_exec_job *job = calloc(1, sizeof(*job));
@@ -474,7 +479,8 @@ int ga_exec_submit(struct ga_executor *ex, const struct ga_exec_work *w, struct 
         free(job);
         return rc;
     }
-    if ((rc = ga_exec__stream_get(ex, h.o, w->stream, &h, why_p)) < 0) {
+    if ((rc = ga_exec__stream_get(ex, h.o, w->stream, &h, why_p)) < 0 ||
+        (w->op == GA_EXEC_OP_LAUNCH && (rc = ga_exec__launch_admit(ex, h.o, why_p)) < 0)) {
         free(job);
         return ga_exec__abort(ex, &h, rc);
     }
@@ -490,6 +496,7 @@ int ga_exec_submit(struct ga_executor *ex, const struct ga_exec_work *w, struct 
     if (rc < 0) {
         h.o->queued--;
         h.o->submitted--;
+        h.o->launches -= w->op == GA_EXEC_OP_LAUNCH;
         ex->submitted--;
         ga_exec__answered(ex, h.o);
         free(job);
@@ -605,6 +612,8 @@ int ga_executor_create(const struct ga_exec_config *cfg, const struct ga_exec_ba
         return -ENOMEM;
     ex->be = *be;
     ex->log = c.log;
+    ex->launch = c.limits.launch;
+    ga_exec__launch_limits_init(&ex->launch);
     ex->info = (struct ga_executor_info){
         .name = be->name,
         .caps = be->caps,

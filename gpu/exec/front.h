@@ -56,6 +56,7 @@ struct ga_exec_owner {
     bool dropped;
     uint32_t refs; /* its registration, and each job and call not yet answered */
     uint32_t busy; /* verbs naming it running outside the lock */
+    uint32_t launches; /* LAUNCH jobs not yet answered */
 };
 
 struct ga_exec_job {
@@ -88,6 +89,7 @@ struct ga_executor {
     uint64_t submitted, completed, cancelled, failed, commands;
     bool stopping, shut, faulted;
     int fault_err;
+    struct ga_exec_launch_limits launch; /* defaults filled in */
 };
 
 /* What a verb resolved and holds: its owner, a stream, up to two events. */
@@ -142,5 +144,15 @@ int ga_exec__run(struct ga_executor *ex, struct ga_exec__hold *h, struct ga_exec
                  ga_exec__op_fn op, struct lt_failure *why);
 struct ga_exec_call *ga_exec__call_new(enum ga_exec__verb verb, const struct ga_exec_reply *reply,
                                        struct lt_failure *why);
+
+/* ---- launch.c: LAUNCH's limits ---- */
+
+/* Fills the defaults of @l. */
+void ga_exec__launch_limits_init(struct ga_exec_launch_limits *l);
+/* Unlocked: a launch over the per-launch limits, refused with the numbers. */
+int ga_exec__launch_check(const struct ga_executor *ex, const struct ga_exec_work *w,
+                          struct lt_failure *why);
+/* Locked: one more launch of @o in flight, or LT_E_LIMIT. */
+int ga_exec__launch_admit(struct ga_executor *ex, struct ga_exec_owner *o, struct lt_failure *why);
 
 #endif /* GA_EXEC_FRONT_H */

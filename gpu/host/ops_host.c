@@ -13,6 +13,12 @@
 
 int hx__op_check(const struct ga_exec_work *w, struct lt_failure *why_p)
 {
+    /* No kernels here, and no C stand-ins for shipped ones: LT_CAP_LAUNCH is
+     * never granted, so only a client that ignored HELLO_REPLY gets here. */
+    if (w->op == GA_EXEC_OP_LAUNCH)
+        return lt_failure_set(why_p, LT_E_UNSUPPORTED, 0,
+                              "LAUNCH: the host backend runs no kernels (it offers no "
+                              "LT_CAP_LAUNCH); launch on lease-agent's CUDA backend");
     /* The C reference ranks by dot product only, as the GPU kernels do. */
     if (w->op == LT_OP_VECTOR_SCAN && w->args.scan.metric != LT_SCAN_DOT)
         return lt_failure_set(why_p, LT_E_UNSUPPORTED, 0,

@@ -129,6 +129,7 @@ void ga_server_cli_init(struct ga_server_cli *cli)
 {
     memset(cli, 0, sizeof *cli);
     cli->ready_fd = -1;
+    cli->kept = (struct ga_server_listener){.listen_fd = -1, .lock_fd = -1};
     cli->log_level = BASE_LOG_INFO;
 }
 
@@ -337,7 +338,10 @@ void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, cons
 
 void ga_server_cli_version(FILE *f, const char *prog)
 {
-    fprintf(f, "%s %s (lease protocol %u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION);
+    /* The minor is the highest this build implements; a peer uses a minor's
+     * messages only after HELLO granted its capability (proto.h). */
+    fprintf(f, "%s %s (lease protocol %u.%u)\n", prog, LEASE_VERSION, (unsigned)LT_PROTO_VERSION,
+            (unsigned)LT_PROTO_MINOR);
 }
 
 void ga_server_cli_signals_block(void)
@@ -386,6 +390,8 @@ int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p)
     rc = ga_server_run(srv);
     if (running_p)
         __atomic_store_n(running_p, NULL, __ATOMIC_RELEASE);
+    if (ga_server_listener_take(srv, &cli->kept) < 0)
+        cli->kept = (struct ga_server_listener){.listen_fd = -1, .lock_fd = -1};
     ga_server_destroy(srv);
     return rc < 0 ? 1 : 0;
 }

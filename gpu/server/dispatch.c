@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "dispatch_launch.h"
 #include "jobs.h"
 #include "words.h"
 #include "work.h"
@@ -545,6 +546,9 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
     case LT_MSG_WORDS_REQUEST:
         ga_server__words_request(c, buf);
         break;
+    case LT_MSG_LAUNCH:
+        ga_server__launch(c, buf);
+        break;
     default:
         if (lt_msg_type_is_ctl(type))
             ga_server__ctl(c, buf, type);
@@ -568,6 +572,9 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
         break;
     case GA_JOB_OFFER:
         ga_dispatch__offer_done(c, j);
+        break;
+    case GA_JOB_LAUNCH:
+        ga_server__launch_complete(srv, j);
         break;
     }
     free(j);

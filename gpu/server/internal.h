@@ -77,7 +77,9 @@ struct ga_server__conn {
     struct ga_server__seg *words; /* its words area (WORDS_REQUEST), or NULL */
 };
 
-enum ga_server__job_kind { GA_JOB_WORK = 1, GA_JOB_CTL, GA_JOB_OFFER };
+enum ga_server__job_kind { GA_JOB_WORK = 1, GA_JOB_CTL, GA_JOB_OFFER, GA_JOB_LAUNCH };
+
+struct ga_server__launch; /* dispatch_launch.c */
 
 /* One request answered off the loop thread; posted back when done. */
 struct ga_server__job {
@@ -103,6 +105,8 @@ struct ga_server__job {
     int rc;
     struct lt_segment_id seg_id; /* rc == 0 */
     struct lt_failure why;       /* rc < 0: what the ERROR says */
+    /* GA_JOB_LAUNCH (and res) */
+    struct ga_server__launch *launch;
 };
 
 struct ga_server {
@@ -143,6 +147,8 @@ struct ga_server {
     uint64_t start_ns;
     uint64_t accepted, refused;
     int stop_req; /* atomic: ga_server_stop */
+    int keep_req; /* atomic: ga_server_listener_keep */
+    bool kept;    /* the drain kept lfd and lockfd for ga_server_listener_take */
     /* Guarded by mu: the queue of finished jobs for the loop, and the
      * registrar thread's queue of segment offers. */
     pthread_mutex_t mu;

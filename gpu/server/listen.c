@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -181,6 +182,8 @@ static int ga_listen__stale(struct ga_server *srv)
 
 int ga_server__listen_open(struct ga_server *srv)
 {
+    if (srv->cfg.inherit)
+        return ga_server__listen_adopt(srv, srv->cfg.inherit);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(srv->path) >= sizeof sa.sun_path) {
         base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
@@ -235,6 +238,15 @@ fail:
 
 void ga_server__listen_close(struct ga_server *srv)
 {
+    if (srv->lfd >= 0 && __atomic_load_n(&srv->keep_req, __ATOMIC_ACQUIRE)) {
+        /* Handed on: out of the loop, but open and still at its path. */
+        epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->lfd, NULL);
+        srv->kept = true;
+        srv->listening = false;
+        return;
+    }
+    if (srv->kept)
+        return;
     if (srv->lfd >= 0) {
         close(srv->lfd);
         srv->lfd = -1;
@@ -247,7 +259,7 @@ void ga_server__listen_close(struct ga_server *srv)
 
 void ga_server__lock_release(struct ga_server *srv)
 {
-    if (srv->lockfd < 0)
+    if (srv->lockfd < 0 || srv->kept)
         return;
     /* Unlinked while still locked, so no newcomer locks a file about to go. */
     unlink(srv->lock_path);

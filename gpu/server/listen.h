@@ -7,7 +7,11 @@
 
 /* Runtime directory, lock file, stale socket, bind, listen. */
 int ga_server__listen_open(struct ga_server *srv);
-/* Closes the listening socket and removes the socket file (not the lock). */
+/* handover.c: takes over a listening socket and its lock from the agent
+ * process before this one, checking both. */
+int ga_server__listen_adopt(struct ga_server *srv, const struct ga_server_listener *l);
+/* Closes the listening socket and removes the socket file (not the lock);
+ * with ga_server_listener_keep, only takes it out of the loop. */
 void ga_server__listen_close(struct ga_server *srv);
 /* Removes the lock file and releases the lock. */
 void ga_server__lock_release(struct ga_server *srv);

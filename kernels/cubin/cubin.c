@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -478,4 +479,111 @@ int kn_cubin_kernels_list(const void *data, size_t size, const char *prefix, con
     if (found > INT32_MAX)
         return kn__fail(&e, -E2BIG, "too many kernels: found %zu", found);
     return (int)found;
+}
+
+/* ---- parameter tables ---------------------------------------------------- */
+
+/* .nv.info attributes (EIATTR_*), as nvcc 13 writes them: a format byte, an
+ * attribute byte, then for EIFMT_SVAL a u16 length and that many bytes, for
+ * the other formats a 2-byte value (4 bytes in all). */
+#define KN__EIFMT_SVAL 0x04
+#define KN__EIATTR_MAX_THREADS 0x05
+#define KN__EIATTR_KPARAM_INFO 0x17
+#define KN__EIATTR_CBANK_PARAM_SIZE 0x19
+
+static int kn__param_cmp(const void *a, const void *b)
+{
+    const struct kn_cubin_param *x = a, *y = b;
+    return (int)x->ordinal - (int)y->ordinal;
+}
+
+/* Reads one .nv.info.<kernel> section into @info. */
+static int kn__nvinfo_read(struct kn__elf *e, const Elf64_Shdr *sh, const char *kernel,
+                           struct kn_cubin_kernel_info *info)
+{
+    /* The extent was checked in kn__sections_check. */
+    const unsigned char *p = e->b + sh->sh_offset, *end = p + sh->sh_size;
+    while (end - p >= 4) {
+        unsigned int fmt = p[0], attr = p[1];
+        uint16_t v;
+        memcpy(&v, p + 2, 2);
+        if (fmt != KN__EIFMT_SVAL) {
+            if (attr == KN__EIATTR_CBANK_PARAM_SIZE)
+                info->param_bytes = v;
+            p += 4;
+            continue;
+        }
+        if (end - p - 4 < v)
+            return kn__fail(e, -EBADMSG,
+                            "malformed cubin: kernel %s's attribute 0x%02x claims %u bytes, "
+                            "%td are left in its .nv.info section",
+                            kernel, attr, v, end - p - 4);
+        const unsigned char *pay = p + 4;
+        if (attr == KN__EIATTR_KPARAM_INFO && v >= 12) {
+            if (info->nparams == KN_CUBIN_PARAMS_MAX)
+                return kn__fail(e, -E2BIG, "kernel %s: more than %d parameters", kernel,
+                                KN_CUBIN_PARAMS_MAX);
+            struct kn_cubin_param *q = &info->params[info->nparams++];
+            uint32_t bits;
+            memcpy(&q->ordinal, pay + 4, 2);
+            memcpy(&q->offset, pay + 6, 2);
+            memcpy(&bits, pay + 8, 4);
+            q->size = (uint16_t)(bits >> 18); /* the top 14 bits */
+        } else if (attr == KN__EIATTR_MAX_THREADS && v >= 12) {
+            uint32_t d[3];
+            memcpy(d, pay, 12);
+            uint64_t n = (uint64_t)d[0] * d[1] * d[2];
+            info->max_threads = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+        }
+        p = pay + v;
+    }
+    qsort(info->params, info->nparams, sizeof info->params[0], kn__param_cmp);
+    for (size_t i = 0; i < info->nparams; i++)
+        if (info->params[i].ordinal != i)
+            return kn__fail(e, -EBADMSG,
+                            "malformed cubin: kernel %s's parameter ordinals are not 0..%zu "
+                            "(found %u at position %zu)",
+                            kernel, info->nparams - 1, info->params[i].ordinal, i);
+    return 0;
+}
+
+int kn_cubin_kernel_info(const void *data, size_t size, const char *kernel,
+                         struct kn_cubin_kernel_info *info_p, char *err, size_t err_len)
+{
+    struct kn__elf e = {.b = data, .size = size, .err = err, .err_len = err_len};
+    if (err && err_len)
+        err[0] = '\0';
+    if ((!data && size) || !kernel || !kernel[0] || !info_p)
+        return kn__fail(&e, -EINVAL, "no image, kernel name or result: expected all three");
+    unsigned int arch = 0;
+    size_t symtab = 0, entries = 0;
+    int rc = kn__ident_check(&e);
+    if (rc == 0)
+        rc = kn__arch_check(&e, 0, &arch);
+    if (rc == 0)
+        rc = kn__segments_check(&e);
+    if (rc == 0)
+        rc = kn__sections_find(&e);
+    if (rc == 0)
+        rc = kn__sections_check(&e, &symtab);
+    if (rc == 0)
+        rc = kn__kernels_check(&e, symtab, &kernel, 1, &entries);
+    if (rc < 0)
+        return rc;
+    struct kn_cubin_kernel_info info;
+    memset(&info, 0, sizeof info);
+    char want[160];
+    snprintf(want, sizeof want, ".nv.info.%s", kernel);
+    for (size_t i = 1; i < e.shnum; i++) {
+        Elf64_Shdr sh;
+        kn__shdr_read(&e, i, &sh);
+        const char *name = kn__str(&e, &e.shstr, sh.sh_name); /* checked above */
+        if (!name || strcmp(name, want) != 0 || sh.sh_type == SHT_NOBITS)
+            continue;
+        if ((rc = kn__nvinfo_read(&e, &sh, kernel, &info)) < 0)
+            return rc;
+        break;
+    }
+    *info_p = info;
+    return 0;
 }

@@ -1,12 +1,14 @@
 /* cubincheck: the build-time gate for the kernels' cubins.
  *
- *   cubincheck --arch DIGITS [--emit-c OUT.inc --symbol NAME] FILE [KERNEL...]
+ *   cubincheck --arch DIGITS [--kdesc DESC] [--emit-c OUT.inc --symbol NAME] FILE [KERNEL...]
  *
  * Fails (exit 1, one line on stderr saying what was expected and what was
  * found) unless FILE is a SASS-only cubin for sm_DIGITS defining every
- * KERNEL as an entry point (see kernels/cubin.h). With --emit-c it then
- * writes the very bytes it checked as a C array NAME into OUT.inc, so what
- * gets embedded is what was checked; OUT.inc is removed when the check fails.
+ * KERNEL as an entry point (see kernels/cubin.h) and, with --kdesc, DESC is
+ * a launch descriptor that agrees with it (kernels/kdesc.h). With --emit-c
+ * it then writes the very bytes it checked as a C array NAME (and DESC's as
+ * NAME_kdesc, NUL-terminated) into OUT.inc, so what gets embedded is what
+ * was checked; OUT.inc is removed when a check fails.
  * Exit 2: usage or I/O error. --help: the usage on standard output, exit 0. */
 #include <errno.h>
 #include <getopt.h>
@@ -16,10 +18,11 @@
 #include <sys/stat.h>
 
 #include "kernels/cubin.h"
+#include "kernels/kdesc.h"
 
 #define KN_CUBIN_MAX (256u << 20) /* far above any kernel image */
 
-static int kn_file_read(const char *path, unsigned char **data_p, size_t *size_p)
+static int kn_file_read(const char *path, unsigned char **data_p, size_t *size_p, size_t max)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -31,7 +34,7 @@ static int kn_file_read(const char *path, unsigned char **data_p, size_t *size_p
         rc = -errno;
         goto fail_close;
     }
-    if (!S_ISREG(st.st_mode) || (uintmax_t)st.st_size > KN_CUBIN_MAX) {
+    if (!S_ISREG(st.st_mode) || (uintmax_t)st.st_size > max) {
         rc = -EFBIG;
         goto fail_close;
     }
@@ -58,8 +61,15 @@ fail_close:
 
 /* Writes @data as `static const unsigned char @symbol[]` to @path via a
  * temporary file, so a half-written output never looks complete. */
+static void kn_emit_bytes(FILE *f, const unsigned char *data, size_t size)
+{
+    for (size_t i = 0; i < size; i++)
+        fprintf(f, "%s0x%02x,", i % 12 ? " " : "\n    ", data[i]);
+}
+
 static int kn_emit_c(const char *path, const char *symbol, const char *source,
-                     const unsigned char *data, size_t size, unsigned int arch)
+                     const unsigned char *data, size_t size, unsigned int arch,
+                     const unsigned char *kdesc, size_t kdesc_size)
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
@@ -72,9 +82,14 @@ static int kn_emit_c(const char *path, const char *symbol, const char *source,
             " * Do not edit. */\n"
             "static _Alignas(64) const unsigned char %s[%zu] = {",
             source, arch, size, symbol, size);
-    for (size_t i = 0; i < size; i++)
-        fprintf(f, "%s0x%02x,", i % 12 ? " " : "\n    ", data[i]);
+    kn_emit_bytes(f, data, size);
     fprintf(f, "\n};\n");
+    if (kdesc) {
+        fprintf(f, "/* Its launch descriptor, checked against it. */\n"
+                   "static const char %s_kdesc[%zu] = {", symbol, kdesc_size + 1);
+        kn_emit_bytes(f, kdesc, kdesc_size);
+        fprintf(f, "\n    0x00,\n};\n");
+    }
     int rc = ferror(f) ? -EIO : 0;
     if (fclose(f) != 0 && rc == 0)
         rc = -errno;
@@ -85,16 +100,19 @@ static int kn_emit_c(const char *path, const char *symbol, const char *source,
     return rc;
 }
 
-#define KN_USAGE "usage: cubincheck --arch DIGITS [--emit-c OUT --symbol NAME] FILE [KERNEL...]\n"
+#define KN_USAGE                                                                                   \
+    "usage: cubincheck --arch DIGITS [--kdesc DESC] [--emit-c OUT --symbol NAME] FILE "          \
+    "[KERNEL...]\n"
 
 static void kn_usage(FILE *f)
 {
     fprintf(f,
             KN_USAGE "\n"
                      "Exit 0 when FILE is a SASS-only cubin for sm_DIGITS (no PTX) defining every\n"
-                     "KERNEL as an entry point; 1 (one line saying why) when it is not; 2 on a\n"
-                     "usage or I/O error. --emit-c writes the checked bytes as the C array NAME\n"
-                     "into OUT (removed when the check fails).\n");
+                     "KERNEL as an entry point, and DESC (a launch descriptor, docs/launch.md)\n"
+                     "agrees with its parameter tables; 1 (one line saying why) when not; 2 on\n"
+                     "a usage or I/O error. --emit-c writes the checked bytes as the C array\n"
+                     "NAME (and DESC as NAME_kdesc) into OUT (removed when a check fails).\n");
 }
 
 static int kn_usage_error(const char *why)
@@ -111,11 +129,12 @@ int main(int argc, char **argv)
         {"arch", required_argument, NULL, 'a'},
         {"emit-c", required_argument, NULL, 'e'},
         {"symbol", required_argument, NULL, 's'},
+        {"kdesc", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     unsigned long arch = 0;
-    const char *emit = NULL, *symbol = NULL;
+    const char *emit = NULL, *symbol = NULL, *kdesc_path = NULL;
     opterr = 0;
     for (;;) {
         int opt = getopt_long(argc, argv, "+:h", options, NULL);
@@ -140,6 +159,9 @@ int main(int argc, char **argv)
         case 's':
             symbol = optarg;
             break;
+        case 'k':
+            kdesc_path = optarg;
+            break;
         case 'h':
             kn_usage(stdout);
             return 0;
@@ -162,7 +184,7 @@ int main(int argc, char **argv)
 
     unsigned char *data = NULL;
     size_t size = 0;
-    int rc = kn_file_read(path, &data, &size);
+    int rc = kn_file_read(path, &data, &size, KN_CUBIN_MAX);
     if (rc < 0) {
         fprintf(stderr, "cubincheck: %s: cannot read: %s\n", path, strerror(-rc));
         return 2;
@@ -176,18 +198,44 @@ int main(int argc, char **argv)
         free(data);
         return 1;
     }
+    unsigned char *kdesc = NULL;
+    size_t kdesc_size = 0;
+    if (kdesc_path) {
+        rc = kn_file_read(kdesc_path, &kdesc, &kdesc_size, KN_KDESC_MAX_BYTES);
+        if (rc < 0) {
+            fprintf(stderr, "cubincheck: %s: cannot read: %s\n", kdesc_path, strerror(-rc));
+            free(data);
+            return 2;
+        }
+        struct kn_kdesc desc;
+        rc = kn_kdesc_parse((const char *)kdesc, kdesc_size, &desc, err, sizeof(err));
+        if (rc == 0) {
+            rc = kn_kdesc_check_cubin(&desc, data, size, err, sizeof(err));
+            kn_kdesc_free(&desc);
+        }
+        if (rc < 0) {
+            fprintf(stderr, "cubincheck: %s: REFUSED: descriptor %s: %s\n", path, kdesc_path,
+                    err);
+            free(kdesc);
+            free(data);
+            return 1;
+        }
+    }
     if (emit) {
-        rc = kn_emit_c(emit, symbol, path, data, size, facts.arch);
+        rc = kn_emit_c(emit, symbol, path, data, size, facts.arch, kdesc, kdesc_size);
         if (rc < 0) {
             fprintf(stderr, "cubincheck: cannot write %s: %s\n", emit, strerror(-rc));
+            free(kdesc);
             free(data);
             return 2;
         }
     }
     printf("cubincheck: %s: OK: sm_%u (CUDA ELF ABI %u, e_flags 0x%08x), %zu bytes, "
-           "no PTX, %zu kernel entries, %d required present\n",
+           "no PTX, %zu kernel entries, %d required present%s%s\n",
            path, facts.arch, facts.abi_version, (unsigned int)facts.e_flags, size,
-           facts.kernel_count, argc - i);
+           facts.kernel_count, argc - i, kdesc_path ? ", descriptor agrees: " : "",
+           kdesc_path ? kdesc_path : "");
+    free(kdesc);
     free(data);
     return 0;
 }

@@ -1,4 +1,4 @@
-/* stagingd's command lines: `stagingd run | job | ctl | gen | verify`. Each
+/* stagingd's command lines: `stagingd run | job | ctl | gen | verify | import`. Each
  * takes argv with argv[0] the subcommand's name and returns the process
  * exit status (2 for a usage error). Options are parsed with getopt_long:
  * `--opt V` and `--opt=V` both work, and -h / --help prints the usage on
@@ -32,6 +32,11 @@ int sd_gen_cli(int argc, char **argv);
  * unreadable. */
 int sd_verify_cli(int argc, char **argv);
 
+/* `stagingd import --out DIR [options] FILE...`: writes a store from
+ * vector files (docs/import.md), a progress line and a summary on stderr;
+ * 0 success, 1 failure (nothing written), 2 usage. */
+int sd_import_cli(int argc, char **argv);
+
 /* Parses the options of `stagingd run` / `stagingd job` (argv[0] is the
  * subcommand) into @cfg: every --config FILE first, then every other flag
  * over it, so flags win. On success *@help_p says whether -h / --help was
@@ -39,6 +44,21 @@ int sd_verify_cli(int argc, char **argv);
  * option or file line is wrong. */
 int sd_cli_config_parse(int argc, char **argv, struct sd_config *cfg, char *err, size_t err_len,
                         int *help_p);
+
+/* `stagingd job`'s own options: command line only, not config keys. The
+ * strings point into argv. */
+struct sd_cli_job_opts {
+    const char *query;        /* --query FILE: the scan's queries */
+    const char *query_index;  /* --query-index LIST: which rows of it */
+    const char *query_format; /* --query-format FMT */
+    int all;                  /* --all: every row */
+    int json;                 /* --json: the report as JSON */
+};
+
+/* As sd_cli_config_parse, for `stagingd job`: also takes the job's own
+ * options into *@jo_p (written on success). */
+int sd_cli_job_parse(int argc, char **argv, struct sd_config *cfg, struct sd_cli_job_opts *jo_p,
+                     char *err, size_t err_len, int *help_p);
 
 /* ---- helpers shared by the command lines (cli_opt.c) ---- */
 

@@ -13,7 +13,8 @@
 static void ctl_usage(FILE *to)
 {
     fprintf(to, "usage: stagingd ctl --control SOCK COMMAND [ARG...]\n"
-                "  commands: stats | job [STORE] [verify|scan|both] | quit | help\n");
+                "  commands: stats [json] | leases | segments | job [STORE] [verify|scan|both] |\n"
+                "            quit | help\n");
 }
 
 int sd_ctl_cli(int argc, char **argv)

@@ -7,6 +7,7 @@
  *   job   one job over a store (stage, lease, GPU work, release), report, exit
  *   ctl   a command to a running daemon's control socket
  *   gen / verify   write and check shard stores
+ *   import         write a store from .npy / .fvecs / .bvecs files
  * docs/stagingd.md tells how to run it. */
 #include <errno.h>
 #include <getopt.h>
@@ -26,6 +27,7 @@ static void usage(FILE *to)
                 "       stagingd ctl --control SOCK stats|job ...|quit       talk to a daemon\n"
                 "       stagingd gen --out DIR [options]   write a synthetic shard store\n"
                 "       stagingd verify PATH [--quiet]     verify a store or one shard on the CPU\n"
+                "       stagingd import --out DIR FILE...  a store from .npy/.fvecs/.bvecs files\n"
                 "  --self-check  verify no CUDA library is mapped, probe io_uring, exit\n"
                 "  'stagingd COMMAND --help' lists a command's options\n");
 }
@@ -65,7 +67,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {
         {"run", sd_run_cli}, {"job", sd_job_cli},       {"ctl", sd_ctl_cli},
-        {"gen", sd_gen_cli}, {"verify", sd_verify_cli},
+        {"gen", sd_gen_cli}, {"verify", sd_verify_cli}, {"import", sd_import_cli},
     };
     if (argc < 2) {
         usage(stderr);

@@ -3,6 +3,7 @@
  *   client.c    life cycle, agents, connect/backoff/teardown, the event loop
  *   ctl.c       the typed stream/event/device and stats requests, and the
  *               public forms of what the agent sent (limits, replies)
+ *   launch.c    LAUNCH (protocol 1.2) and its LAUNCH_COMPLETION
  *   dispatch.c  answers from an agent, matched to their requests
  *   msg.c       requests: the pending table, encoding, validation
  *   conn.c      transport: send queue, receive, broken connections, log
@@ -206,6 +207,11 @@ void leasec_client__pending_unlink(struct leasec_client__agent *a,
 void leasec_client__pending_free(struct leasec_client__pending *p);
 /* Frees every lease record of @leases and the table. */
 void leasec_client__leases_free(struct base_u64map *leases);
+/* The record of @lease when it is held on @a's connection and not being
+ * released. Returns 0, -ESTALE (an older connection's), -ENOENT, -EBUSY. */
+int leasec_client__lease_find(struct leasec_client *c, struct leasec_client__agent *a,
+                              const struct leasec_client_lease *lease,
+                              struct leasec_client__lease_rec **rec_p);
 /* Sends HELLO on a fresh connection. Returns 0 or -errno. */
 int leasec_client__hello_send(struct leasec_client *c, struct leasec_client__agent *a);
 /* Asks @a for its words area (LEASEC_CAP_WORDS). Returns 0 or -errno. */
@@ -216,7 +222,7 @@ void leasec_client__words_drop(struct leasec_client__agent *a);
 int leasec_client__offer_send(struct leasec_client *c, struct leasec_client__agent *a,
                               unsigned seg);
 
-/* Sends a stream, event, device or stats request built by the caller
+/* Sends a stream, event, device, stats or launch request built by the caller
  * (lt_msg_init); the client sets the request id. Answered by on_reply
  * (through leasec_client__reply_fire) or on_error. Returns 0 and the
  * request id; -EINVAL for another type or a message its validator refuses;
@@ -244,6 +250,12 @@ void leasec_client__hello_public(const struct lt_msg_hello_reply *m,
  * answering request @p), for @agent. */
 void leasec_client__reply_fire(struct leasec_client *c, unsigned agent, uint64_t request_id,
                                uint64_t tag, const void *msg);
+
+/* ---- launch.c ---- */
+
+/* Calls on_launch with the public form of LAUNCH_COMPLETION @msg. */
+void leasec_client__launch_fire(struct leasec_client *c, unsigned agent, uint64_t request_id,
+                                uint64_t tag, const void *msg);
 
 /* ---- dispatch.c ---- */
 

@@ -497,6 +497,15 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
         case LT_MSG_SUBMIT:
             leasec_client__completion(c, a, p, buf);
             break;
+        case LT_MSG_LAUNCH:
+            if (p->sync) {
+                memcpy(p->sync->reply->bytes, buf, len);
+                p->sync->err = 0;
+                p->sync->done = 1;
+            } else {
+                leasec_client__launch_fire(c, a->index, p->rid, p->tag, buf);
+            }
+            break;
         default:
             if (p->sync) {
                 memcpy(p->sync->reply->bytes, buf, len);

@@ -269,9 +269,9 @@ int leasec_client_lease_request(struct leasec_client *c, unsigned agent,
 }
 
 /* The lease record behind @lease, checked to be current and not releasing. */
-static int leasec_client__lease_find(struct leasec_client *c, struct leasec_client__agent *a,
-                                     const struct leasec_client_lease *lease,
-                                     struct leasec_client__lease_rec **rec_p)
+int leasec_client__lease_find(struct leasec_client *c, struct leasec_client__agent *a,
+                              const struct leasec_client_lease *lease,
+                              struct leasec_client__lease_rec **rec_p)
 {
     if (lease->epoch != a->epoch)
         return leasec_client__fail(c, -ESTALE,
@@ -461,9 +461,9 @@ int leasec_client__msg_send(struct leasec_client *c, unsigned agent, const void 
                                    sizeof(struct lt_header), LT_MSG_MAX_BYTES);
     memcpy(buf.bytes, msg, len);
     uint16_t type = buf.hdr.type;
-    if (!lt_msg_type_is_ctl(type) && type != LT_MSG_STATS_REQUEST)
+    if (!lt_msg_type_is_ctl(type) && type != LT_MSG_STATS_REQUEST && type != LT_MSG_LAUNCH)
         return leasec_client__fail(c, -EINVAL,
-                                   "a raw send takes stream, event, device and stats "
+                                   "a raw send takes stream, event, device, stats and launch "
                                    "requests, not %s (type %u)",
                                    lt_msg_type_name(type), type);
     buf.hdr.request_id = a->next_rid; /* the validator wants a nonzero id */

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/parse.h"
+#include "lease_metrics/metrics.h"
 #include "lease_types/socket.h"
 #include "stagingd/daemon.h"
 #include "stagingd/shard.h" /* sd_size_parse */
@@ -29,6 +31,7 @@ enum sd_config__type {
     SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
     SD_CFG_LEVEL,    /* int: BASE_LOG_* */
     SD_CFG_PAGES,    /* enum leasec_pool_pages */
+    SD_CFG_ADDR,     /* char[SD_CONFIG_ADDR_MAX]: HOST:PORT, or "" / "off" for none */
 };
 
 struct sd_config__key {
@@ -78,6 +81,12 @@ static const struct sd_config__key sd_config__keys[] = {
     {"log-level", SD_CFG_LEVEL, SD_OFF(log_level), 0, 0, "error|warn|info|debug",
      "the most verbose lines logged (info)"},
     {"list", SD_CFG_BOOL, SD_OFF(job.list), 0, 0, "[yes|no]", "print a result row for every shard"},
+    {"log-file", SD_CFG_PATH, SD_OFF(log_path), 0, 0, "FILE",
+     "append log lines to FILE, reopened on SIGHUP (default: stderr)"},
+    {"metrics", SD_CFG_ADDR, SD_OFF(metrics), 0, 0, "HOST:PORT",
+     "serve Prometheus /metrics there, e.g. 127.0.0.1:9464 (default: off)"},
+    {"metrics-remote", SD_CFG_BOOL, SD_OFF(metrics_remote), 0, 0, "[yes|no]",
+     "let --metrics bind an address that is not loopback (no)"},
 };
 #define SD_CONFIG__NKEYS (sizeof sd_config__keys / sizeof sd_config__keys[0])
 
@@ -194,6 +203,30 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
             return -EINVAL;
         }
         memcpy(field, value, len + 1);
+        return 0;
+    }
+    case SD_CFG_ADDR: {
+        if (value[0] == '\0' || strcmp(value, "off") == 0) {
+            *(char *)field = '\0';
+            return 0;
+        }
+        struct sockaddr_storage ss;
+        size_t alen;
+        char why[256];
+        /* The form only: whether a remote address is allowed is decided at
+         * start, once metrics-remote is known wherever it stands. */
+        int prc =
+            lm_listen_parse(value, LM_SERVER_ALLOW_REMOTE, &ss, sizeof ss, &alen, why, sizeof why);
+        if (prc == 0 && strlen(value) >= SD_CONFIG_ADDR_MAX) {
+            snprintf(why, sizeof why, "expected at most %d bytes, found %zu",
+                     SD_CONFIG_ADDR_MAX - 1, strlen(value));
+            prc = -EINVAL;
+        }
+        if (prc < 0) {
+            sd_config__err(err, err_len, "%s: %s", key, why);
+            return -EINVAL;
+        }
+        memcpy(field, value, strlen(value) + 1);
         return 0;
     }
     case SD_CFG_AGENTS: {

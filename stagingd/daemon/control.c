@@ -17,7 +17,7 @@
 #define SD_CTL_CONNS_MAX 32
 
 /* Logs one line through the daemon's sink the socket was made with. */
-#define sd_ctl__log(ctl, level, ...) base_log(&(ctl)->log, (level), "", __VA_ARGS__)
+#define sd_ctl__log(ctl, level, ...) base_log(&(ctl)->log, (level), "control", __VA_ARGS__)
 
 struct sd_ctl__conn {
     uint64_t id; /* 0: the slot is free */
@@ -65,8 +65,9 @@ int sd_ctl_create(const char *path, sd_ctl_command_fn fn, void *ctx,
     struct sockaddr_un addr;
     int rc = sd_ctl__addr(path, &addr);
     if (rc < 0) {
-        base_log(log, BASE_LOG_ERROR, "", "control socket '%s': expected a path of 1..%zu bytes",
-                 path, sizeof addr.sun_path - 1);
+        base_log(log, BASE_LOG_ERROR, "control",
+                 "control socket '%s': expected a path of 1..%zu bytes", path,
+                 sizeof addr.sun_path - 1);
         return rc;
     }
     struct sd_ctl *ctl = calloc(1, sizeof *ctl);

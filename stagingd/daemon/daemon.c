@@ -108,6 +108,9 @@ static void sd_daemon__job_next(struct sd_daemon *d)
         d->abandoned = 0;
         sd_daemon__log(d, BASE_LOG_INFO, "job %u: %s of %s started", env.id, sd_job_op_name(r->op),
                        r->store);
+        char st[SD_CONFIG_PATH_MAX + 64];
+        snprintf(st, sizeof st, "STATUS=job %u: %s of %s", env.id, sd_job_op_name(r->op), r->store);
+        sd_daemon__notify(st);
     }
 }
 
@@ -145,12 +148,23 @@ static void sd_daemon__job_end(struct sd_daemon *d)
                    : status == 3 ? BASE_LOG_WARN
                                  : BASE_LOG_ERROR,
                    "%s", verdict);
+    struct sd_job_counters jc;
+    sd_job_counters_get(job, &jc);
+    const uint64_t *src = (const uint64_t *)(const void *)&jc;
+    uint64_t *dst = (uint64_t *)(void *)&d->done;
+    for (size_t i = 0; i < sizeof jc / sizeof(uint64_t); i++)
+        dst[i] += src[i];
+    enum sd_job_op op = sd_job_op_get(job);
     sd_job_destroy(job);
     free(r);
     d->job = NULL;
     d->job_req = NULL;
     d->last_status = status;
     d->jobs_done++;
+    sd_daemon__metrics_job_end(d, op, status);
+    char st[SD_ERR_LEN + 16];
+    snprintf(st, sizeof st, "STATUS=%s", verdict);
+    sd_daemon__notify(st);
 }
 
 /* ---- control commands ---- */
@@ -221,10 +235,28 @@ static void sd_daemon__command(void *ctx, uint64_t conn, char *line)
         sd_daemon__reply(
             d, conn,
             "commands:\n"
-            "  stats                          counters of the daemon, pool, reader, agents\n"
+            "  stats [json]                   counters of the daemon, pool, reader, agents\n"
+            "  leases [json]                  the leases the running job holds (JSON)\n"
+            "  segments [json]                the pool's segments and the agents' (JSON)\n"
             "  job [STORE] [verify|scan|both] run a job; the report follows when it ends\n"
             "  quit                           stop as on SIGTERM (drain, release, exit)\n"
             "ok\n");
+    } else if ((strcmp(words[0], "stats") == 0 || strcmp(words[0], "leases") == 0 ||
+                strcmp(words[0], "segments") == 0) &&
+               (n > 2 || (n == 2 && strcmp(words[1], "json") != 0))) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "error: expected '%s' or '%s json'\n", words[0], words[0]);
+        sd_daemon__reply(d, conn, msg);
+    } else if ((strcmp(words[0], "stats") == 0 && n == 2) || strcmp(words[0], "leases") == 0 ||
+               strcmp(words[0], "segments") == 0) {
+        char *text = NULL;
+        if (sd_daemon__json(d, words[0], &text) < 0) {
+            sd_daemon__reply(d, conn, "error: out of memory\n");
+            return;
+        }
+        sd_daemon__reply(d, conn, text);
+        sd_daemon__reply(d, conn, "ok\n");
+        free(text);
     } else if (strcmp(words[0], "stats") == 0) {
         char *text = NULL;
         size_t len = 0;
@@ -295,6 +327,7 @@ static void sd_daemon__stop(struct sd_daemon *d, const char *why)
         return;
     }
     d->stopping = 1;
+    sd_daemon__notify("STOPPING=1");
     d->drain_deadline_ns = base_now_ns() + (uint64_t)d->cfg.drain_timeout_s * 1000000000ull;
     sd_daemon__log(d, BASE_LOG_INFO,
                    "%s: stopping: no new work; in-flight shards finish and release their leases "
@@ -319,10 +352,20 @@ static void sd_daemon__signal(struct sd_daemon *d)
     struct signalfd_siginfo si;
     while (read(d->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGHUP) {
-            sd_daemon__log(d, BASE_LOG_INFO,
-                           "SIGHUP from pid %u: ignored (settings are read at start; "
-                           "restart to change them)",
-                           si.ssi_pid);
+            /* logrotate moved the file: write to a new one at the path. */
+            if (d->cfg.log_path[0] && d->cfg.log_file) {
+                int rc = base_log_file_reopen(d->cfg.log_file);
+                if (rc == 0)
+                    sd_daemon__log(d, BASE_LOG_INFO,
+                                   "SIGHUP from pid %u: log file %s reopened (settings are read "
+                                   "at start; restart to change them)",
+                                   si.ssi_pid, d->cfg.log_path);
+            } else {
+                sd_daemon__log(d, BASE_LOG_INFO,
+                               "SIGHUP from pid %u: no log file to reopen (logging to standard "
+                               "error); settings are read at start, restart to change them",
+                               si.ssi_pid);
+            }
             continue;
         }
         char why[64];
@@ -366,6 +409,10 @@ int sd_daemon_run(struct sd_daemon *d)
             if (timeout < 0 || left < timeout)
                 timeout = left;
         }
+        sd_daemon__metrics_publish(d, 0);
+        int mt = sd_daemon__metrics_timeout(d);
+        if (mt >= 0 && (timeout < 0 || mt < timeout))
+            timeout = mt;
         struct epoll_event evs[8];
         int n = epoll_wait(d->epfd, evs, 8, timeout);
         if (n < 0 && errno != EINTR) {
@@ -427,6 +474,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
     d->t_start_ns = base_now_ns();
     for (unsigned a = 0; a < cfg->nagents && a < SD_CONFIG_AGENTS_MAX; a++)
         d->agent_paths[a] = d->cfg.agents[a];
+
     if (cfg->nagents == 0) {
         sd_daemon__log(d, BASE_LOG_ERROR,
                        "expected at least one agent socket (--agent), found none");
@@ -449,7 +497,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
 
     uint64_t largest = 0;
     if (mode == SD_DAEMON_ONESHOT && cfg->store[0]) {
-        largest = sd_daemon__largest_buffer(cfg->store, &d->cfg.log);
+        largest = sd_daemon__largest_buffer(cfg->store, &cfg->job, cfg->op, &d->cfg.log);
         if (!largest) {
             rc = -EINVAL;
             goto fail;
@@ -520,6 +568,10 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
         }
     }
 
+    rc = sd_daemon__metrics_start(d);
+    if (rc < 0)
+        goto fail;
+
     struct leasec_pool_class_stats ps = {0};
     struct sd_reader_info ri;
     leasec_pool_stats(d->pool, LT_CLASS_PINNED, &ps);
@@ -533,6 +585,18 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
         STAGINGD_VERSION, pinned, ps.segments, ps.huge_segments, ps.thp_segments, d->words_slots,
         ri.threads, ri.uring ? "io_uring" : "pread fallback", ri.fixed ? ", fixed buffers" : "",
         cfg->nagents, cfg->agents[0], d->ctl ? "; control " : "", d->ctl ? cfg->control : "");
+    if (mode == SD_DAEMON_RUN) {
+        /* Ready: the control socket (and /metrics) answer. Agents come and
+         * go afterwards; `stats` says how they are. */
+        char st[SD_CONFIG_SOCK_MAX + 96];
+        snprintf(st, sizeof st, "READY=1\nSTATUS=serving jobs on %s\nMAINPID=%ld",
+                 d->ctl ? cfg->control : "(no control socket)", (long)getpid());
+        int nrc = sd_daemon__notify(st);
+        if (nrc < 0)
+            sd_daemon__log(d, BASE_LOG_WARN,
+                           "NOTIFY_SOCKET is set but READY=1 could not be sent: %s",
+                           strerror(-nrc));
+    }
     *d_p = d;
     return 0;
 
@@ -558,6 +622,7 @@ void sd_daemon_destroy(struct sd_daemon *d)
         free(r);
     }
     sd_ctl_destroy(d->ctl);
+    sd_daemon__metrics_stop(d);
     /* The client first: closing the connections hands every lease and
      * segment back to the agents before the memory behind them goes. */
     leasec_client_destroy(d->client);
@@ -577,5 +642,7 @@ void sd_daemon_destroy(struct sd_daemon *d)
         close(d->sigfd);
     if (d->evfd >= 0)
         close(d->evfd);
+    for (unsigned a = 0; a < SD_CONFIG_AGENTS_MAX; a++)
+        base_u64map_fini(&d->lease_since[a]);
     free(d);
 }

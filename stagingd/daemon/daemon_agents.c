@@ -22,24 +22,47 @@ static int sd_daemon__mine(uint64_t tag)
     return (tag & SD_JOB_TAG_KIND_MASK) == SD_JOB_TAG_DAEMON;
 }
 
+/* Grants and releases are also noted here, for `leases` (since when) and
+ * the metrics, before the job sees them. */
 static void sd_daemon__on_grant(void *ctx, const struct leasec_client_grant *g)
 {
     struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(g->tag))
+    if (sd_daemon__mine(g->tag))
+        return;
+    uint64_t now = base_now_ns();
+    for (unsigned i = 0; i < g->count; i++) {
+        const struct leasec_client_grant_entry *e = &g->entries[i];
+        if (e->err == 0 && g->agent < d->cfg.nagents)
+            /* Out of memory only loses the lease's age. */
+            (void)base_u64map_put_u64(&d->lease_since[g->agent], lt_lease_id_to_u64(e->lease.id),
+                                      now);
+        sd_daemon__metrics_grant(d, g->agent, e);
+    }
+    if (d->job)
         sd_job_on_grant(d->job, g);
 }
 
 static void sd_daemon__on_completion(void *ctx, const struct leasec_client_completion *c)
 {
     struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(c->tag))
+    if (sd_daemon__mine(c->tag))
+        return;
+    sd_daemon__metrics_completion(d, c->op, c->status);
+    if (d->job)
         sd_job_on_completion(d->job, c);
 }
 
 static void sd_daemon__on_release(void *ctx, const struct leasec_client_release *r)
 {
     struct sd_daemon *d = ctx;
-    if (d->job && !sd_daemon__mine(r->tag))
+    if (sd_daemon__mine(r->tag))
+        return;
+    uint64_t since = 0;
+    if (r->agent < d->cfg.nagents &&
+        base_u64map_del_u64(&d->lease_since[r->agent], lt_lease_id_to_u64(r->lease.id), &since) &&
+        r->reusable)
+        sd_daemon__metrics_release(d, r->agent, base_now_ns() - since);
+    if (d->job)
         sd_job_on_release(d->job, r);
 }
 
@@ -112,6 +135,7 @@ static void sd_daemon__on_disconnect(void *ctx, unsigned agent, int err, const c
     sd_daemon__log(d, BASE_LOG_WARN, "agent %u lost (%s): %s; reconnecting with backoff", agent,
                    strerror(-err), message);
     if (agent < d->cfg.nagents) {
+        base_u64map_clear(&d->lease_since[agent]); /* that connection's leases are gone */
         memset(d->streams[agent].valid, 0, d->words_slots);
         d->budget_noted[agent] = 0; /* the next connection's offers are new */
     }
@@ -134,6 +158,7 @@ static void sd_daemon__offer_refused(struct sd_daemon *d, const struct leasec_cl
                        path, e->tag, e->message);
         return;
     }
+    sd_daemon__metrics_segment_refused(d, e->agent, (uint32_t)seg.mem_class, e->code);
     const int budget = e->code == LT_E_BUDGET || e->code == LT_E_MEMLOCK;
     const unsigned bit = 1u << seg.mem_class;
     if (budget && (d->budget_noted[e->agent] & bit))

@@ -1,7 +1,10 @@
 /* What the daemon's files share. They depend one way: daemon.c (resources,
  * the event loop, jobs, control commands, shutdown) calls daemon_agents.c
- * (the lease client's callbacks and the agent notices) and daemon_pool.c
- * (sizing the pool); neither calls back. */
+ * (the lease client's callbacks and the agent notices), daemon_pool.c
+ * (sizing the pool), daemon_json.c (the machine-readable control replies),
+ * daemon_metrics.c (the /metrics endpoint, which daemon_agents.c feeds too)
+ * and notify.c (systemd's readiness protocol); none calls back into
+ * daemon.c. */
 #ifndef STAGINGD_DAEMON_INTERNAL_H
 #define STAGINGD_DAEMON_INTERNAL_H
 
@@ -10,6 +13,7 @@
 #include <stdio.h>
 
 #include "base/time.h"
+#include "base/u64map.h"
 #include "stagingd/daemon.h"
 #include "lease/client.h"
 
@@ -55,10 +59,15 @@ struct sd_daemon {
     unsigned char hinted[SD_CONFIG_AGENTS_MAX];    /* "no agent answers" said for it */
     unsigned budget_noted[SD_CONFIG_AGENTS_MAX];   /* classes (bits) refused for a budget */
     uint64_t wait_since_ns, wait_note_ns;          /* a job waits for any agent */
+    /* Per agent: lease id (lt_lease_id_to_u64) -> when it was granted
+     * (base_now_ns), for `leases` and the hold-time histogram. */
+    struct base_u64map lease_since[SD_CONFIG_AGENTS_MAX];
+    struct sd_job_counters done;        /* summed over the jobs that finished */
+    struct sd_daemon__metrics *metrics; /* NULL: no /metrics endpoint */
 };
 
-/* Logs one line through the daemon's sink: no subsystem. */
-#define sd_daemon__log(d, level, ...) base_log(&(d)->cfg.log, (level), "", __VA_ARGS__)
+/* Logs one line through the daemon's sink, subsystem "daemon". */
+#define sd_daemon__log(d, level, ...) base_log(&(d)->cfg.log, (level), "daemon", __VA_ARGS__)
 
 static inline uint64_t sd_daemon__round_up(uint64_t v, uint64_t a)
 {
@@ -97,9 +106,10 @@ void sd_daemon__agents_watch(struct sd_daemon *d);
 
 /* ---- daemon_pool.c ---- */
 
-/* The largest staging buffer any shard of @store needs (the job's layout:
- * payload, checksum table, query), or 0 after logging why not. */
-uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log);
+/* The largest staging buffer any shard of @store needs in a job of @op
+ * with @job (sd_job_buffer_size), or 0 after logging why not. */
+uint64_t sd_daemon__largest_buffer(const char *store, const struct sd_job_config *job,
+                                   enum sd_job_op op, const struct base_log_sink *log);
 
 /* Creates the pool for @cfg in @mode, with MAPPED room for @words_slots
  * doorbell slots. With @largest known, segments are sized so one segment
@@ -107,5 +117,51 @@ uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink
  * holds inflight of them. Returns 0 and *@pool_p, or -errno (logged). */
 int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode,
                            unsigned words_slots, uint64_t largest, struct leasec_pool **pool_p);
+
+/* ---- daemon_json.c ---- */
+
+/* The one-line JSON reply of `stats json`, `leases json` or `segments
+ * json` (@what: "stats", "leases", "segments") into *@text_p (malloc'd,
+ * newline-terminated). Returns 0, -ENOENT for another @what, -ENOMEM. */
+int sd_daemon__json(struct sd_daemon *d, const char *what, char **text_p);
+
+/* The job counters of every finished job plus the running one's. */
+void sd_daemon__totals(const struct sd_daemon *d, struct sd_job_counters *c_p);
+
+/* ---- daemon_metrics.c ---- */
+
+struct sd_daemon__metrics;
+
+/* Starts the endpoint of cfg.metrics (nothing when ""). Returns 0 or
+ * -errno (logged: what was wrong and what to change). */
+int sd_daemon__metrics_start(struct sd_daemon *d);
+void sd_daemon__metrics_stop(struct sd_daemon *d);
+
+/* Copies the daemon's state into the registry when due (every
+ * SD_DAEMON__PUBLISH_MS) or when @force. The loop thread only. */
+void sd_daemon__metrics_publish(struct sd_daemon *d, int force);
+
+/* The address bound ("127.0.0.1:9464"); "" without metrics. */
+const char *sd_daemon__metrics_address(const struct sd_daemon *d);
+
+/* Milliseconds until the next publish is due; -1 without metrics. */
+int sd_daemon__metrics_timeout(const struct sd_daemon *d);
+
+/* Events the callbacks see (no-ops without metrics). */
+void sd_daemon__metrics_grant(struct sd_daemon *d, unsigned agent,
+                              const struct leasec_client_grant_entry *e);
+void sd_daemon__metrics_release(struct sd_daemon *d, unsigned agent, uint64_t held_ns);
+void sd_daemon__metrics_completion(struct sd_daemon *d, uint16_t op, uint32_t status);
+void sd_daemon__metrics_segment_refused(struct sd_daemon *d, unsigned agent, uint32_t mem_class,
+                                        uint32_t code);
+void sd_daemon__metrics_job_end(struct sd_daemon *d, enum sd_job_op op, int status);
+
+/* ---- notify.c ---- */
+
+/* Sends @state ("READY=1", "STOPPING=1", "STATUS=...") to the service
+ * manager over $NOTIFY_SOCKET (systemd's sd_notify protocol: one datagram
+ * to a Unix socket, '@' for the abstract namespace). Returns 1 when sent,
+ * 0 when NOTIFY_SOCKET is not set, or -errno. */
+int sd_daemon__notify(const char *state);
 
 #endif /* STAGINGD_DAEMON_INTERNAL_H */

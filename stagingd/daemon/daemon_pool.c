@@ -22,22 +22,22 @@ static uint64_t sd_daemon__size_class(uint64_t s)
     return sd_daemon__round_up(s, step);
 }
 
-/* The largest staging buffer any shard of @store needs (the job's layout:
- * payload, checksum table, query), or 0 and a message. */
-uint64_t sd_daemon__largest_buffer(const char *store, const struct base_log_sink *log)
+/* The largest staging buffer any shard of @store needs in a job of @op
+ * (sd_job_buffer_size: payload, checksum table, queries and their hits),
+ * or 0 and a message. */
+uint64_t sd_daemon__largest_buffer(const char *store, const struct sd_job_config *job,
+                                   enum sd_job_op op, const struct base_log_sink *log)
 {
     char err[SD_ERR_LEN];
     struct sd_store *st = NULL;
     if (sd_store_open(store, err, sizeof err, &st) < 0) {
-        base_log(log, BASE_LOG_ERROR, "", "%s", err);
+        base_log(log, BASE_LOG_ERROR, "daemon", "%s", err);
         return 0;
     }
     uint64_t most = 0;
     for (size_t i = 0; i < sd_store_count(st); i++) {
         const struct sd_store_entry *e = sd_store_entry_get(st, i);
-        uint64_t need = sd_daemon__round_up(e->payload_len, SD_SHARD_ALIGN) +
-                        sd_daemon__round_up(8 * e->blocks, 64) + 4ull * e->dim;
-        need = sd_daemon__round_up(need, LEASEC_POOL_BUF_ALIGN);
+        uint64_t need = sd_job_buffer_size(job, op, e);
         if (need > most)
             most = need;
     }
@@ -77,7 +77,7 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         if (rc < 0) {
             char p[32];
             sd_daemon__bytes(pinned, p, sizeof p);
-            base_log(&cfg->log, BASE_LOG_ERROR, "",
+            base_log(&cfg->log, BASE_LOG_ERROR, "daemon",
                      "staging pool of %s PINNED in %" PRIu64 "-byte segments: %s", p,
                      pc.segment_bytes, strerror(-rc));
             return rc;
@@ -96,7 +96,7 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         rc = -ENOMEM;
     }
     if (!pool) {
-        base_log(&cfg->log, BASE_LOG_ERROR, "",
+        base_log(&cfg->log, BASE_LOG_ERROR, "daemon",
                  "no pool segment size fits a %" PRIu64 "-byte buffer", largest);
         return rc;
     }

@@ -43,6 +43,88 @@ int sd_job_op_parse(const char *s, enum sd_job_op *op_p)
 
 /* ---- life cycle ---- */
 
+/* File queries against the store: every shard has their dim, and an f16
+ * store can hold every element (the agent gets the queries in the records'
+ * type). Returns 0 or -EINVAL with @err saying which. */
+static int sd_job__queries_check(const struct sd_job *job, char *err, size_t err_len)
+{
+    const struct sd_job_config *cfg = &job->cfg;
+    const char *src = cfg->query_source ? cfg->query_source : "the queries";
+    if (cfg->nqueries > SD_JOB_QUERIES_MAX || (cfg->nqueries && !cfg->queries)) {
+        snprintf(err, err_len, "%u queries: expected 1..%u", cfg->nqueries, SD_JOB_QUERIES_MAX);
+        return -EINVAL;
+    }
+    if (!cfg->nqueries)
+        return 0;
+    int f16 = 0;
+    for (size_t i = 0; i < job->nshards; i++) {
+        const struct sd_store_entry *e = sd_store_entry_get(job->st, i);
+        f16 |= e->record_type == SD_RECORD_F16;
+        if (e->dim != cfg->query_dim) {
+            snprintf(err, err_len,
+                     "%s: queries of dim %u, but %s/%s holds records of dim %u: a scan's query "
+                     "has the records' dim",
+                     src, cfg->query_dim, job->store_path, e->name, e->dim);
+            return -EINVAL;
+        }
+    }
+    for (size_t j = 0; f16 && j < (size_t)cfg->nqueries * cfg->query_dim; j++) {
+        const float v = cfg->queries[j];
+        const uint16_t h = sd_f16_from_f32(v);
+        if ((h & 0x7fffu) == 0x7c00u && v == v && v - v == 0.0f) {
+            snprintf(err, err_len,
+                     "%s: query %" PRIu64 " element %zu is %g: over f16's largest finite value "
+                     "65504, and the store holds f16 records (the scan takes its query in the "
+                     "records' type)",
+                     src, sd_job__query_id(job, (uint32_t)(j / cfg->query_dim)), j % cfg->query_dim,
+                     (double)v);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* The per-shard and per-slot arrays of every query. */
+static int sd_job__arrays(struct sd_job *job, char *err, size_t err_len)
+{
+    const size_t nq = job->nq;
+    const uint32_t k = job->cfg.k < LT_SCAN_MAX_K ? job->cfg.k : LT_SCAN_MAX_K;
+    if ((job->ops & SD_JOB__OP_SCAN) &&
+        (double)job->nshards * (double)nq *
+                (double)(sizeof(struct sd_job__scan) + k * sizeof(struct kn_scan_hit)) >
+            (double)SD_JOB__RESULTS_MAX) {
+        snprintf(err, err_len,
+                 "%zu shard(s) x %zu queries x top-%u keep over %llu MiB of results: fewer "
+                 "queries per job (--query-index) or larger shards",
+                 job->nshards, nq, k, SD_JOB__RESULTS_MAX >> 20);
+        return -E2BIG;
+    }
+    job->row_base = calloc(job->nshards ? job->nshards : 1, sizeof *job->row_base);
+    const size_t nscans = job->nshards * nq;
+    struct sd_job__scan *scans = calloc(nscans ? nscans : 1, sizeof *scans);
+    unsigned char *qstate = calloc((size_t)job->nslots * nq, 1);
+    struct sd_job__early *qearly = calloc((size_t)job->nslots * nq, sizeof *qearly);
+    if (!job->row_base || !scans || !qstate || !qearly) {
+        free(scans);
+        free(qstate);
+        free(qearly);
+        snprintf(err, err_len, "out of memory for %zu shards x %zu queries", job->nshards, nq);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < job->nshards; i++) {
+        job->res[i].scan = scans + i * nq;
+        job->row_base[i] = job->rows;
+        job->rows += sd_store_entry_get(job->st, i)->records;
+    }
+    for (unsigned i = 0; i < job->nslots; i++) {
+        job->slots[i].qstate = qstate + (size_t)i * nq;
+        job->slots[i].qearly = qearly + (size_t)i * nq;
+    }
+    if (job->nshards == 0)
+        free(scans);
+    return 0;
+}
+
 int sd_job_create(const struct sd_job_config *cfg, const char *store, enum sd_job_op op,
                   const struct sd_job_env *env, char *err, size_t err_len, struct sd_job **job_p)
 {
@@ -82,6 +164,10 @@ int sd_job_create(const struct sd_job_config *cfg, const char *store, enum sd_jo
         rc = -ENOMEM;
         goto fail_store;
     }
+    job->nq = cfg->nqueries ? cfg->nqueries : 1;
+    if ((rc = sd_job__queries_check(job, err, err_len)) < 0 ||
+        (rc = sd_job__arrays(job, err, err_len)) < 0)
+        goto fail_store;
     rc = pthread_mutex_init(&job->qmu, NULL);
     if (rc) {
         rc = -rc;
@@ -101,6 +187,13 @@ int sd_job_create(const struct sd_job_config *cfg, const char *store, enum sd_jo
     return 0;
 
 fail_store:
+    if (job->nshards && job->res)
+        free(job->res[0].scan);
+    if (job->slots) {
+        free(job->slots[0].qstate);
+        free(job->slots[0].qearly);
+    }
+    free(job->row_base);
     free(job->slots);
     free(job->res);
     free(job->agents);
@@ -123,15 +216,25 @@ void sd_job_destroy(struct sd_job *job)
     }
     for (size_t i = 0; i < job->nshards; i++) {
         free(job->res[i].why);
-        free(job->res[i].hits);
+        for (uint32_t q = 0; q < job->nq; q++)
+            free(job->res[i].scan[q].hits);
     }
+    if (job->nshards)
+        free(job->res[0].scan);
+    free(job->slots[0].qstate);
+    free(job->slots[0].qearly);
+    if (job->topk)
+        for (uint32_t q = 0; q < job->nq; q++)
+            free(job->topk[q]);
+    free(job->topk);
+    free(job->ntopk);
+    free(job->row_base);
     pthread_mutex_destroy(&job->qmu);
     free(job->slots);
     free(job->res);
     free(job->agents);
     free(job->q);
     free(job->query);
-    free(job->topk);
     sd_store_close(job->st);
     free(job);
 }

@@ -237,10 +237,22 @@ void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e)
     }
     if (kind == SD_JOB__TAG_VERIFY || kind == SD_JOB__TAG_SCAN) {
         unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
+        const uint32_t q = sd_job__tag_query(e->tag);
         struct sd_job__slot *s = sd_job__slot_of(job, e->tag);
-        if (!s || !(s->ops_inflight & op))
+        if (!s)
             return;
-        s->ops_inflight &= ~op;
+        if (op == SD_JOB__OP_SCAN) {
+            if (q >= job->nq || s->qstate[q] != SD_JOB__Q_INFLIGHT)
+                return;
+            /* Lost: submitted again on a new lease. Refused: the shard fails. */
+            sd_job__query_move(s, q, lost ? SD_JOB__Q_TODO : SD_JOB__Q_DONE);
+            if (lost && q < s->scan_next)
+                s->scan_next = q;
+        } else {
+            if (!(s->ops_inflight & op))
+                return;
+            s->ops_inflight &= ~op;
+        }
         if (lost) {
             job->resubmits++;
             return;
@@ -288,14 +300,21 @@ void sd_job_on_disconnect(struct sd_job *job, unsigned agent)
         s->lease = SD_JOB__L_NONE;
         /* Work answered before the loss stays answered (early results
          * included); the rest is submitted again on a new lease. */
-        unsigned again = s->ops_inflight;
-        if (s->early_mask & 1u)
-            again &= ~SD_JOB__OP_VERIFY;
-        if (s->early_mask & 2u)
-            again &= ~SD_JOB__OP_SCAN;
-        s->ops_inflight &= ~again;
-        job->resubmits += (unsigned)__builtin_popcount(again);
-        ops += (unsigned)__builtin_popcount(again);
+        unsigned again = 0;
+        if ((s->ops_inflight & SD_JOB__OP_VERIFY) && !(s->early_mask & 1u)) {
+            s->ops_inflight &= ~SD_JOB__OP_VERIFY;
+            again++;
+        }
+        for (uint32_t q = 0; s->scan_busy > 0 && q < job->nq; q++) {
+            if (s->qstate[q] != SD_JOB__Q_INFLIGHT)
+                continue;
+            sd_job__query_move(s, q, SD_JOB__Q_TODO);
+            if (q < s->scan_next)
+                s->scan_next = q;
+            again++;
+        }
+        job->resubmits += again;
+        ops += again;
         n++;
     }
     if (n)

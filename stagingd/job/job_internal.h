@@ -24,7 +24,10 @@
 #define SD_JOB__OP_VERIFY 1u
 #define SD_JOB__OP_SCAN 2u
 
-/* Tag kinds (bits 0..3), slot (4..15), job id (16..23), seq or batch (24..63). */
+/* Tag kinds (bits 0..3), slot (4..15), job id (16..23), seq or batch (24..63).
+ * Work tags (verify, scan) split the last field: the query (24..37) and the
+ * slot's assignment seq cut to 26 bits (38..63), enough to tell an
+ * assignment from the slot's recent ones. */
 enum {
     SD_JOB__TAG_LEASE = 1,
     SD_JOB__TAG_VERIFY = 2,
@@ -32,6 +35,14 @@ enum {
     SD_JOB__TAG_RELEASE = 4,
 };
 #define SD_JOB__SLOTS_MAX 4096u
+#define SD_JOB__TAG_QUERY_BITS 14u
+#define SD_JOB__TAG_WORK_SEQ_MASK ((1ull << (40 - SD_JOB__TAG_QUERY_BITS)) - 1)
+_Static_assert(SD_JOB_QUERIES_MAX <= (1u << SD_JOB__TAG_QUERY_BITS), "a query fits its tag bits");
+/* Scan submits a slot keeps in flight at most: the agent bounds a client's
+ * requests in flight (4096 by default), and a job has up to 1024 slots. */
+#define SD_JOB__SCAN_WINDOW 32u
+/* Scan results a job keeps at most (shards x queries x hits). */
+#define SD_JOB__RESULTS_MAX (1ull << 30)
 #define SD_JOB__WHY_LEN 320
 #define SD_JOB__TOPK_SHOWN 10
 #define SD_JOB__NOT_RUN_SHOWN 3 /* names in the one line for shards not run */
@@ -55,6 +66,15 @@ enum sd_job__res_state {
     SD_JOB__RES_SKIPPED,
 };
 
+/* One query's scan result on one shard. */
+struct sd_job__scan {
+    int got; /* its completion was taken */
+    int has_hit;
+    struct kn_scan_hit hit;   /* the best */
+    struct kn_scan_hit *hits; /* the shard's top min(records, k), best first */
+    size_t nhits;
+};
+
 struct sd_job__result {
     enum sd_job__res_state state;
     unsigned got; /* ops whose completion was taken */
@@ -66,12 +86,24 @@ struct sd_job__result {
     struct leasec_checksum_result v;
     int cpu_checked, cpu_bad;
     uint64_t cpu_block;
-    /* scan */
-    int has_hit;
-    struct kn_scan_hit hit;
-    struct kn_scan_hit *hits; /* the shard's top min(records, k), best first */
-    size_t nhits;
+    /* scan: one entry per query (job->nq); got has the scan op once all are in */
+    struct sd_job__scan *scan;
+    uint32_t scans_got;
     uint64_t records;
+};
+
+/* Where a slot's scan of one query stands. */
+enum sd_job__qstate {
+    SD_JOB__Q_TODO = 0, /* to be submitted */
+    SD_JOB__Q_INFLIGHT, /* submitted, unanswered */
+    SD_JOB__Q_EARLY,    /* answered before the read was taken: the answer waits in early */
+    SD_JOB__Q_DONE,
+};
+
+/* A scan answer that came before the slot's read was taken. */
+struct sd_job__early {
+    uint32_t status;
+    union leasec_op_result result;
 };
 
 struct sd_job;
@@ -87,7 +119,8 @@ struct sd_job__slot {
     int have_buf;
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
-    uint32_t k; /* scan: hits the agent writes at hits_off */
+    uint64_t query_stride; /* bytes from one query to the next at query_off */
+    uint32_t k;            /* scan: hits the agent writes for each query, from hits_off on */
     uint32_t block_size, dim, type;
     unsigned ops_todo;     /* ops still without a result */
     unsigned ops_inflight; /* submitted and unanswered */
@@ -101,10 +134,17 @@ struct sd_job__slot {
     int cpu_rc;
     struct sd_shard_fault cpu_fault;
     char cpu_err[256];
-    /* completions that arrived before the read was taken (doorbell path) */
+    /* completions that arrived before the read was taken (doorbell path):
+     * verify's in early_status/result[0], each scan's in qearly */
     unsigned early_mask;
     uint32_t early_status[2];
     union leasec_op_result early_result[2];
+    /* each query's scan (job->nq entries, the job's memory, kept across
+     * assignments); the counts are of qstate's states */
+    unsigned char *qstate;
+    struct sd_job__early *qearly;
+    uint32_t scan_todo, scan_busy, scan_left;
+    uint32_t scan_next; /* no query below it is TODO */
     /* the lease */
     enum sd_job__lease lease;
     struct leasec_client_lease l;
@@ -153,9 +193,13 @@ struct sd_job {
     unsigned reads_active;
     uint64_t busy_start_ns, busy_ns;
 
-    /* the scan's query, for the last (type, dim) */
+    /* the scan's queries: nq of them; the generated one is made for the
+     * last (type, dim), file queries are cfg.queries */
+    uint32_t nq;
     float *query;
     uint32_t query_dim, query_type;
+    uint64_t *row_base; /* each shard's first global row: the records before it */
+    uint64_t rows;      /* every shard's records */
 
     uint64_t t_start, t_end;
     uint64_t bytes_total, bytes_started, bytes_staged, bytes_done;
@@ -170,13 +214,13 @@ struct sd_job {
     char fail_last[SD_JOB__WHY_LEN]; /* the last failure reason logged */
     uint64_t fail_repeats;           /* shards failed for it since, not logged one by one */
     char cancel_why[SD_JOB__WHY_LEN];
-    struct kn_scan_hit *topk;
-    size_t ntopk;
+    /* the merged top-k of each query (nq lists), made by the report */
+    struct kn_scan_hit **topk;
+    size_t *ntopk;
 };
 
-/* Logs one line through the sink the daemon lent: no subsystem, as every
- * job line starts with "job N". */
-#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "", __VA_ARGS__)
+/* Logs one line through the sink the daemon lent, subsystem "job". */
+#define sd_job__log(job, level, ...) base_log(&(job)->env.log, (level), "job", __VA_ARGS__)
 
 /* ---- helpers ---- */
 
@@ -204,6 +248,19 @@ static inline unsigned sd_job__tag_slot(uint64_t tag)
 static inline uint64_t sd_job__tag_seq(uint64_t tag)
 {
     return tag >> 24;
+}
+
+/* The tag of a verify or scan submit of query @q for assignment @seq. */
+static inline uint64_t sd_job__work_tag(const struct sd_job *job, unsigned kind, unsigned slot,
+                                        uint64_t seq, uint32_t q)
+{
+    return sd_job__tag(job, kind, slot,
+                       ((seq & SD_JOB__TAG_WORK_SEQ_MASK) << SD_JOB__TAG_QUERY_BITS) | q);
+}
+
+static inline uint32_t sd_job__tag_query(uint64_t tag)
+{
+    return (uint32_t)(sd_job__tag_seq(tag) & ((1u << SD_JOB__TAG_QUERY_BITS) - 1));
 }
 
 static inline int sd_job__tag_mine(const struct sd_job *job, uint64_t tag)
@@ -239,8 +296,18 @@ void sd_job__slot_fail(struct sd_job__slot *s, const char *fmt, ...)
 int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx);
 /* Moves one slot as far as it can go without an answer. */
 void sd_job__advance(struct sd_job__slot *s);
-/* The slot a tag names, if the tag is this job's and the slot still holds
- * the assignment it was made for; else NULL. */
+/* Query @q of slot @s moves to state @to (enum sd_job__qstate); the
+ * slot's counts and its scan op bits follow. */
+void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate to);
+/* Whether the slot has work it could submit now: the verify, or a scan
+ * to do with room in the window. */
+static inline int sd_job__work_left(const struct sd_job__slot *s)
+{
+    return !s->failed && ((s->ops_todo & ~s->ops_inflight & SD_JOB__OP_VERIFY) != 0 ||
+                          (s->scan_todo > 0 && s->scan_busy < SD_JOB__SCAN_WINDOW));
+}
+/* The slot a work tag (sd_job__work_tag) names, if the tag is this job's
+ * and the slot still holds the assignment it was made for; else NULL. */
 struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag);
 
 /* ---- job_batch.c ---- */
@@ -268,11 +335,23 @@ void sd_job__tally(const struct sd_job__result *res, size_t n, unsigned ops,
 /* The exit status of results @res[0, n): as sd_job_exit_status. */
 int sd_job__status(const struct sd_job__result *res, size_t n);
 
-/* The top @k of every shard's hits, merged: writes up to @k hits (their
- * shard field the result's index) to a new array in *@hits_p and their
- * number in *@n_p. Returns 0 (an empty result with no hits: *@hits_p
- * NULL) or -ENOMEM. The caller frees *@hits_p. */
-int sd_job__topk_merge(const struct sd_job__result *res, size_t n, size_t k,
+/* The top @k of every shard's hits for query @q (res[i].scan[q]), merged:
+ * writes up to @k hits (their shard field the result's index) to a new
+ * array in *@hits_p and their number in *@n_p. Returns 0 (an empty result
+ * with no hits: *@hits_p NULL) or -ENOMEM. The caller frees *@hits_p. */
+int sd_job__topk_merge(const struct sd_job__result *res, size_t n, uint32_t q, size_t k,
                        struct kn_scan_hit **hits_p, size_t *n_p);
+
+/* The JSON report (job_json.c): as sd_job_report with cfg.json. */
+void sd_job__report_json(struct sd_job *job, FILE *out);
+
+/* Merges every query's top-k into job->topk once (out of memory: no rows). */
+void sd_job__merge_all(struct sd_job *job);
+
+/* Query @q's number in its file (cfg.query_ids), or @q. */
+static inline uint64_t sd_job__query_id(const struct sd_job *job, uint32_t q)
+{
+    return job->cfg.query_ids ? job->cfg.query_ids[q] : q;
+}
 
 #endif /* STAGINGD_JOB_INTERNAL_H */

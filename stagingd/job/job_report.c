@@ -65,13 +65,13 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 
 /* ---- pure functions over results ---- */
 
-int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, size_t k,
+int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, uint32_t q, size_t k,
                        struct kn_scan_hit **hits_p, size_t *n_p)
 {
     size_t n = 0, total = 0;
     for (size_t i = 0; i < nres; i++) {
-        n += res[i].has_hit;
-        total += res[i].has_hit ? res[i].nhits : 0;
+        n += res[i].scan[q].has_hit;
+        total += res[i].scan[q].has_hit ? res[i].scan[q].nhits : 0;
     }
     /* Each shard's top min(k, LT_SCAN_MAX_K): the merge is the true
      * top-k of all records for k up to LT_SCAN_MAX_K. */
@@ -93,10 +93,10 @@ int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, size_t k,
     }
     size_t j = 0;
     for (size_t i = 0; i < nres; i++) {
-        if (!res[i].has_hit)
+        if (!res[i].scan[q].has_hit)
             continue;
-        lists[j] = res[i].hits;
-        counts[j] = res[i].nhits;
+        lists[j] = res[i].scan[q].hits;
+        counts[j] = res[i].scan[q].nhits;
         ids[j] = (uint32_t)i;
         j++;
     }
@@ -145,13 +145,64 @@ int sd_job__status(const struct sd_job__result *res, size_t n)
 
 /* ---- the report ---- */
 
-static void sd_job__merge_topk(struct sd_job *job)
+void sd_job__merge_all(struct sd_job *job)
 {
     if (job->topk)
         return;
-    /* Out of memory: the report shows no merged rows. */
-    if (sd_job__topk_merge(job->res, job->nshards, job->cfg.k, &job->topk, &job->ntopk) < 0)
-        job->ntopk = 0;
+    job->topk = calloc(job->nq, sizeof *job->topk);
+    job->ntopk = calloc(job->nq, sizeof *job->ntopk);
+    if (!job->topk || !job->ntopk) {
+        free(job->topk);
+        free(job->ntopk);
+        job->topk = NULL;
+        job->ntopk = NULL;
+        return;
+    }
+    /* Out of memory: the report shows no merged rows for that query. */
+    for (uint32_t q = 0; q < job->nq; q++)
+        if (sd_job__topk_merge(job->res, job->nshards, q, job->cfg.k, &job->topk[q],
+                               &job->ntopk[q]) < 0)
+            job->ntopk[q] = 0;
+}
+
+/* The merged top-k: the generated query's table (first rows unless
+ * `list`), or every row of every file query. */
+static void sd_job__topk_print(const struct sd_job *job, FILE *out)
+{
+    if (!job->cfg.nqueries) {
+        const size_t n = job->ntopk ? job->ntopk[0] : 0;
+        size_t shown = job->cfg.list || n <= SD_JOB__TOPK_SHOWN ? n : SD_JOB__TOPK_SHOWN;
+        fprintf(out,
+                "top-%u by dot product (query seed %" PRIu64 "; each shard's top-k, "
+                "merged across shards)%s\n",
+                job->cfg.k, job->cfg.query_seed, shown < n ? ", first rows" : "");
+        fprintf(out, "  %-5s %-18s %-12s %-16s %s\n", "rank", "shard", "record", "score", "row");
+        for (size_t i = 0; i < shown; i++) {
+            const struct kn_scan_hit *h = &job->topk[0][i];
+            fprintf(out, "  #%-4zu %-18s %-12" PRIu64 " %-16.9g %" PRIu64 "\n", i + 1,
+                    sd_job__shard_name(job, h->shard), h->index, (double)h->score,
+                    job->row_base[h->shard] + h->index);
+        }
+        return;
+    }
+    fprintf(out,
+            "top-%u by dot product for %u quer%s from %s (each shard's top-k merged across "
+            "shards; row: the store's row, in manifest order)\n",
+            job->cfg.k, job->nq, job->nq == 1 ? "y" : "ies",
+            job->cfg.query_source ? job->cfg.query_source : "a file");
+    fprintf(out, "  %-8s %-5s %-12s %-18s %-12s %s\n", "query", "rank", "row", "shard", "record",
+            "score");
+    for (uint32_t q = 0; q < job->nq; q++) {
+        const size_t n = job->ntopk ? job->ntopk[q] : 0;
+        if (n == 0)
+            fprintf(out, "  %-8" PRIu64 " (no hits)\n", sd_job__query_id(job, q));
+        for (size_t i = 0; i < n; i++) {
+            const struct kn_scan_hit *h = &job->topk[q][i];
+            fprintf(out, "  %-8" PRIu64 " %-5zu %-12" PRIu64 " %-18s %-12" PRIu64 " %.9g\n",
+                    sd_job__query_id(job, q), i + 1, job->row_base[h->shard] + h->index,
+                    sd_job__shard_name(job, h->shard), h->index, (double)h->score);
+        }
+    }
 }
 
 static void sd_job__row(const struct sd_job *job, size_t i, FILE *out)
@@ -188,9 +239,12 @@ static void sd_job__row(const struct sd_job *job, size_t i, FILE *out)
             }
         }
     }
-    if ((r->got & SD_JOB__OP_SCAN) && r->has_hit)
+    if ((r->got & SD_JOB__OP_SCAN) && job->nq == 1 && r->scan[0].has_hit)
         fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records\n",
-                name, r->hit.index, (double)r->hit.score, r->records);
+                name, r->scan[0].hit.index, (double)r->scan[0].hit.score, r->records);
+    else if ((r->got & SD_JOB__OP_SCAN) && job->nq > 1)
+        fprintf(out, "  %-18s scan: %u queries over %" PRIu64 " records\n", name, job->nq,
+                r->records);
     if (r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED)
         fprintf(out, "  %-18s %s: %s\n", name,
                 r->state == SD_JOB__RES_FAILED ? "FAILED" : "NOT RUN", r->why ? r->why : "?");
@@ -277,7 +331,11 @@ static int sd_job__groups(const struct sd_job *job, unsigned char *grouped, FILE
 
 void sd_job_report(struct sd_job *job, FILE *out)
 {
-    sd_job__merge_topk(job);
+    sd_job__merge_all(job);
+    if (job->cfg.json) {
+        sd_job__report_json(job, out);
+        return;
+    }
     struct sd_job__tally t;
     sd_job__tally(job->res, job->nshards, job->ops, &t);
     const size_t clean = t.clean, bad = t.bad, failed = t.failed, skipped = t.skipped,
@@ -304,19 +362,8 @@ void sd_job_report(struct sd_job *job, FILE *out)
     if (grouped)
         sd_job__groups(job, grouped, out);
     free(grouped);
-    if (job->ops & SD_JOB__OP_SCAN) {
-        size_t shown =
-            job->cfg.list || job->ntopk <= SD_JOB__TOPK_SHOWN ? job->ntopk : SD_JOB__TOPK_SHOWN;
-        fprintf(out,
-                "top-%u by dot product (query seed %" PRIu64 "; each shard's top-k, "
-                "merged across shards)%s\n",
-                job->cfg.k, job->cfg.query_seed, shown < job->ntopk ? ", first rows" : "");
-        fprintf(out, "  %-5s %-18s %-12s %s\n", "rank", "shard", "record", "score");
-        for (size_t i = 0; i < shown; i++)
-            fprintf(out, "  #%-4zu %-18s %-12" PRIu64 " %.9g\n", i + 1,
-                    sd_job__shard_name(job, job->topk[i].shard), job->topk[i].index,
-                    (double)job->topk[i].score);
-    }
+    if (job->ops & SD_JOB__OP_SCAN)
+        sd_job__topk_print(job, out);
     uint64_t end = job->t_end ? job->t_end : base_now_ns();
     double e2e = (double)(end - job->t_start) / 1e9;
     double busy = (double)job->busy_ns / 1e9;

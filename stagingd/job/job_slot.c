@@ -30,7 +30,7 @@
 #include "job_internal.h"
 #include "stagingd/reader.h"
 
-static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
+static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t q, uint32_t status,
                           const union leasec_op_result *r);
 
 /* ---- failures ---- */
@@ -102,6 +102,8 @@ void sd_job_query_make(uint64_t seed, uint32_t type, uint32_t dim, float *query_
 
 static int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
 {
+    if (job->cfg.nqueries)
+        return 0; /* the file's, checked against every shard at create */
     if (job->query && job->query_dim == dim && job->query_type == type)
         return 0;
     float *q = realloc(job->query, (size_t)dim * sizeof(float));
@@ -112,6 +114,50 @@ static int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
     job->query_type = type;
     sd_job_query_make(job->cfg.query_seed, type, dim, q);
     return 0;
+}
+
+/* Query @q (its f32 elements), the generated one or the file's. */
+static const float *sd_job__query_at(const struct sd_job *job, uint32_t q)
+{
+    return job->cfg.nqueries ? job->cfg.queries + (size_t)q * job->cfg.query_dim : job->query;
+}
+
+/* ---- the buffer's layout ---- */
+
+/* A shard's staging buffer, all offsets from its start: the payload, the
+ * checksum table (verify), then (scan) each query on a 64-byte stride and
+ * the k hits the agent writes for each. */
+struct sd_job__layout {
+    uint64_t read_len, sums_off, query_off, query_stride, hits_off, lease_len;
+    uint32_t k;
+};
+
+static void sd_job__layout_of(const struct sd_job_config *cfg, unsigned ops, uint32_t type,
+                              uint32_t dim, uint64_t payload_len, uint64_t nblocks,
+                              struct sd_job__layout *l)
+{
+    const uint32_t es = sd_record_elem_size(type);
+    const uint64_t nq = cfg->nqueries ? cfg->nqueries : 1;
+    l->read_len = sd_job__round_up(payload_len, SD_SHARD_ALIGN);
+    l->sums_off = l->read_len;
+    l->query_off =
+        sd_job__round_up(l->sums_off + ((ops & SD_JOB__OP_VERIFY) ? 8 * nblocks : 0), 64);
+    l->query_stride = sd_job__round_up((uint64_t)dim * es, 64);
+    l->k = cfg->k < LT_SCAN_MAX_K ? (uint32_t)cfg->k : LT_SCAN_MAX_K;
+    l->hits_off = l->query_off + nq * l->query_stride;
+    l->lease_len = (ops & SD_JOB__OP_SCAN)
+                       ? l->hits_off + nq * l->k * (uint64_t)sizeof(struct leasec_scan_hit)
+                       : l->query_off;
+}
+
+uint64_t sd_job_buffer_size(const struct sd_job_config *cfg, enum sd_job_op op,
+                            const struct sd_store_entry *e)
+{
+    const unsigned ops =
+        (op & SD_JOB_VERIFY ? SD_JOB__OP_VERIFY : 0) | (op & SD_JOB_SCAN ? SD_JOB__OP_SCAN : 0);
+    struct sd_job__layout l;
+    sd_job__layout_of(cfg, ops, e->record_type, e->dim, e->payload_len, e->blocks, &l);
+    return sd_job__round_up(l.lease_len, LEASEC_POOL_BUF_ALIGN);
 }
 
 /* ---- reads ---- */
@@ -142,7 +188,7 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     pthread_mutex_unlock(&job->qmu);
     uint64_t one = 1;
     if (write(notify_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        base_log(&log, BASE_LOG_ERROR, "", "staging: eventfd write failed: %s", strerror(errno));
+        base_log(&log, BASE_LOG_ERROR, "job", "staging: eventfd write failed: %s", strerror(errno));
 }
 
 static void sd_job__read_start(struct sd_job__slot *s, int bell)
@@ -218,9 +264,11 @@ void sd_job_staged(struct sd_job *job)
         }
         unsigned early = s->early_mask;
         s->early_mask = 0;
-        for (unsigned k = 0; k < 2; k++)
-            if (early & (1u << k))
-                sd_job__apply(s, 1u << k, s->early_status[k], &s->early_result[k]);
+        if (early & 1u)
+            sd_job__apply(s, SD_JOB__OP_VERIFY, 0, s->early_status[0], &s->early_result[0]);
+        for (uint32_t q = 0; (early & 2u) && q < job->nq; q++)
+            if (s->qstate[q] == SD_JOB__Q_EARLY)
+                sd_job__apply(s, SD_JOB__OP_SCAN, q, s->qearly[q].status, &s->qearly[q].result);
     }
 }
 
@@ -247,17 +295,10 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
             return 1;
         }
     }
-    const uint32_t es = sd_record_elem_size(h->record_type);
-    const uint64_t read_len = sd_job__round_up(h->payload_len, SD_SHARD_ALIGN);
-    const uint64_t sums_off = read_len;
-    const uint64_t query_off =
-        sd_job__round_up(sums_off + ((job->ops & SD_JOB__OP_VERIFY) ? 8 * nblocks : 0), 64);
-    /* The agent writes the scan's top-k hits (16 bytes each) behind the query. */
-    const uint32_t k = job->cfg.k < LT_SCAN_MAX_K ? (uint32_t)job->cfg.k : LT_SCAN_MAX_K;
-    const uint64_t hits_off = sd_job__round_up(query_off + (uint64_t)h->dim * es, 8);
-    const uint64_t lease_len = (job->ops & SD_JOB__OP_SCAN)
-                                   ? hits_off + (uint64_t)k * sizeof(struct leasec_scan_hit)
-                                   : query_off;
+    /* The agent writes each query's top-k hits (16 bytes each) behind the queries. */
+    struct sd_job__layout lay;
+    sd_job__layout_of(&job->cfg, job->ops, h->record_type, h->dim, h->payload_len, nblocks, &lay);
+    const uint64_t lease_len = lay.lease_len;
     if ((job->ops & SD_JOB__OP_SCAN) && sd_job__query(job, h->record_type, h->dim) < 0) {
         sd_job__result_fail(job, idx, SD_JOB__RES_FAILED, "out of memory for a %u-element query",
                             h->dim);
@@ -287,25 +328,34 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     }
     unsigned char *base = buf.base;
     if (table)
-        memcpy(base + sums_off, table, 8 * nblocks);
-    if (job->ops & SD_JOB__OP_SCAN) {
+        memcpy(base + lay.sums_off, table, 8 * nblocks);
+    for (uint32_t q = 0; (job->ops & SD_JOB__OP_SCAN) && q < job->nq; q++) {
+        const float *query = sd_job__query_at(job, q);
+        unsigned char *at = base + lay.query_off + q * lay.query_stride;
         if (h->record_type == SD_RECORD_F16) {
             for (uint32_t i = 0; i < h->dim; i++) {
-                uint16_t v = sd_f16_from_f32(job->query[i]);
-                memcpy(base + query_off + 2 * (uint64_t)i, &v, 2);
+                uint16_t v = sd_f16_from_f32(query[i]);
+                memcpy(at + 2 * (uint64_t)i, &v, 2);
             }
         } else {
-            memcpy(base + query_off, job->query, (size_t)h->dim * 4);
+            memcpy(at, query, (size_t)h->dim * 4);
         }
     }
     uint64_t *bell = s->bell, *done = s->done;
     uint64_t word_off = s->word_off;
+    unsigned char *qstate = s->qstate;
+    struct sd_job__early *qearly = s->qearly;
     memset(s, 0, sizeof *s);
     s->job = job;
     s->idx = (unsigned)(s - job->slots);
     s->bell = bell;
     s->done = done;
     s->word_off = word_off;
+    s->qstate = qstate;
+    s->qearly = qearly;
+    memset(qstate, SD_JOB__Q_TODO, job->nq);
+    if (job->ops & SD_JOB__OP_SCAN)
+        s->scan_todo = s->scan_left = job->nq;
     s->active = 1;
     s->seq = ++*job->env.seq;
     s->shard = idx;
@@ -313,11 +363,12 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     s->buf = buf;
     s->have_buf = 1;
     s->payload_len = h->payload_len;
-    s->read_len = read_len;
-    s->sums_off = sums_off;
-    s->query_off = query_off;
-    s->hits_off = hits_off;
-    s->k = k;
+    s->read_len = lay.read_len;
+    s->sums_off = lay.sums_off;
+    s->query_off = lay.query_off;
+    s->query_stride = lay.query_stride;
+    s->hits_off = lay.hits_off;
+    s->k = lay.k;
     s->lease_len = lease_len;
     s->block_size = h->block_size;
     s->dim = h->dim;
@@ -382,11 +433,12 @@ static const unsigned char *sd_job__words_of(const struct sd_job__slot *s)
     return base + (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
 }
 
-/* Copies the top-k hits the agent wrote into slot @s's lease to @res:
- * min(records, k) real hits, indices below records, strictly falling in
- * rank, the first the completion's best. Returns 0, or -1 (the slot failed
- * with a message) when they are not that or memory runs out. */
-static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
+/* Copies the top-k hits the agent wrote for query @q of slot @s (into the
+ * lease, or the slot's part of the words area, which holds one query's at a
+ * time) to @sc: min(records, k) real hits, indices below records, strictly
+ * falling in rank, the first the completion's best. Returns 0, or -1 (the
+ * slot failed with a message) when they are not that or memory runs out. */
+static int sd_job__hits_take(struct sd_job__slot *s, uint32_t q, struct sd_job__scan *sc,
                              const union leasec_op_result *r)
 {
     const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
@@ -395,8 +447,9 @@ static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
         sd_job__slot_fail(s, "the agent's words area is gone: no hits to read");
         return -1;
     }
-    const unsigned char *at =
-        area ? area + SD_JOB_WORDS_HITS : (const unsigned char *)s->buf.base + s->hits_off;
+    const unsigned char *at = area ? area + SD_JOB_WORDS_HITS
+                                   : (const unsigned char *)s->buf.base + s->hits_off +
+                                         (uint64_t)q * s->k * sizeof(struct leasec_scan_hit);
     struct kn_scan_hit *hits = calloc(n ? n : 1, sizeof *hits);
     if (!hits) {
         sd_job__slot_fail(s, "out of memory for %" PRIu64 " scan hits", n);
@@ -416,34 +469,69 @@ static int sd_job__hits_take(struct sd_job__slot *s, struct sd_job__result *res,
                  kn_scan_key(hits[i - 1].score, hits[i - 1].index);
         if (!ok) {
             free(hits);
-            sd_job__slot_fail(s,
-                              "the agent's top-%u hits are inconsistent: hit %" PRIu64
-                              " (record %" PRIu64 " of %" PRIu64 ") out of range or order",
-                              s->k, i, h.index, r->scan.records_scanned);
+            sd_job__slot_fail(
+                s,
+                "the agent's top-%u hits for query %" PRIu64 " are inconsistent: hit %" PRIu64
+                " (record %" PRIu64 " of %" PRIu64 ") out of range or order",
+                s->k, sd_job__query_id(s->job, q), i, h.index, r->scan.records_scanned);
             return -1;
         }
     }
-    free(res->hits);
-    res->hits = hits;
-    res->nhits = (size_t)n;
+    free(sc->hits);
+    sc->hits = hits;
+    sc->nhits = (size_t)n;
     return 0;
 }
 
-static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
+/* The counts follow the state; the scan op is in flight while any query
+ * is (or waits, answered, in EARLY), and done once every query is. */
+void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate to)
+{
+    const unsigned char from = s->qstate[q];
+    s->scan_todo -= from == SD_JOB__Q_TODO;
+    s->scan_busy -= from == SD_JOB__Q_INFLIGHT || from == SD_JOB__Q_EARLY;
+    s->scan_left -= from != SD_JOB__Q_DONE;
+    s->qstate[q] = (unsigned char)to;
+    s->scan_todo += to == SD_JOB__Q_TODO;
+    s->scan_busy += to == SD_JOB__Q_INFLIGHT || to == SD_JOB__Q_EARLY;
+    s->scan_left += to != SD_JOB__Q_DONE;
+    if (s->scan_busy)
+        s->ops_inflight |= SD_JOB__OP_SCAN;
+    else
+        s->ops_inflight &= ~SD_JOB__OP_SCAN;
+    if (!s->scan_left)
+        s->ops_todo &= ~SD_JOB__OP_SCAN;
+}
+
+static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t q, uint32_t status,
                           const union leasec_op_result *r)
 {
     struct sd_job *job = s->job;
     struct sd_job__result *res = &job->res[s->shard];
-    s->ops_inflight &= ~op;
-    s->ops_todo &= ~op;
+    struct sd_job__scan *sc = op == SD_JOB__OP_SCAN ? &res->scan[q] : NULL;
+    if (sc) {
+        sd_job__query_move(s, q, SD_JOB__Q_DONE);
+    } else {
+        s->ops_inflight &= ~op;
+        s->ops_todo &= ~op;
+    }
     job->completions++;
-    if (res->got & op) {
+    if (sc ? sc->got : (res->got & op) != 0) {
         res->duplicates++;
         job->duplicates++;
         return;
     }
-    res->got |= op;
-    res->completions++;
+    if (sc) {
+        sc->got = 1;
+        /* The scan is one op of the shard: in once every query is. */
+        if (++res->scans_got == job->nq) {
+            res->got |= op;
+            res->completions++;
+        }
+    } else {
+        res->got |= op;
+        res->completions++;
+    }
     if (s->read_rc < 0)
         return; /* the work ran on bytes that never landed: the read error is the result */
     const char *name = sd_job__shard_name(job, s->shard);
@@ -465,18 +553,24 @@ static void sd_job__apply(struct sd_job__slot *s, unsigned op, uint32_t status,
         if (status == LT_OK) {
             res->records = r->scan.records_scanned;
             if (r->scan.best_index != LT_BLOCK_NONE) {
-                if (sd_job__hits_take(s, res, r) < 0)
+                if (sd_job__hits_take(s, q, sc, r) < 0)
                     return;
-                res->has_hit = 1;
-                res->hit.score = lt_f32_from_bits(r->scan.best_score_bits);
-                res->hit.index = r->scan.best_index;
-                res->hit.shard = 0;
+                sc->has_hit = 1;
+                sc->hit.score = lt_f32_from_bits(r->scan.best_score_bits);
+                sc->hit.index = r->scan.best_index;
+                sc->hit.shard = 0;
             }
-            sd_job__log(job, BASE_LOG_DEBUG,
-                        "job %u: %s: scan done (%" PRIu64 " records, best %" PRIu64 ")",
-                        job->env.id, name, r->scan.records_scanned, r->scan.best_index);
+            if (job->nq == 1)
+                sd_job__log(job, BASE_LOG_DEBUG,
+                            "job %u: %s: scan done (%" PRIu64 " records, best %" PRIu64 ")",
+                            job->env.id, name, r->scan.records_scanned, r->scan.best_index);
+            else if (res->scans_got == job->nq)
+                sd_job__log(job, BASE_LOG_DEBUG,
+                            "job %u: %s: scan done (%u queries over %" PRIu64 " records)",
+                            job->env.id, name, job->nq, r->scan.records_scanned);
         } else {
-            sd_job__slot_fail(s, "vector scan on the agent failed: %s (%s)", lt_error_name(status),
+            sd_job__slot_fail(s, "vector scan of query %" PRIu64 " on the agent failed: %s (%s)",
+                              sd_job__query_id(job, q), lt_error_name(status),
                               lt_error_describe(status));
         }
     }
@@ -490,15 +584,20 @@ struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag)
     if (i >= job->nslots)
         return NULL;
     struct sd_job__slot *s = &job->slots[i];
-    return s->active && s->seq == sd_job__tag_seq(tag) ? s : NULL;
+    const uint64_t seq = sd_job__tag_seq(tag) >> SD_JOB__TAG_QUERY_BITS;
+    return s->active && (s->seq & SD_JOB__TAG_WORK_SEQ_MASK) == seq ? s : NULL;
 }
 
 void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c)
 {
     unsigned kind = sd_job__tag_kind(c->tag);
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
+    const uint32_t q = sd_job__tag_query(c->tag);
     struct sd_job__slot *s = sd_job__slot_of(job, c->tag);
-    if ((kind != SD_JOB__TAG_VERIFY && kind != SD_JOB__TAG_SCAN) || !s || !(s->ops_inflight & op)) {
+    const int waited =
+        s && (op == SD_JOB__OP_VERIFY ? (s->ops_inflight & op) != 0 && q == 0
+                                      : q < job->nq && s->qstate[q] == SD_JOB__Q_INFLIGHT);
+    if ((kind != SD_JOB__TAG_VERIFY && kind != SD_JOB__TAG_SCAN) || !waited) {
         job->stale++;
         sd_job__log(job, BASE_LOG_DEBUG,
                     "job %u: completion #%" PRIu64 " matches no work in flight; ignored",
@@ -513,16 +612,82 @@ void sd_job_on_completion(struct sd_job *job, const struct leasec_client_complet
     if (s->read == SD_JOB__READ_RUNNING) {
         /* The bell rang but the staging thread has not posted the slot yet:
          * keep the result until the read is taken. */
-        unsigned k = op == SD_JOB__OP_VERIFY ? 0 : 1;
-        s->early_mask |= 1u << k;
-        s->early_status[k] = c->status;
-        s->early_result[k] = c->result;
+        if (op == SD_JOB__OP_VERIFY) {
+            s->early_mask |= 1u;
+            s->early_status[0] = c->status;
+            s->early_result[0] = c->result;
+        } else {
+            s->early_mask |= 2u;
+            s->qearly[q].status = c->status;
+            s->qearly[q].result = c->result;
+            sd_job__query_move(s, q, SD_JOB__Q_EARLY);
+        }
         return;
     }
-    sd_job__apply(s, op, c->status, &c->result);
+    sd_job__apply(s, op, q, c->status, &c->result);
 }
 
 /* ---- submits ---- */
+
+/* Submits @op (query @q's scan) on the slot's lease. Returns 0 (submitted,
+ * or refused for good: the slot failed), or -1 on a transient error. */
+static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
+                              const struct lt_stream_id *stream, int bell)
+{
+    struct sd_job *job = s->job;
+    const struct sd_job__agent *ag = &job->agents[s->l.agent];
+    struct leasec_client_work w = {.stream = *stream};
+    const uint64_t area_off = (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
+    if (op == SD_JOB__OP_VERIFY) {
+        w.op = LT_OP_CHECKSUM_VERIFY;
+        w.args.checksum = (struct leasec_op_checksum){
+            .offset = 0,
+            .length = s->payload_len,
+            .sums_offset = s->sums_off,
+            .block_size = s->block_size,
+        };
+    } else {
+        w.op = LT_OP_VECTOR_SCAN;
+        w.args.scan = (struct leasec_op_scan){
+            .offset = 0,
+            .length = s->payload_len,
+            .query_offset = s->query_off + q * s->query_stride,
+            .dim = s->dim,
+            .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
+            .metric = LT_SCAN_DOT,
+            .hits_offset = s->words_area ? area_off + SD_JOB_WORDS_HITS
+                                         : s->hits_off + (uint64_t)q * s->k *
+                                                             sizeof(struct leasec_scan_hit),
+            .k = s->k,
+        };
+    }
+    if (bell)
+        w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
+    if ((ag->caps & LT_CAP_DONE_WORD) && s->words_area)
+        w.done = (struct leasec_client_word){LEASEC_WORDS_KEY, area_off, s->seq};
+    else if (ag->caps & LT_CAP_DONE_WORD)
+        w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
+    unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
+    uint64_t rid = 0;
+    int rc = leasec_client_submit(job->env.client, &s->l, &w,
+                                  sd_job__work_tag(job, kind, s->idx, s->seq, q), &rid);
+    if (rc == 0) {
+        if (op == SD_JOB__OP_SCAN)
+            sd_job__query_move(s, q, SD_JOB__Q_INFLIGHT);
+        else
+            s->ops_inflight |= op;
+        job->submits++;
+        if (bell)
+            job->bell_submits++;
+        return 0;
+    }
+    if (sd_job__transient(rc))
+        return -1;
+    s->ops_todo &= ~op;
+    sd_job__slot_fail(s, "%s not submitted: %s", op == SD_JOB__OP_VERIFY ? "verify" : "scan",
+                      leasec_client_last_error(job->env.client));
+    return 0;
+}
 
 static void sd_job__submit(struct sd_job__slot *s)
 {
@@ -551,58 +716,29 @@ static void sd_job__submit(struct sd_job__slot *s)
     struct lt_stream_id stream = {0, 0};
     if (job->env.stream)
         job->env.stream(job->env.stream_ctx, s->l.agent, s->idx, &stream);
-    unsigned todo = s->ops_todo & ~s->ops_inflight;
     /* Where the agent writes for this slot: its words area when it gave one
      * (the pool's segments are read-only to it), else our MAPPED words. */
     s->words_area = sd_job__words_of(s) != NULL;
-    const uint64_t area_off = (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
+    /* The verify, then each query's scan still to do, with at most
+     * SD_JOB__SCAN_WINDOW of them in flight (one with the words area: the
+     * slot's part of it holds one query's hits): completions let more go. */
+    const uint32_t window = s->words_area ? 1u : SD_JOB__SCAN_WINDOW;
     for (unsigned op = SD_JOB__OP_VERIFY; op <= SD_JOB__OP_SCAN && !s->failed; op <<= 1) {
-        if (!(todo & op))
+        const int scan = op == SD_JOB__OP_SCAN;
+        if (!scan && !(s->ops_todo & ~s->ops_inflight & op))
             continue;
-        struct leasec_client_work w = {.stream = stream};
-        if (op == SD_JOB__OP_VERIFY) {
-            w.op = LT_OP_CHECKSUM_VERIFY;
-            w.args.checksum = (struct leasec_op_checksum){
-                .offset = 0,
-                .length = s->payload_len,
-                .sums_offset = s->sums_off,
-                .block_size = s->block_size,
-            };
-        } else {
-            w.op = LT_OP_VECTOR_SCAN;
-            w.args.scan = (struct leasec_op_scan){
-                .offset = 0,
-                .length = s->payload_len,
-                .query_offset = s->query_off,
-                .dim = s->dim,
-                .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
-                .metric = LT_SCAN_DOT,
-                .hits_offset = s->words_area ? area_off + SD_JOB_WORDS_HITS : s->hits_off,
-                .k = s->k,
-            };
+        for (uint32_t q = scan ? s->scan_next : 0; q < (scan ? job->nq : 1) && !s->failed; q++) {
+            if (scan && s->qstate[q] != SD_JOB__Q_TODO) {
+                s->scan_next += s->scan_next == q;
+                continue;
+            }
+            if (scan && (s->scan_todo == 0 || s->scan_busy >= window))
+                break;
+            if (sd_job__submit_one(s, op, q, &stream, bell) < 0)
+                return; /* transient: on_disconnect follows, a new lease, then this again */
+            if (scan)
+                s->scan_next += s->scan_next == q;
         }
-        if (bell)
-            w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
-        if ((ag->caps & LT_CAP_DONE_WORD) && s->words_area)
-            w.done = (struct leasec_client_word){LEASEC_WORDS_KEY, area_off, s->seq};
-        else if (ag->caps & LT_CAP_DONE_WORD)
-            w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
-        unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
-        uint64_t rid = 0;
-        int rc = leasec_client_submit(job->env.client, &s->l, &w,
-                                      sd_job__tag(job, kind, s->idx, s->seq), &rid);
-        if (rc == 0) {
-            s->ops_inflight |= op;
-            job->submits++;
-            if (bell)
-                job->bell_submits++;
-            continue;
-        }
-        if (sd_job__transient(rc))
-            return; /* on_disconnect follows: a new lease, then this again */
-        s->ops_todo &= ~op;
-        sd_job__slot_fail(s, "%s not submitted: %s", op == SD_JOB__OP_VERIFY ? "verify" : "scan",
-                          leasec_client_last_error(job->env.client));
     }
     /* The work waits behind the bell: only now may the bytes start landing. */
     if (bell && s->read == SD_JOB__READ_NONE && s->ops_inflight)
@@ -615,7 +751,7 @@ void sd_job__advance(struct sd_job__slot *s)
     if (!s->active)
         return;
     const int settled = (s->failed || s->ops_todo == 0) && s->ops_inflight == 0;
-    const int work_left = !s->failed && (s->ops_todo & ~s->ops_inflight) != 0;
+    const int work_left = sd_job__work_left(s);
     switch (s->lease) {
     case SD_JOB__L_NONE:
     case SD_JOB__L_WANT:

@@ -423,7 +423,8 @@ int leasec__segment_create(struct leasec__pool_ctx *ctx, struct leasec__segment 
      * MADV_REMOVE: docs/lease-service.md). A kernel before 5.1 refuses it
      * (EINVAL); the agent then wants the other three only. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0 ||
-        (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0 && errno != EINVAL) ||
+        (!(ctx->flags & LEASEC_POOL_AGENT_WRITES) &&
+         fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0 && errno != EINVAL) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
         rc = -errno;
         goto fail;

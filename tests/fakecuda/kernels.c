@@ -13,6 +13,10 @@
  *   by the empty keys the warp lists start with.
  * - k_scan_reduce: the k best real keys of cand[0, count), then empty keys.
  * - k_extra_fill (tests/gpu/extra_kernel.cu).
+ * - k_launch_sum_u32, k_launch_fill, k_launch_fault (tests/gpu/cuda/
+ *   launch_kernels.cu): grid-stride loops over every thread of any shape,
+ *   so what they compute does not depend on the shape; the sum's atomic
+ *   adds wrap, so their order does not matter either.
  *
  * Launch shapes outside a kernel's contract are refused at launch with a
  * line saying so: there a GPU computes garbage, which the fake cannot copy. */
@@ -417,6 +421,89 @@ static CUresult fk_extra_fill_run(const struct fk_launch *l)
     return rc;
 }
 
+/* ---- tests/gpu/cuda/launch_kernels.cu ---- */
+
+static uint64_t fk_threads(const struct fk_launch *l)
+{
+    return (uint64_t)l->grid[0] * l->grid[1] * l->grid[2] * l->block[0] * l->block[1] *
+           l->block[2];
+}
+
+static CUresult fk_launch_sum_run(const struct fk_launch *l)
+{
+    const uint64_t data = fk_p64(l, 0), bytes = fk_p64(l, 8);
+    const uint32_t scale = fk_p32(l, 16);
+    const uint64_t out = fk_p64(l, 24), out_len = fk_p64(l, 32);
+    const uint64_t words = bytes / 4;
+    if (words == 0 || fk_threads(l) == 0)
+        return CUDA_SUCCESS; /* no thread counted a word: nothing is written */
+    struct fk_hold h = {.n = 0};
+    unsigned char *p = NULL, *o = NULL;
+    uint64_t out_bytes = out_len >= 16 ? 16 : out_len >= 8 ? 8 : 0;
+    CUresult rc = fk__mem_hold(&h, data, words * 4, 0, l->fn->name, &p);
+    if (rc == CUDA_SUCCESS && data % 4 != 0)
+        rc = fk_misaligned(l->fn->name, "data", data, 4);
+    if (rc == CUDA_SUCCESS && out_bytes)
+        rc = fk__mem_hold(&h, out, out_bytes, 1, l->fn->name, &o);
+    if (rc == CUDA_SUCCESS && out_bytes && out % 8 != 0)
+        rc = fk_misaligned(l->fn->name, "out", out, 8);
+    if (rc == CUDA_SUCCESS) {
+        uint64_t sum = 0, v[2];
+        for (uint64_t i = 0; i < words; i++) {
+            uint32_t w;
+            memcpy(&w, p + i * 4, 4);
+            sum += (uint64_t)w * scale;
+        }
+        if (out_bytes) {
+            memcpy(v, o, out_bytes);
+            v[0] += sum;
+            if (out_bytes == 16)
+                v[1] += words;
+            memcpy(o, v, out_bytes);
+        }
+    }
+    fk__mem_release(&h);
+    return rc;
+}
+
+static CUresult fk_launch_fill_run(const struct fk_launch *l)
+{
+    const uint64_t data = fk_p64(l, 0), words = fk_p64(l, 8) / 4;
+    const uint32_t seed = fk_p32(l, 16);
+    if (words == 0 || fk_threads(l) == 0)
+        return CUDA_SUCCESS;
+    struct fk_hold h = {.n = 0};
+    unsigned char *p = NULL;
+    CUresult rc = fk__mem_hold(&h, data, words * 4, 1, l->fn->name, &p);
+    if (rc == CUDA_SUCCESS && data % 4 != 0)
+        rc = fk_misaligned(l->fn->name, "data", data, 4);
+    for (uint64_t i = 0; rc == CUDA_SUCCESS && i < words; i++) {
+        uint32_t v = (uint32_t)i * 0x9e3779b1u ^ seed;
+        v ^= v >> 15;
+        v *= 0x2c1b3c6du;
+        v ^= v >> 12;
+        memcpy(p + i * 4, &v, 4);
+    }
+    fk__mem_release(&h);
+    return rc;
+}
+
+static CUresult fk_launch_fault_run(const struct fk_launch *l)
+{
+    const uint64_t where = fk_p64(l, 16);
+    struct fk_hold h = {.n = 0};
+    unsigned char *p = NULL;
+    CUresult rc = fk__mem_hold(&h, where, 4, 1, l->fn->name, &p);
+    if (rc == CUDA_SUCCESS && where % 4 != 0)
+        rc = fk_misaligned(l->fn->name, "where", where, 4);
+    if (rc == CUDA_SUCCESS) {
+        uint32_t v = 0xfa17u;
+        memcpy(p, &v, 4);
+    }
+    fk__mem_release(&h);
+    return rc;
+}
+
 /* ---- the table ---- */
 
 static const struct fk_kernel fk_kernels[] = {
@@ -428,6 +515,10 @@ static const struct fk_kernel fk_kernels[] = {
     {KN_K_SCAN_F16, 1, {{0, 0, sizeof(struct kn_scan_args)}}, fk_scan_check, fk_scan_run},
     {KN_K_SCAN_REDUCE, 3, {{0, 0, 8}, {1, 8, 4}, {2, 12, 4}}, fk_reduce_check, fk_reduce_run},
     {"k_extra_fill", 2, {{0, 0, 8}, {1, 8, 4}}, NULL, fk_extra_fill_run},
+    {"k_launch_sum_u32", 5, {{0, 0, 8}, {1, 8, 8}, {2, 16, 4}, {3, 24, 8}, {4, 32, 8}}, NULL,
+     fk_launch_sum_run},
+    {"k_launch_fill", 3, {{0, 0, 8}, {1, 8, 8}, {2, 16, 4}}, NULL, fk_launch_fill_run},
+    {"k_launch_fault", 3, {{0, 0, 8}, {1, 8, 8}, {2, 16, 8}}, NULL, fk_launch_fault_run},
 };
 
 const struct fk_kernel *fk__kernel_find(const char *name)

@@ -16,7 +16,9 @@
 #define MiB (1024ull * 1024ull)
 #define CAPS (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING)
 
-static const char *const agent_args[] = {"--chunk-bytes", "1M", NULL};
+/* --on-fault exit: the agent stops after the fault (test_agent_launch
+ * proves the default, a restart on the same socket). */
+static const char *const agent_args[] = {"--chunk-bytes", "1M", "--on-fault", "exit", NULL};
 
 START_TEST(a_faulting_kernel_is_answered_gpu_fault_and_stops_the_agent)
 {

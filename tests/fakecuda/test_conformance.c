@@ -1,7 +1,8 @@
 /* The kernels' exact outputs against those an H200 produced: fixed inputs
  * and launch shapes for every kernel (checksum, verify, both scans with
  * each load width and lane group, denormals, NaN and infinities, the
- * reduce, the extra test kernel), each output reduced to a 64-bit digest
+ * reduce, the extra test kernel, the launch test kernels), each output
+ * reduced to a 64-bit digest
  * and compared with conformance.golden. On a real GPU (label gpu) this
  * checks the golden file; against tests/fakecuda it checks that the
  * emulation is bit for bit the kernel. FAKECUDA_CONFORMANCE_PRINT=1 prints
@@ -22,7 +23,7 @@
 #define GOLDEN_MAX 512
 
 static CUcontext ctx;
-static CUfunction k_sum, k_verify, k_scan[3], k_reduce, k_fill;
+static CUfunction k_sum, k_verify, k_scan[3], k_reduce, k_fill, k_lsum, k_lfill;
 static int print_mode;
 static struct {
     char name[96];
@@ -345,6 +346,67 @@ START_TEST(extra_fill_equals_the_gpus)
 }
 END_TEST
 
+/* tests/gpu/cuda/launch_kernels.cu over launch shapes of every kind: its
+ * output must not depend on the shape. */
+START_TEST(launch_kernels_equal_the_gpus)
+{
+    if (!k_lsum || !k_lfill) {
+        printf("launch kernels not loaded (%s): case not run\n", LAUNCH_CUBIN);
+        return;
+    }
+    static const struct {
+        unsigned g[3], b[3];
+    } shapes[] = {
+        {{1, 1, 1}, {1, 1, 1}},   {{7, 1, 1}, {96, 1, 1}}, {{3, 2, 2}, {32, 4, 2}},
+        {{64, 1, 1}, {256, 1, 1}}, {{1, 1, 5}, {5, 1, 3}},
+    };
+    const size_t bytes_max = (1u << 20) + 7;
+    unsigned char *host = malloc(bytes_max);
+    uint64_t seed = 0x6c61756e6368ull;
+    for (size_t i = 0; i < bytes_max; i++)
+        host[i] = (unsigned char)rng(&seed);
+    CUdeviceptr d = dev_copy(host, bytes_max, 0), out = 0;
+    CU_OK(cuMemAlloc(&out, 256));
+    const unsigned long long lens[] = {0, 3, 4, 4099, bytes_max};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            unsigned long long bytes = lens[li], out_len = li % 2 ? 8 : 16;
+            unsigned scale = (unsigned)(si * 7919 + li * 104729 + 1);
+            CU_OK(cuMemsetD8(out, 0, 256));
+            void *p[] = {&d, &bytes, &scale, &out, &out_len};
+            CU_OK(cuLaunchKernel(k_lsum, shapes[si].g[0], shapes[si].g[1], shapes[si].g[2],
+                                 shapes[si].b[0], shapes[si].b[1], shapes[si].b[2], 0, NULL, p,
+                                 NULL));
+            uint64_t r[4];
+            CU_OK(cuMemcpyDtoH(r, out, sizeof r));
+            char name[64];
+            snprintf(name, sizeof name, "launch_sum/shape%zu/len%llu", si, bytes);
+            expect_digest(name, fnv(r, sizeof r));
+        }
+    CUdeviceptr f = 0;
+    const size_t fbytes = 65536 + 12;
+    CU_OK(cuMemAlloc(&f, fbytes + 4));
+    unsigned char *got = malloc(fbytes + 4);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        unsigned long long bytes = fbytes - si; /* a tail that is not a whole word */
+        unsigned fseed = (unsigned)(0xabcd1234u * (si + 1));
+        CU_OK(cuMemsetD8(f, 0x5a, fbytes + 4));
+        void *p[] = {&f, &bytes, &fseed};
+        CU_OK(cuLaunchKernel(k_lfill, shapes[si].g[0], shapes[si].g[1], shapes[si].g[2],
+                             shapes[si].b[0], shapes[si].b[1], shapes[si].b[2], 0, NULL, p, NULL));
+        CU_OK(cuMemcpyDtoH(got, f, fbytes + 4));
+        char name[64];
+        snprintf(name, sizeof name, "launch_fill/shape%zu", si);
+        expect_digest(name, fnv(got, fbytes + 4));
+    }
+    free(got);
+    free(host);
+    CU_OK(cuMemFree(f));
+    CU_OK(cuMemFree(out));
+    CU_OK(cuMemFree(d));
+}
+END_TEST
+
 static void golden_read(void)
 {
     FILE *f = fopen(CONFORMANCE_GOLDEN, "r");
@@ -419,6 +481,8 @@ int main(void)
     k_scan[KN_SCAN_F16] = image_kernel(KN_SCAN_IMAGE, KN_K_SCAN_F16);
     k_reduce = image_kernel(KN_SCAN_IMAGE, KN_K_SCAN_REDUCE);
     k_fill = file_kernel(EXTRA_CUBIN, "k_extra_fill");
+    k_lsum = file_kernel(LAUNCH_CUBIN, "k_launch_sum_u32");
+    k_lfill = file_kernel(LAUNCH_CUBIN, "k_launch_fill");
     if (!k_sum || !k_verify || !k_scan[KN_SCAN_F32] || !k_scan[KN_SCAN_F16] || !k_reduce) {
         printf("fakecuda_conformance: the embedded images did not load\n");
         return EXIT_FAILURE;
@@ -430,6 +494,7 @@ int main(void)
     tcase_add_test(tc, scan_candidates_equal_the_gpus);
     tcase_add_test(tc, scan_reduce_equals_the_gpus);
     tcase_add_test(tc, extra_fill_equals_the_gpus);
+    tcase_add_test(tc, launch_kernels_equal_the_gpus);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -52,4 +52,32 @@ int kn_cubin_check(const void *data, size_t size, unsigned int expected_arch,
 int kn_cubin_kernels_list(const void *data, size_t size, const char *prefix, const char **names,
                           size_t max, char *err, size_t err_len);
 
+/* One kernel parameter as the cubin's .nv.info.<kernel> EIATTR_KPARAM_INFO
+ * records it (what the driver copies at launch). */
+struct kn_cubin_param {
+    uint16_t ordinal; /* 0..n-1, the C parameter's position */
+    uint16_t offset;  /* in the parameter buffer */
+    uint16_t size;    /* bytes */
+};
+
+#define KN_CUBIN_PARAMS_MAX 256
+
+/* What a cubin says about launching one kernel. */
+struct kn_cubin_kernel_info {
+    size_t nparams;
+    struct kn_cubin_param params[KN_CUBIN_PARAMS_MAX]; /* by ordinal */
+    uint32_t param_bytes; /* EIATTR_CBANK_PARAM_SIZE; 0 when absent */
+    uint32_t max_threads; /* the launch bound (EIATTR_MAX_THREADS, x*y*z); 0: none */
+};
+
+/* Reads kernel @kernel's parameter table and launch bound from the cubin
+ * in @size bytes at @data, with kn_cubin_check's bounds checks (any arch).
+ * A kernel without a .nv.info.<kernel> section has no parameters. Returns
+ * 0 and writes *@info_p, or a negative errno and a message in @err:
+ * kn_cubin_check's codes (-ENOENT: no such kernel entry), -EBADMSG (an
+ * attribute cut short, ordinals that are not 0..n-1), -E2BIG (over
+ * KN_CUBIN_PARAMS_MAX parameters). */
+int kn_cubin_kernel_info(const void *data, size_t size, const char *kernel,
+                         struct kn_cubin_kernel_info *info_p, char *err, size_t err_len);
+
 #endif /* KERNELS_CUBIN_H */

@@ -15,6 +15,10 @@ struct kn_image {
     unsigned int arch;          /* SM as digits: 90 = sm_90, 120 = sm_120 */
     const char *const *kernels; /* kernel_count entry names, then NULL */
     size_t kernel_count;
+    /* Its launch descriptor (kernels/kdesc.h: which kernels a client may
+     * LAUNCH and how), checked against the cubin; NULL: none may be. */
+    const char *kdesc;
+    size_t kdesc_len; /* bytes at kdesc, the NUL after them not counted */
 };
 
 extern const struct kn_image kn_images[];

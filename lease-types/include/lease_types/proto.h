@@ -58,8 +58,10 @@ LT_EXTERN_C_BEGIN
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
 #define LT_PROTO_MINOR 3u /* the highest minor this build implements (1.3: LT_CAP_WORDS) */
+#define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_WORDS)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH |      \
+     LT_CAP_WORDS)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -100,12 +102,20 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
-    /* 30-41: reserved for LT_CAP_STREAM and LT_CAP_LAUNCH. */
-    LT_MSG_WORDS_REQUEST = 42, /* only from a client granted LT_CAP_WORDS */
-    LT_MSG_WORDS_GRANT = 43,   /* carries exactly one fd: the words area's memfd */
+    /* 30..37: LT_CAP_STREAM (1.1). */
+    LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
+    LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
+    /* 40, 41: reserved for LT_CAP_LAUNCH. */
+    LT_MSG_WORDS_REQUEST = 42, /* 1.3, only from a client granted LT_CAP_WORDS */
+    LT_MSG_WORDS_GRANT = 43,   /* 1.3: carries exactly one fd: the words area's memfd */
+    /* 44, 45: reserved for LT_CAP_WORDS. */
 };
 #define LT_MSG_TYPE_FIRST 1
-#define LT_MSG_TYPE_LAST 43 /* types without lt_msg_info are not defined (30-41) */
+#define LT_MSG_TYPE_LAST 29 /* the last of 1.0; later minors' types are known by range */
+#define LT_MSG_LAUNCH_FIRST 38
+#define LT_MSG_LAUNCH_LAST 39
+#define LT_MSG_WORDS_FIRST 42
+#define LT_MSG_WORDS_LAST 43
 
 /* ---- Operations (submit) ---- */
 
@@ -831,6 +841,9 @@ union lt_msg_buffer {
     unsigned char bytes[LT_MSG_MAX_BYTES + LT_MSG_ALIGN];
 };
 
+/* LAUNCH (1.2): its messages, before the facts that size them. */
+#include "lease_types/proto_launch.h"
+
 /* ---- Per-type facts ---- */
 
 enum lt_dir {
@@ -1013,6 +1026,19 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.dir = LT_DIR_TO_CLIENT;
         i.fds = 1;
         break;
+    case LT_MSG_LAUNCH:
+        i.name = "LAUNCH";
+        i.fixed = sizeof(struct lt_msg_launch);
+        i.entry = 8; /* the argument block's words: "count" is arg_words */
+        i.min_count = 0;
+        i.max_count = LT_LAUNCH_ARGS_MAX / 8;
+        i.reply = LT_MSG_LAUNCH_COMPLETION;
+        break;
+    case LT_MSG_LAUNCH_COMPLETION:
+        i.name = "LAUNCH_COMPLETION";
+        i.fixed = sizeof(struct lt_msg_launch_completion);
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
     default:
         i.reply = 0;
         return i;
@@ -1026,10 +1052,13 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
     return i;
 }
 
-/* 1 when @type is defined in v1, else 0. */
+/* 1 when @type is defined in v1 or a minor of it this build implements,
+ * else 0. */
 static inline int lt_msg_type_is_known(uint32_t type)
 {
-    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST && lt_msg_info(type).name != NULL;
+    return (type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST) ||
+           (type >= LT_MSG_LAUNCH_FIRST && type <= LT_MSG_LAUNCH_LAST) ||
+           (type >= LT_MSG_WORDS_FIRST && type <= LT_MSG_WORDS_LAST);
 }
 
 /* The type's name ("LEASE_GRANT"), or "UNKNOWN". Static storage. */

@@ -785,6 +785,10 @@ static inline enum lt_error lt_validate_error(const void *buf, size_t len)
     return lt_name_check(m->message, LT_ERROR_MSG_LEN);
 }
 
+/* ---- LAUNCH (1.2) ---- */
+
+#include "lease_types/validate_launch.h"
+
 /* ---- Any message ---- */
 
 /* Validates a message of any v1 type with the validator its header names.
@@ -872,6 +876,12 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
         break;
     case LT_MSG_WORDS_GRANT:
         e = lt_validate_words_grant(buf, len);
+        break;
+    case LT_MSG_LAUNCH:
+        e = lt_validate_launch(buf, len);
+        break;
+    case LT_MSG_LAUNCH_COMPLETION:
+        e = lt_validate_launch_completion(buf, len);
         break;
     default:
         return LT_E_UNKNOWN_TYPE; /* unreachable: the header check knows the types */
@@ -994,6 +1004,11 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     case LT_MSG_WORDS_GRANT:
         return ((const struct lt_msg_words_grant *)reply)->size ==
                        ((const struct lt_msg_words_request *)req)->bytes
+                   ? LT_OK
+                   : LT_E_BAD_VALUE;
+    case LT_MSG_LAUNCH_COMPLETION: /* no more result than the area asked for */
+        return ((const struct lt_msg_launch_completion *)reply)->result_bytes <=
+                       ((const struct lt_msg_launch *)req)->result_bytes
                    ? LT_OK
                    : LT_E_BAD_VALUE;
     default: /* STATS_REPLY: nothing echoed */

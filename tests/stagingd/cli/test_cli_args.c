@@ -1,8 +1,10 @@
 /* stagingd's command lines, in-process (stagingd/cli/): the run/job options
  * taken as `--opt V` and `--opt=V`, yes/no flags bare or with a value,
  * --config read first and overridden by flags, -v, -h; and what a bad
- * option, a missing value or a stray word is told. Then -h / --help of
- * every subcommand prints its usage and succeeds. */
+ * option, a missing value or a stray word is told; `job`'s own options
+ * (--query, --query-index, --all, --json), which `run` does not take. Then
+ * -h / --help of every subcommand prints its usage and succeeds, and
+ * `import` takes its options and refuses what it cannot use. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stagingd/shard.h"
 
 static char err[SD_CONFIG_ERR_LEN];
 
@@ -160,6 +163,47 @@ START_TEST(bad_options_missing_values_and_stray_words_are_named)
 }
 END_TEST
 
+START_TEST(job_takes_query_and_json_options_run_does_not)
+{
+    struct sd_config c;
+    struct sd_cli_job_opts jo;
+    int help;
+    char *argv[] = {(char *)"job",
+                    (char *)"--query",
+                    (char *)"/q.fvecs",
+                    (char *)"--query-index=1,4-6",
+                    (char *)"--json",
+                    (char *)"--all",
+                    (char *)"--query-format",
+                    (char *)"fvecs",
+                    (char *)"--op",
+                    (char *)"scan",
+                    NULL};
+    sd_config_default(&c);
+    ck_assert_msg(sd_cli_job_parse(10, argv, &c, &jo, err, sizeof err, &help) == 0, "%s", err);
+    ck_assert_str_eq(jo.query, "/q.fvecs");
+    ck_assert_str_eq(jo.query_index, "1,4-6");
+    ck_assert_str_eq(jo.query_format, "fvecs");
+    ck_assert_int_eq(jo.all, 1);
+    ck_assert_int_eq(jo.json, 1);
+    ck_assert_int_eq(c.op, SD_JOB_SCAN);
+    /* `run` has no query: the option is unknown there. */
+    char *run[] = {(char *)"run", (char *)"--json", NULL};
+    sd_config_default(&c);
+    ck_assert_int_eq(sd_cli_config_parse(2, run, &c, err, sizeof err, &help), -ENOENT);
+    ck_assert_str_eq(err, "unknown option '--json'");
+    char *missing[] = {(char *)"job", (char *)"--query", NULL};
+    ck_assert_int_eq(sd_cli_job_parse(2, missing, &c, &jo, err, sizeof err, &help), -EINVAL);
+    ck_assert_str_eq(err, "--query: expected a file, found nothing");
+    /* --query-seed is still its own key, not a prefix of --query. */
+    char *seed[] = {(char *)"job", (char *)"--query-seed", (char *)"9", NULL};
+    sd_config_default(&c);
+    ck_assert_int_eq(sd_cli_job_parse(3, seed, &c, &jo, err, sizeof err, &help), 0);
+    ck_assert_uint_eq(c.job.query_seed, 9);
+    ck_assert_ptr_null(jo.query);
+}
+END_TEST
+
 /* Runs @fn(@argv) with stdout in a file and returns what it printed. */
 static char *capture_stdout(int (*fn)(int, char **), int argc, char **argv, int *status_p)
 {
@@ -188,11 +232,8 @@ START_TEST(every_subcommand_prints_its_usage_for_h_and_help)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"run", sd_run_cli},
-                {"job", sd_job_cli},
-                {"ctl", sd_ctl_cli},
-                {"gen", sd_gen_cli},
-                {"verify", sd_verify_cli}};
+    } cmds[] = {{"run", sd_run_cli}, {"job", sd_job_cli},       {"ctl", sd_ctl_cli},
+                {"gen", sd_gen_cli}, {"verify", sd_verify_cli}, {"import", sd_import_cli}};
     static const char *const flags[] = {"-h", "--help"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         for (size_t f = 0; f < 2; f++) {
@@ -244,6 +285,73 @@ START_TEST(ctl_and_gen_take_their_options_either_way)
 }
 END_TEST
 
+START_TEST(import_takes_its_options_and_refuses_what_it_cannot_use)
+{
+    char dir[] = "/tmp/sdcli-imp-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char file[64], gt[64], out[96], store[64];
+    snprintf(file, sizeof file, "%s/a.fvecs", dir);
+    snprintf(gt, sizeof gt, "%s/g.ivecs", dir);
+    snprintf(store, sizeof store, "%s/s", dir);
+    snprintf(out, sizeof out, "--out=%s", store);
+    FILE *f = fopen(file, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (int r = 0; r < 20; r++) {
+        int32_t dim = 4;
+        float v[4] = {(float)r, 1, 2, 3};
+        fwrite(&dim, 4, 1, f);
+        fwrite(v, 4, 4, f);
+    }
+    fclose(f);
+    f = fopen(gt, "wb");
+    ck_assert_ptr_nonnull(f);
+    const int32_t ids[3] = {2, 0, 1};
+    fwrite(ids, 4, 3, f);
+    fclose(f);
+    char *no_file[] = {(char *)"import", out, NULL};
+    ck_assert_int_eq(sd_import_cli(2, no_file), 2);
+    char *no_out[] = {(char *)"import", file, NULL};
+    ck_assert_int_eq(sd_import_cli(2, no_out), 2);
+    char *both[] = {(char *)"import", (char *)"--check", out, file, NULL};
+    ck_assert_int_eq(sd_import_cli(4, both), 2);
+    char *type[] = {(char *)"import", out, (char *)"--type", (char *)"f64", file, NULL};
+    ck_assert_int_eq(sd_import_cli(5, type), 2);
+    char *size[] = {(char *)"import", out, (char *)"--shard-size=1KB", file, NULL};
+    ck_assert_int_eq(sd_import_cli(4, size), 2);
+    char *fmt[] = {(char *)"import", out, (char *)"--format", (char *)"csv", file, NULL};
+    ck_assert_int_eq(sd_import_cli(5, fmt), 2);
+    /* Ground truth is refused as data (1, nothing written), checked with --check. */
+    char *as_data[] = {(char *)"import", out, (char *)"--quiet", gt, NULL};
+    ck_assert_int_eq(sd_import_cli(4, as_data), 1);
+    char *check[] = {(char *)"import", (char *)"--check", (char *)"--quiet", gt, file, NULL};
+    ck_assert_int_eq(sd_import_cli(5, check), 0);
+    /* Options either way, files anywhere among them. */
+    char *good[] = {(char *)"import",
+                    file,
+                    (char *)"--shard-size",
+                    (char *)"128",
+                    (char *)"--type=f16",
+                    out,
+                    (char *)"--no-fsync",
+                    (char *)"--quiet",
+                    NULL};
+    ck_assert_int_eq(sd_import_cli(8, good), 0);
+    char e[SD_ERR_LEN];
+    struct sd_store *st = NULL;
+    ck_assert_msg(sd_store_open(store, e, sizeof e, &st) == 0, "%s", e);
+    ck_assert_uint_eq(sd_store_count(st), 2); /* 20 rows of 8 bytes, 16 a shard */
+    ck_assert_uint_eq(sd_store_entry_get(st, 0)->record_type, SD_RECORD_F16);
+    sd_store_close(st);
+    char *again[] = {(char *)"import", out, (char *)"--quiet", file, NULL};
+    ck_assert_int_eq(sd_import_cli(4, again), 1); /* not empty, no --force */
+    char *force[] = {(char *)"import", out, (char *)"--force", (char *)"--quiet", file, NULL};
+    ck_assert_int_eq(sd_import_cli(5, force), 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -255,6 +363,8 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, bad_options_missing_values_and_stray_words_are_named);
     tcase_add_test(tc, every_subcommand_prints_its_usage_for_h_and_help);
     tcase_add_test(tc, ctl_and_gen_take_their_options_either_way);
+    tcase_add_test(tc, job_takes_query_and_json_options_run_does_not);
+    tcase_add_test(tc, import_takes_its_options_and_refuses_what_it_cannot_use);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -205,6 +205,19 @@ static void on_disconnect(void *ctx, unsigned agent, int err, const char *messag
     snprintf(e->msg, sizeof(e->msg), "%s", message);
 }
 
+static void on_launch(void *ctx, const struct leasec_client_launch_done *d)
+{
+    (void)ctx;
+    struct ev *e = ev_new(EV_LAUNCH);
+    e->agent = d->agent;
+    e->rid = d->request_id;
+    e->tag = d->tag;
+    e->status = d->result->status;
+    e->err = d->result->err;
+    e->index = d->result->arg_index;
+    e->launch = *d->result;
+}
+
 void capture_log(void *ctx, int level, const char *subsys, const char *line)
 {
     (void)level, (void)subsys;
@@ -216,6 +229,7 @@ void capture_log(void *ctx, int level, const char *subsys, const char *line)
 }
 
 uint32_t g_handshake_ms; /* 0: the default */
+uint32_t g_extra_caps;   /* asked for besides the default caps */
 
 struct leasec_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
 {
@@ -227,8 +241,9 @@ struct leasec_client *client_new(uint32_t backoff_min, uint32_t backoff_max)
     cfg.backoff_min_ms = backoff_min;
     cfg.backoff_max_ms = backoff_max;
     cfg.seed = SEED;
-    cfg.cb = (struct leasec_client_callbacks){on_grant, on_completion, on_release,   on_error,
-                                              on_reply, on_ready,      on_disconnect};
+    cfg.caps |= g_extra_caps;
+    cfg.cb = (struct leasec_client_callbacks){on_grant, on_completion, on_release, on_error,
+                                              on_reply, on_ready,      on_disconnect, on_launch};
     cfg.log = (struct leasec_log){capture_log, NULL, LEASEC_LOG_DEBUG};
     nev = 0;
     g_log[0] = '\0';

@@ -17,7 +17,16 @@
 
 /* ---- recorded events ---- */
 
-enum { EV_GRANT = 1, EV_COMPLETION, EV_RELEASE, EV_ERROR, EV_REPLY, EV_READY, EV_DISCONNECT };
+enum {
+    EV_GRANT = 1,
+    EV_COMPLETION,
+    EV_RELEASE,
+    EV_ERROR,
+    EV_REPLY,
+    EV_READY,
+    EV_DISCONNECT,
+    EV_LAUNCH,
+};
 
 struct ev {
     int kind;
@@ -44,6 +53,8 @@ struct ev {
     int has_stats;
     uint32_t stats_clients, stats_have_self, stats_self_id;
     uint64_t stats_uptime_ns, stats_self_submits;
+    /* on_launch */
+    struct leasec_launch_result launch;
 };
 
 extern struct ev evs[512];
@@ -51,6 +62,7 @@ extern unsigned nev;
 extern struct leasec_client *g_client;
 extern char g_log[8192];        /* every log line of the client under test */
 extern uint32_t g_handshake_ms; /* 0: the default */
+extern uint32_t g_extra_caps;   /* client_new asks for these besides the default caps */
 /* The test's temporary directory and the fake agent's socket in it. */
 extern char g_dir[64];
 extern char g_path[128];

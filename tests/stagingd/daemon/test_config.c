@@ -323,8 +323,8 @@ START_TEST(key_table_lists_every_settable_key_once)
             ck_assert_int_eq(set1(&c, k.name, "yes"), 0);
         }
     }
-    ck_assert_uint_eq(n, 20);
-    ck_assert_uint_eq(flags, 2); /* cpu-verify and list */
+    ck_assert_uint_eq(n, 23);
+    ck_assert_uint_eq(flags, 3); /* cpu-verify, list and metrics-remote */
     ck_assert_int_eq(sd_config_key_get(n, &k), -ENOENT);
 
     char *text = NULL;

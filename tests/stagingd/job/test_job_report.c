@@ -3,7 +3,9 @@
  * set of results, and the report and verdict lines of a job whose results
  * are set here (over a real generated store, with no agent, pool or reader
  * behind it): rows for failures and bad blocks, one line for the shards
- * not run and one per reason shared by many failures, every row with list. */
+ * not run and one per reason shared by many failures, every row with list;
+ * file queries: each query's top-k named by global row, as a table and as
+ * JSON, and the settings a job refuses for them. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "job_internal.h"
 #include "kernels/scan.h"
@@ -59,6 +63,21 @@ static void store_teardown(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A job over the store with @cfg's settings on top of the defaults here. */
+static int job_make(struct sd_job_config *cfg, enum sd_job_op op, char *e, size_t elen,
+                    struct sd_job **job_p)
+{
+    static uint64_t seq;
+    struct sd_job_env env = {
+        .id = 7, .nagents = 1, .words = words, .words_slots = 16, .seq = &seq, .notify_fd = -1};
+    cfg->inflight = 4;
+    cfg->batch = 16;
+    cfg->agent_timeout_s = 30;
+    char path[96];
+    snprintf(path, sizeof path, "%s/s", store_dir);
+    return sd_job_create(cfg, path, op, &env, e, elen, job_p);
 }
 
 static struct sd_job *job_new(enum sd_job_op op, int list)
@@ -124,7 +143,11 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
     uint64_t rng = 0x70b4;
     for (int round = 0; round < 50; round++) {
         struct sd_job__result res[6];
+        struct sd_job__scan scans[6];
         memset(res, 0, sizeof res);
+        memset(scans, 0, sizeof scans);
+        for (size_t s = 0; s < 6; s++)
+            res[s].scan = &scans[s];
         struct kn_scan_hit all[6 * 12];
         size_t nall = 0;
         for (size_t s = 0; s < 6; s++) {
@@ -144,15 +167,15 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
                 all[nall].shard = (uint32_t)s;
                 nall++;
             }
-            res[s].has_hit = 1;
-            res[s].hits = h;
-            res[s].nhits = n;
+            scans[s].has_hit = 1;
+            scans[s].hits = h;
+            scans[s].nhits = n;
         }
         qsort(all, nall, sizeof *all, key_desc);
         size_t k = 1 + rng_next(&rng) % 20;
         struct kn_scan_hit *got = NULL;
         size_t ngot = 99;
-        ck_assert_int_eq(sd_job__topk_merge(res, 6, k, &got, &ngot), 0);
+        ck_assert_int_eq(sd_job__topk_merge(res, 6, 0, k, &got, &ngot), 0);
         size_t want = k < nall ? k : nall;
         ck_assert_uint_eq(ngot, want);
         for (size_t i = 0; i < want; i++) {
@@ -162,13 +185,17 @@ START_TEST(topk_merge_is_the_true_top_k_of_every_shards_hits)
         }
         free(got);
         for (size_t s = 0; s < 6; s++)
-            free(res[s].hits);
+            free(scans[s].hits);
     }
     struct sd_job__result none[3];
+    struct sd_job__scan none_scans[3];
     memset(none, 0, sizeof none);
+    memset(none_scans, 0, sizeof none_scans);
+    for (size_t s = 0; s < 3; s++)
+        none[s].scan = &none_scans[s];
     struct kn_scan_hit *got = (struct kn_scan_hit *)none;
     size_t ngot = 99;
-    ck_assert_int_eq(sd_job__topk_merge(none, 3, 10, &got, &ngot), 0);
+    ck_assert_int_eq(sd_job__topk_merge(none, 3, 0, 10, &got, &ngot), 0);
     ck_assert_ptr_null(got);
     ck_assert_uint_eq(ngot, 0);
 }
@@ -306,26 +333,184 @@ START_TEST(scan_report_lists_the_merged_top_k)
         r->got = job->ops;
         r->completions = 1;
         r->records = 64;
-        r->nhits = 5;
-        r->hits = calloc(5, sizeof *r->hits);
-        ck_assert_ptr_nonnull(r->hits);
+        r->scans_got = 1;
+        struct sd_job__scan *sc = &r->scan[0];
+        sc->got = 1;
+        sc->nhits = 5;
+        sc->hits = calloc(5, sizeof *sc->hits);
+        ck_assert_ptr_nonnull(sc->hits);
         for (size_t i = 0; i < 5; i++) {
-            r->hits[i].score = (float)(rng_next(&rng) % 100000) / 7.0f;
-            r->hits[i].index = i;
+            sc->hits[i].score = (float)(rng_next(&rng) % 100000) / 7.0f;
+            sc->hits[i].index = i;
         }
-        qsort(r->hits, 5, sizeof *r->hits, key_desc);
-        r->has_hit = 1;
-        r->hit = r->hits[0];
+        qsort(sc->hits, 5, sizeof *sc->hits, key_desc);
+        sc->has_hit = 1;
+        sc->hit = sc->hits[0];
     }
     job->next_shard = SHARDS;
     char *text = report_of(job);
     ck_assert_ptr_nonnull(strstr(text, "top-5 by dot product (query seed 1"));
     ck_assert_uint_eq(count(text, "\n  #"), 5);
-    ck_assert_uint_eq(job->ntopk, 5);
-    for (size_t i = 1; i < job->ntopk; i++) /* best first */
-        ck_assert(job->topk[i].score <= job->topk[i - 1].score);
+    ck_assert_uint_eq(job->ntopk[0], 5);
+    for (size_t i = 1; i < job->ntopk[0]; i++) /* best first */
+        ck_assert(job->topk[0][i].score <= job->topk[0][i - 1].score);
     free(text);
     sd_job_destroy(job);
+}
+END_TEST
+
+/* Query @q's results on every shard: five hits each, records 0..4 scored
+ * from @rng. */
+static void scan_results_set(struct sd_job *job, uint64_t *rng)
+{
+    for (size_t s = 0; s < SHARDS; s++) {
+        struct sd_job__result *r = &job->res[s];
+        r->state = SD_JOB__RES_DONE;
+        r->got = job->ops;
+        r->completions = 1;
+        r->records = 64;
+        r->scans_got = job->nq;
+        for (uint32_t q = 0; q < job->nq; q++) {
+            struct sd_job__scan *sc = &r->scan[q];
+            sc->got = 1;
+            sc->nhits = 5;
+            sc->hits = calloc(5, sizeof *sc->hits);
+            ck_assert_ptr_nonnull(sc->hits);
+            for (size_t i = 0; i < 5; i++) {
+                sc->hits[i].score = (float)(rng_next(rng) % 100000) / 7.0f;
+                sc->hits[i].index = 10 * i + q;
+            }
+            qsort(sc->hits, 5, sizeof *sc->hits, key_desc);
+            sc->has_hit = 1;
+            sc->hit = sc->hits[0];
+        }
+    }
+    job->next_shard = SHARDS;
+}
+
+START_TEST(file_queries_report_each_querys_top_k_by_global_row)
+{
+    /* The store has 8 shards of 256 records of dim 16. */
+    float queries[3 * 16] = {0};
+    const uint64_t ids[3] = {4, 9, 2};
+    struct sd_job_config cfg = {.k = 5,
+                                .queries = queries,
+                                .query_ids = ids,
+                                .nqueries = 3,
+                                .query_dim = 16,
+                                .query_source = "q.npy"};
+    struct sd_job *job = NULL;
+    char e[SD_ERR_LEN];
+    ck_assert_msg(job_make(&cfg, SD_JOB_SCAN, e, sizeof e, &job) == 0, "%s", e);
+    ck_assert_uint_eq(job->nq, 3);
+    ck_assert_uint_eq(job->rows, SHARDS * 256);
+    for (size_t s = 0; s < SHARDS; s++)
+        ck_assert_uint_eq(job->row_base[s], s * 256);
+    uint64_t rng = 17;
+    scan_results_set(job, &rng);
+    char *text = report_of(job);
+    ck_assert_ptr_nonnull(strstr(text, "top-5 by dot product for 3 queries from q.npy"));
+    /* Every row of every query: 15, each naming its global row. */
+    unsigned rows = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        uint64_t qid, rank, row, rec;
+        unsigned shard;
+        float score;
+        if (sscanf(line, " %" SCNu64 " %" SCNu64 " %" SCNu64 " shard-%6u.sds %" SCNu64 " %f", &qid,
+                   &rank, &row, &shard, &rec, &score) != 6)
+            continue;
+        ck_assert(qid == 4 || qid == 9 || qid == 2);
+        const uint32_t q = qid == 4 ? 0 : qid == 9 ? 1 : 2;
+        ck_assert_uint_eq(row, shard * 256ull + rec);
+        ck_assert_uint_eq(rec % 10, q);
+        ck_assert(score == job->topk[q][rank - 1].score);
+        rows++;
+    }
+    free(copy);
+    ck_assert_msg(rows == 15, "%u rows\n%s", rows, text);
+    free(text);
+
+    /* The same as JSON, with a failed shard among the problems. */
+    free(job->res[3].why);
+    job->res[3].why = strdup("staging read failed: EIO");
+    job->res[3].state = SD_JOB__RES_FAILED;
+    job->cfg.json = 1;
+    free(job->topk[0]);
+    free(job->topk[1]);
+    free(job->topk[2]);
+    free(job->topk);
+    free(job->ntopk);
+    job->topk = NULL;
+    job->ntopk = NULL;
+    text = report_of(job);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    ck_assert_msg(root, "%s: %s", je.text, text);
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "status")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(root, "query_source")), "q.npy");
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "rows")), SHARDS * 256);
+    json_t *qs = json_object_get(root, "queries");
+    ck_assert_uint_eq(json_array_size(qs), 3);
+    for (uint32_t q = 0; q < 3; q++) {
+        json_t *qo = json_array_get(qs, q);
+        ck_assert_int_eq(json_integer_value(json_object_get(qo, "query")), (json_int_t)ids[q]);
+        json_t *hits = json_object_get(qo, "hits");
+        ck_assert_uint_eq(json_array_size(hits), 5);
+        for (size_t i = 0; i < 5; i++) {
+            json_t *h = json_array_get(hits, i);
+            const struct kn_scan_hit *want = &job->topk[q][i];
+            ck_assert_int_eq(json_integer_value(json_object_get(h, "row")),
+                             (json_int_t)(want->shard * 256ull + want->index));
+            const float score = (float)json_real_value(json_object_get(h, "score"));
+            ck_assert(memcmp(&score, &want->score, 4) == 0);
+        }
+    }
+    json_t *pr = json_object_get(root, "problems");
+    ck_assert_uint_eq(json_array_size(pr), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(pr, 0), "state")), "failed");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(pr, 0), "why")),
+                     "staging read failed: EIO");
+    json_decref(root);
+    free(text);
+    sd_job_destroy(job);
+}
+END_TEST
+
+START_TEST(file_queries_of_another_dim_are_refused_and_buffers_hold_every_query)
+{
+    float queries[2 * 8] = {0};
+    struct sd_job_config cfg = {
+        .k = 5, .queries = queries, .nqueries = 2, .query_dim = 8, .query_source = "q.fvecs"};
+    struct sd_job *job = NULL;
+    char e[SD_ERR_LEN];
+    ck_assert_int_eq(job_make(&cfg, SD_JOB_SCAN, e, sizeof e, &job), -EINVAL);
+    ck_assert_msg(strstr(e, "q.fvecs: queries of dim 8") && strstr(e, "records of dim 16"), "%s",
+                  e);
+    cfg.nqueries = SD_JOB_QUERIES_MAX + 1;
+    cfg.query_dim = 16;
+    ck_assert_int_eq(job_make(&cfg, SD_JOB_SCAN, e, sizeof e, &job), -EINVAL);
+
+    /* A shard's buffer: the payload, the table (verify), then each query
+     * on 64 bytes and k hits of 16 bytes for each. */
+    struct sd_store_entry ent = {.record_type = SD_RECORD_F32,
+                                 .dim = 16,
+                                 .records = 256,
+                                 .payload_len = 16 * 1024,
+                                 .blocks = 4,
+                                 .block_size = 4096};
+    struct sd_job_config one = {.k = 5};
+    struct sd_job_config three = {.k = 5, .nqueries = 3};
+    const uint64_t base = 16 * 1024 + 64; /* payload, then the table rounded to 64 */
+    ck_assert_uint_eq(sd_job_buffer_size(&one, SD_JOB_BOTH, &ent),
+                      (base + 64 + 5 * 16 + LEASEC_POOL_BUF_ALIGN - 1) / LEASEC_POOL_BUF_ALIGN *
+                          LEASEC_POOL_BUF_ALIGN);
+    ck_assert_uint_eq(sd_job_buffer_size(&three, SD_JOB_BOTH, &ent),
+                      (base + 3 * 64 + 3 * 5 * 16 + LEASEC_POOL_BUF_ALIGN - 1) /
+                          LEASEC_POOL_BUF_ALIGN * LEASEC_POOL_BUF_ALIGN);
+    struct sd_job_config many = {.k = 64, .nqueries = 1000};
+    ck_assert_uint_ge(sd_job_buffer_size(&many, SD_JOB_SCAN, &ent),
+                      16 * 1024 + 1000 * (64 + 64 * 16));
 }
 END_TEST
 
@@ -342,6 +527,8 @@ static Suite *job_report_suite(void)
     tcase_add_test(rep, failures_sharing_a_reason_are_grouped_others_keep_their_rows);
     tcase_add_test(rep, verdict_says_ok_or_corrupt_first);
     tcase_add_test(rep, scan_report_lists_the_merged_top_k);
+    tcase_add_test(rep, file_queries_report_each_querys_top_k_by_global_row);
+    tcase_add_test(rep, file_queries_of_another_dim_are_refused_and_buffers_hold_every_query);
     suite_add_tcase(s, rep);
     return s;
 }

@@ -35,6 +35,7 @@ struct ga_executor_cuda_opts {
     void (*on_fault)(void *arg, int err);
     void *fault_arg;
     struct base_log_sink log; /* the front's lines ("exec"); zeroed: the process default */
+    struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
 };
 
 /* Creates the CUDA executor on @dev (open, kernels loaded), which must

@@ -2,7 +2,10 @@
  * shipped to remote workers), held to the same rules as the embedded ones:
  * a single-arch ELF cubin for the agent's arch, no PTX or fatbin, nothing
  * the driver could JIT-compile. Each file DIR/NAME.cubin becomes image NAME
- * whose kernels are all its `k_*` kernel entry symbols. Pure C: no driver
+ * whose kernels are all its `k_*` kernel entry symbols; DIR/NAME.kdesc, when
+ * there is one, is its launch descriptor (kernels/kdesc.h), parsed and
+ * checked against the cubin here, so a descriptor that disagrees with its
+ * cubin fails start-up. Pure C: no driver
  * calls, so it is tested without a GPU; the agent passes the combined table
  * to ga_device_open, which loads everything eagerly. */
 #ifndef GPU_EXTRA_IMAGES_H
@@ -25,7 +28,9 @@ struct kn_image;
  * them with ga_extra_images_free. Returns the count, or a negative errno and
  * a message naming the file, what was expected and what was found in @err:
  * -ENOENT/-ENOTDIR/-EACCES (the directory; -ENOENT also for a cubin
- * without k_* kernels), -ELOOP (a symlink), -EINVAL (not a regular file),
+ * without k_* kernels), -ELOOP (a symlink), -EINVAL (not a regular file, or
+ * a descriptor that does not parse), -EPROTO (a descriptor that disagrees
+ * with its cubin),
  * -EFBIG, -E2BIG (too many files or kernels), -EEXIST (a kernel in two
  * files), the kn_cubin_check codes, or -ENOMEM. */
 int ga_extra_images_load(const char *dir, unsigned int arch, struct kn_image **images_p,

@@ -78,6 +78,7 @@ struct ga_exec_work {
      * the agent may write (the client's words area); NULL: at
      * args.scan.hits_offset in the lease, as before LT_CAP_WORDS. */
     unsigned char *hits;
+    struct ga_exec_launch *launch; /* op GA_EXEC_OP_LAUNCH: the launch (below); else NULL */
 };
 
 /* The answer to a stream, event or device command. */
@@ -108,11 +109,21 @@ struct ga_exec_client_stats {
     uint64_t completed;
 };
 
+/* What LAUNCH may ask of one client (0: the default); a launch over one is
+ * refused LT_E_LIMIT with the numbers. */
+struct ga_exec_launch_limits {
+    uint32_t max_inflight;  /* launches of one owner not yet answered; 0: 64 */
+    uint32_t max_shared;    /* dynamic shared memory of one launch, bytes; 0: 48 KiB */
+    uint64_t max_threads;   /* grid x block threads of one launch; 0: 2^30 */
+    uint32_t max_arg_bytes; /* argument block of one launch; 0: LT_LAUNCH_ARGS_MAX */
+};
+
 /* What every executor takes from the agent's command line (0: its default). */
 struct ga_exec_limits {
     uint32_t workers;     /* threads that run (host) or issue (CUDA) the work */
     uint32_t max_streams; /* per owner, besides the default stream */
     uint32_t max_events;  /* per owner */
+    struct ga_exec_launch_limits launch;
 };
 
 struct ga_executor;
@@ -224,6 +235,45 @@ int ga_exec_stream_when_done(struct ga_executor *ex, uint64_t owner, struct lt_s
 int ga_exec_record_allocation(struct ga_executor *ex, struct lt_stream_id stream,
                               struct lease_service *svc, struct lease_client_id client,
                               struct lt_lease_id lease, struct lt_failure *why_p);
+
+/* ---- LAUNCH (protocol 1.2, docs/launch.md) ------------------------------- */
+
+/* ga_exec_work.op of a LAUNCH: not a wire op (those are enum lt_op). It goes
+ * through ga_exec_submit like any work: the backend's work_check finds the
+ * kernel and checks the launch against its descriptor, the front applies
+ * the launch limits, and the backend runs it on the stream. */
+#define GA_EXEC_OP_LAUNCH 0x100u
+
+/* One lease range a launch runs on, resolved and range-checked by the
+ * server (the lease is pinned for the work: record_allocation). */
+struct ga_exec_launch_range {
+    unsigned char *host; /* the range's first byte in this process */
+    uint64_t dev;        /* its device address (a MAPPED lease), else 0 */
+    uint64_t length;     /* nonzero */
+    uint32_t mem_class;  /* the class the lease was served as */
+    uint32_t write;      /* 1: LT_LAUNCH_LEASE_F_WRITE, the kernel may write it */
+};
+
+/* A LAUNCH as the executor runs it. The caller fills the request and keeps
+ * the struct (w->launch points at it) until the work's done_cb has run; the
+ * backend writes the outputs, before a refusal returns or before the answer.
+ * w->host and w->length are ranges[0]'s. */
+struct ga_exec_launch {
+    char image[LT_LAUNCH_IMAGE_LEN]; /* a name, validated */
+    char kernel[LT_LAUNCH_KERNEL_LEN];
+    uint32_t grid[3], block[3];
+    uint32_t shared_bytes;
+    uint32_t result_bytes; /* 0..LT_LAUNCH_RESULT_MAX */
+    uint32_t nranges;      /* 1..LT_LAUNCH_MAX_LEASES */
+    struct ga_exec_launch_range ranges[LT_LAUNCH_MAX_LEASES];
+    uint32_t arg_bytes; /* the argument block at args, a multiple of 8 */
+    unsigned char args[LT_LAUNCH_ARGS_MAX];
+    /* outputs */
+    uint32_t arg_index;                    /* the descriptor's parameter a refusal names;
+                                              the caller sets LT_INDEX_NONE first */
+    char cu_error[LT_LAUNCH_CU_ERROR_LEN]; /* the name of the result's CUresult detail */
+    unsigned char result[LT_LAUNCH_RESULT_MAX]; /* LT_OK: the kernel's result_bytes */
+};
 
 /* ---- the executor ------------------------------------------------------ */
 

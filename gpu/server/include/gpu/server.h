@@ -28,6 +28,15 @@
 
 #define GA_SERVER_MAX_ALLOW_UIDS 64
 
+/* The listening socket and its lock, handed from one agent process to the
+ * next: lease-agent re-executes itself after a GPU fault and the new
+ * process serves the same socket, so no connection attempt is refused in
+ * between (docs/agent.md, "Faults"). */
+struct ga_server_listener {
+    int listen_fd; /* bound to the socket path, listening, SOCK_SEQPACKET */
+    int lock_fd;   /* "<socket>.lock", its flock held */
+};
+
 struct ga_server_config {
     const char *socket_path; /* NULL: lt_socket_default() (lease_types/socket.h) */
     const char *group;       /* NULL: socket 0600 in a 0700 directory; a group name:
@@ -67,6 +76,9 @@ struct ga_server_config {
                                          memory within [64 GiB, 32 TiB] */
     uint64_t max_client_mapped_bytes; /* per client; 0: half of max_mapped_bytes */
     uint64_t max_client_staged_bytes; /* per client; 0: half of budget_staged */
+    /* Adopt these instead of binding (ga_server_create checks that they are
+     * the listening socket at the path and its held lock); NULL: bind. */
+    const struct ga_server_listener *inherit;
 };
 
 struct ga_server;
@@ -88,6 +100,16 @@ int ga_server_run(struct ga_server *srv);
 
 /* Asks a running loop to stop. Thread-safe and async-signal-safe. */
 void ga_server_stop(struct ga_server *srv);
+
+/* When the loop stops, keep the listening socket and the lock open (the
+ * socket file stays) for ga_server_listener_take instead of closing them.
+ * Thread-safe; call before ga_server_stop. */
+void ga_server_listener_keep(struct ga_server *srv);
+
+/* After ga_server_run returned: the kept listener, now the caller's
+ * (ga_server_destroy no longer closes it). Returns 0, or -ENOENT when
+ * nothing was kept. */
+int ga_server_listener_take(struct ga_server *srv, struct ga_server_listener *listener_p);
 
 /* Logs the lease service's, the executor's and every client's counters. */
 void ga_server_stats_log(struct ga_server *srv);
@@ -114,6 +136,9 @@ struct ga_server_cli {
     struct base_log_sink log_sink; /* ga_server_cli_log_setup's; cfg.log points here */
     int help;                      /* --help or -h seen: print the usage and exit 0 */
     int version;                   /* --version seen: print the version and exit 0 */
+    /* After ga_server_cli_serve: the listener the server kept
+     * (ga_server_listener_keep), the caller's; listen_fd -1 when none. */
+    struct ga_server_listener kept;
 };
 
 /* The server's long options, for a program that adds its own: their val
@@ -170,7 +195,7 @@ void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, cons
 
 /* The serve step of both agents: ga_server_create from cli->cfg (backend and
  * executor filled in; signals handled), the "ready" line to --ready-fd,
- * ga_server_run, ga_server_destroy. *@running_p (may be NULL) holds the
+ * ga_server_run, ga_server_listener_take into cli->kept, ga_server_destroy. *@running_p (may be NULL) holds the
  * server while it runs, for a thread that must stop it (a GPU fault).
  * Returns the exit status: 0, or 1 when it did not start or the loop
  * failed (logged). */

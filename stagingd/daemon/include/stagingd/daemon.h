@@ -26,6 +26,7 @@
 #define SD_CONFIG_SOCK_MAX 108 /* sizeof(sun_path) */
 #define SD_CONFIG_PATH_MAX 4096
 #define SD_CONFIG_ERR_LEN 512
+#define SD_CONFIG_ADDR_MAX 64 /* "[IPv6]:port" */
 
 struct sd_config {
     char store[SD_CONFIG_PATH_MAX];
@@ -41,6 +42,9 @@ struct sd_config {
     struct sd_job_config job; /* inflight, batch, doorbell, cpu-verify, query-seed, k, ... */
     unsigned drain_timeout_s;
     int log_level; /* BASE_LOG_ERROR, _WARN, _INFO or _DEBUG: the most verbose lines logged */
+    char log_path[SD_CONFIG_PATH_MAX]; /* log-file ("": stderr), reopened on SIGHUP */
+    char metrics[SD_CONFIG_ADDR_MAX];  /* "": no /metrics endpoint; else HOST:PORT */
+    int metrics_remote;                /* the endpoint may bind an address that is not loopback */
     /* Not keys: where the daemon and every module it makes log (the
      * command line points them at its stderr sink), and the file sink
      * behind it for a job's terminal status line (NULL: none). */

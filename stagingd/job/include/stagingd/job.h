@@ -64,7 +64,19 @@ struct sd_job_config {
     uint64_t rate_limit; /* staged bytes per second at most; 0: unbounded */
     unsigned agent_timeout_s;
     int list; /* a result row per shard, not only for failures */
+    /* The scan's queries from a file (`stagingd job --query`), borrowed:
+     * they outlive the job. nqueries 0: the one query query_seed makes.
+     * Each shard is staged once and scanned once per query. */
+    const float *queries;      /* nqueries x query_dim floats */
+    const uint64_t *query_ids; /* each query's row in its file, for the report; NULL: 0, 1, ... */
+    const char *query_source;  /* the file, for the report; may be NULL */
+    uint32_t nqueries;         /* 0..SD_JOB_QUERIES_MAX */
+    uint32_t query_dim;        /* every shard's dim must be this */
+    int json;                  /* sd_job_report writes one JSON document */
 };
+
+/* Queries one job takes at most (each one a scan submit per shard). */
+#define SD_JOB_QUERIES_MAX 10000u
 
 /* Tags a job puts on its client requests carry this kind in bits 0..3;
  * the daemon keeps SD_JOB_TAG_DAEMON for its own requests. */
@@ -155,7 +167,9 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms);
 
 /* Prints the result rows to @out: failures always, one line for all the
  * shards not run (count, first names and why), every shard with `list`;
- * then the merged top-k and the summary. */
+ * then the merged top-k of each query (its rows named by their global row
+ * number in the store: manifest order, then record order) and the summary.
+ * With cfg.json, one JSON document instead (docs/stagingd.md). */
 void sd_job_report(struct sd_job *job, FILE *out);
 
 /* One line of progress: "job 1 verify: 5/16 shards, ...". */
@@ -173,6 +187,47 @@ int sd_job_exit_status(const struct sd_job *job);
 /* The store path and op the job was created with. */
 const char *sd_job_store(const struct sd_job *job);
 enum sd_job_op sd_job_op_get(const struct sd_job *job);
+
+/* The staging buffer a shard of @e needs in a job of @op with @cfg: its
+ * payload (rounded up to 4 KiB), its checksum table (verify), and for the
+ * scan every query and the hits the agent writes for each. The daemon
+ * sizes its pool segments by the largest. */
+struct sd_store_entry;
+uint64_t sd_job_buffer_size(const struct sd_job_config *cfg, enum sd_job_op op,
+                            const struct sd_store_entry *e);
+
+/* ---- introspection (the daemon's control commands and metrics) ---- */
+
+/* The job's counters so far (shards by result: those without one yet are
+ * in none of the four). */
+struct sd_job_counters {
+    uint64_t shards, shards_clean, shards_bad, shards_failed, shards_not_run;
+    uint64_t bytes_total, bytes_staged;
+    uint64_t leases_granted, leases_released, leases_lost, leases_refused;
+    uint64_t lease_batches, release_batches;
+    uint64_t submits, bell_submits, completions, resubmits, staged_fallback, bad_blocks;
+};
+void sd_job_counters_get(const struct sd_job *job, struct sd_job_counters *c_p);
+
+/* One slot of the pipeline. Strings are static or the job's, valid until
+ * the next step. */
+struct sd_job_slot_info {
+    int active;        /* holds a shard */
+    const char *shard; /* its file name; NULL when idle */
+    /* "none", "wanted", "requested", "held", "release-wanted", "releasing" */
+    const char *lease_state;
+    int has_lease; /* @lease is valid: held or being released */
+    struct leasec_client_lease lease;
+    const char *read;      /* "none", "running", "done" */
+    unsigned ops_todo;     /* ops (verify, scan) still without a result: 0..2 */
+    unsigned ops_inflight; /* of those, submitted and unanswered */
+};
+
+/* The number of slots (the job's inflight). */
+unsigned sd_job_slot_count(const struct sd_job *job);
+
+/* Slot @slot. Returns 0, or -ENOENT past the last. */
+int sd_job_slot_get(const struct sd_job *job, unsigned slot, struct sd_job_slot_info *info_p);
 
 /* ---- the query (shared with tests computing the reference) ---- */
 

@@ -139,6 +139,11 @@ enum {
     /* Pre-fault by touching one byte per page even where
      * MADV_POPULATE_WRITE works (the old-kernel path, kept testable). */
     LEASEC_POOL_PREFAULT_TOUCH = 1u << 0,
+    /* Leave F_SEAL_FUTURE_WRITE off, so an agent run --seals legacy maps the
+     * segments writable (kernels' write ranges, scan hits in a lease). This
+     * process can then free their pages under a lease: a strict agent (the
+     * default) refuses such segments. */
+    LEASEC_POOL_AGENT_WRITES = 1u << 1,
 };
 
 struct leasec_pool_config {
@@ -151,7 +156,7 @@ struct leasec_pool_config {
     uint64_t segment_bytes;
     /* Threads that pre-fault each segment (1 = the calling thread only). */
     unsigned prefault_threads;
-    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH */
+    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH | LEASEC_POOL_AGENT_WRITES */
     enum leasec_pool_pages pages;
     /* Errors and notices, at warning level with subsystem "pool". */
     struct leasec_log log;
@@ -295,6 +300,8 @@ LEASEC_API int leasec_pool_segment_find(const struct leasec_pool *pool, uint32_t
 #define LEASEC_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LEASEC_CAP_HOST_BACKEND (1u << 3) /* granted only: no GPU, the host backend serves */
 #define LEASEC_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LEASEC_CAP_LAUNCH (1u << 6)       /* 1.2: leasec_client_launch (granted when the agent
+                                             has launchable kernels) */
 /* The agent's words area (leasec_client_words): memory the agent owns and
  * writes -- done words and VECTOR_SCAN hits -- and this process can only
  * read. The pool's segments are sealed F_SEAL_FUTURE_WRITE, so the agent
@@ -613,6 +620,8 @@ struct leasec_client_reply {
     const struct leasec_agent_stats *stats; /* STATS: the counters; else NULL */
 };
 
+struct leasec_client_launch_done; /* below, with leasec_client_launch */
+
 /* Every member may be NULL. */
 struct leasec_client_callbacks {
     void (*on_grant)(void *ctx, const struct leasec_client_grant *g);
@@ -626,6 +635,8 @@ struct leasec_client_callbacks {
     /* A connection that got as far as connect() ended; called before the
      * requests it carried fail. Leases of that epoch are gone. */
     void (*on_disconnect)(void *ctx, unsigned agent, int err, const char *message);
+    /* A leasec_client_launch was answered (any status: see the struct). */
+    void (*on_launch)(void *ctx, const struct leasec_client_launch_done *d);
 };
 
 struct leasec_client_config {
@@ -858,6 +869,100 @@ LEASEC_API void leasec_client_ring(uint64_t *bell, uint64_t seq);
 /* An acquire load of a completion word: once it shows the done seq of a
  * submit, what the GPU wrote before it is visible. */
 LEASEC_API uint64_t leasec_client_done_word_read(const uint64_t *done);
+
+/* ---- launching a kernel the agent loaded (protocol 1.2; docs/launch.md) ----
+ *
+ * The agent runs a kernel it loaded at start-up and that its image's
+ * descriptor (NAME.kdesc) declares, on byte ranges of this client's leases,
+ * with the caller's grid, block and dynamic shared memory and an argument
+ * block: the kernel's scalar parameters (u32 i32 u64 i64 f32 f64) in the
+ * descriptor's order, each at the next multiple of its size, the block
+ * padded with zeros to a multiple of 8. The agent fills the lease pointers
+ * and lengths and the result area itself. Needs LEASEC_CAP_LAUNCH asked
+ * for in leasec_client_config.caps and granted. The leases stay the
+ * caller's as for a submit: a release completes only after the launches on
+ * them did. */
+
+#define LEASEC_LAUNCH_MAX_RANGES 4       /* lease ranges one launch runs on */
+#define LEASEC_LAUNCH_ARGS_MAX 1024u     /* argument block bytes */
+#define LEASEC_LAUNCH_RESULT_MAX 256u    /* result area bytes */
+#define LEASEC_LAUNCH_RANGE_F_WRITE (1u << 0) /* the kernel may write this range */
+#define LEASEC_LAUNCH_IMAGE_LEN 32       /* image names, NUL included */
+#define LEASEC_LAUNCH_KERNEL_LEN 64      /* kernel names, NUL included */
+
+/* One range of a lease held on the agent the launch goes to; range i is
+ * what the descriptor's "lease=i" names. */
+struct leasec_launch_range {
+    struct leasec_client_lease lease;
+    uint64_t offset; /* from the lease's first byte */
+    uint64_t length; /* nonzero, within the lease */
+    uint32_t flags;  /* LEASEC_LAUNCH_RANGE_F_WRITE when the kernel writes it */
+};
+
+/* A launch. Zero it, then fill what the kernel needs. */
+struct leasec_launch {
+    const char *image;  /* the image: a cubin's name without .cubin; 1..31 printable bytes */
+    const char *kernel; /* 1..63 printable bytes */
+    uint32_t grid[3];   /* each >= 1; 0 is taken as 1 */
+    uint32_t block[3];  /* each >= 1 (0: 1), at most 1024 threads in all */
+    uint32_t shared_bytes;
+    uint32_t result_bytes; /* the result area: 0..LEASEC_LAUNCH_RESULT_MAX */
+    struct lt_stream_id stream; /* {0, 0}: the default stream */
+    unsigned nranges;           /* 1..LEASEC_LAUNCH_MAX_RANGES */
+    struct leasec_launch_range ranges[LEASEC_LAUNCH_MAX_RANGES];
+    const void *args; /* @arg_bytes bytes, read during the call; may be NULL for 0 */
+    size_t arg_bytes; /* a multiple of 8, at most LEASEC_LAUNCH_ARGS_MAX */
+};
+
+/* What the agent answered (a copy: it holds no pointer). */
+struct leasec_launch_result {
+    uint32_t status;    /* enum lt_error: LT_OK; LT_E_NOT_FOUND (no such launchable kernel);
+                           LT_E_BAD_VALUE / LT_E_MISALIGNED / LT_E_UNSUPPORTED (arg_index
+                           names the parameter); LT_E_LIMIT; LT_E_LAUNCH_FAILED (cu_error
+                           says why; the device is fine); LT_E_GPU_FAULT (the agent restarts:
+                           reconnect); LT_E_SHUTTING_DOWN; the lease refusals */
+    int err;            /* lt_error_errno(status) */
+    uint32_t detail;    /* the CUresult, 0 when none */
+    uint32_t arg_index; /* the descriptor's parameter a refusal is about, or
+                           LEASEC_INDEX_NONE */
+    uint64_t elapsed_ns;
+    char cu_error[48];                              /* the CUresult's name, "" when none */
+    char message[88];                               /* the agent's words, "" for LT_OK */
+    uint32_t result_bytes;                          /* LT_OK: the launch's result_bytes */
+    unsigned char result[LEASEC_LAUNCH_RESULT_MAX]; /* what the kernel left there */
+};
+
+/* on_launch's argument (valid only during the callback). */
+struct leasec_client_launch_done {
+    unsigned agent;
+    uint64_t request_id;
+    uint64_t tag;
+    const struct leasec_launch_result *result;
+};
+
+/* Sends @launch to @agent. Answered by on_launch (with any status: a
+ * refused or failed launch too) or by on_error (the agent refused the
+ * message itself: LAUNCH not granted; or the connection ended first).
+ * Returns 0 and the request id; -EOPNOTSUPP when the agent did not grant
+ * LEASEC_CAP_LAUNCH; -ESTALE / -ENOENT / -EBUSY for a range's lease as
+ * leasec_client_submit, and -EINVAL for a lease of another agent; -EINVAL
+ * for bad names, shape, counts or argument bytes (the words in
+ * leasec_client_last_error); -ENOTCONN; -ENOMEM; -ECONNRESET. */
+LEASEC_API int leasec_client_launch(struct leasec_client *c, unsigned agent,
+                                    const struct leasec_launch *launch, uint64_t tag,
+                                    uint64_t *request_id_p);
+
+/* leasec_client_launch, then waits up to @timeout_ms (< 0: forever) for the
+ * answer, which it writes to *@result_p instead of calling on_launch. Returns
+ * 0 for LT_OK; lt_error_errno(status) for a launch the agent answered with
+ * another status, *@result_p then written too (its words and argument index
+ * are the answer) and the words in leasec_client_last_error; the agent's
+ * refusal of the message (see leasec_client_last_refusal); the connection's
+ * end; -ETIMEDOUT; -EDEADLK from a callback; the errors of
+ * leasec_client_launch. */
+LEASEC_API int leasec_client_launch_call(struct leasec_client *c, unsigned agent,
+                                         const struct leasec_launch *launch, int timeout_ms,
+                                         struct leasec_launch_result *result_p);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,164 @@
+#!/bin/sh
+# leasectl against a real lease-agent-host and stagingd on private sockets:
+# every command in each format, the agent's "does not offer" lines, leases
+# held while the agent is frozen, doctor's OK/FIX lines and exit status,
+# and that its connections leave stagingd's untouched.
+# usage: test_leasectl.sh STAGINGD AGENT LEASECTL JSON_GET
+STAGINGD=$1 AGENT=$2 LEASECTL=$3 JSON_GET=$4
+. "$(dirname "$0")/lib.sh"
+
+start_agent
+start_stagingd
+L="$LEASECTL --agent $agent_sock --stagingd $ctl_sock"
+
+# ---- status ----
+$L status > "$tmp/status.txt"; rc=$?
+check "status exits 0 with both up" [ "$rc" -eq 0 ]
+contains "status: the agent" "$tmp/status.txt" "agent $agent_sock: up, \"ga-host\" (HOST BACKEND: no GPU), protocol v1"
+contains "status: budgets" "$tmp/status.txt" "budgets: PINNED 6.0 MiB, MAPPED 2.0 MiB, STAGED unbounded"
+contains "status: stagingd" "$tmp/status.txt" "stagingd $ctl_sock: up, 0.1.0"
+contains "status: stagingd's agent" "$tmp/status.txt" "agent 0 $agent_sock: ready, connection 1"
+$L status --json > "$tmp/status.json"
+jeq "status --json" "$tmp/status.json" agents.0.up true
+jeq "status --json" "$tmp/status.json" agents.0.host_backend true
+jeq "status --json" "$tmp/status.json" agents.0.budgets.PINNED 6291456
+jeq "status --json" "$tmp/status.json" agents.0.budgets.STAGED null
+jeq "status --json" "$tmp/status.json" stagingd.agents.0.state ready
+
+# ---- stats, after a job ----
+"$STAGINGD" ctl --control "$ctl_sock" job > "$tmp/job.txt" 2>&1
+check "a job ran" grep -q "4 of 4 done: 4 clean" "$tmp/job.txt"
+$L stats > "$tmp/stats.txt"; rc=$?
+check "stats exits 0" [ "$rc" -eq 0 ]
+contains "stats: the class table" "$tmp/stats.txt" "class   segments  registered  leases  leased  registrations"
+contains "stats: the client table" "$tmp/stats.txt" "stagingd         3     6.0 MiB"
+contains "stats: stagingd's totals" "$tmp/stats.txt" "totals: 4 shard(s) (4 clean, 0 bad, 0 failed, 0 not run); 4.0 MiB staged"
+$L stats --json > "$tmp/stats.json"
+jeq "stats --json: classes" "$tmp/stats.json" agents.0.classes.1.class PINNED
+jeq "stats --json: PINNED segments" "$tmp/stats.json" agents.0.classes.1.segments 2
+jeq "stats --json: one client, leasectl left out" "$tmp/stats.json" "agents.0.per_client#" 1
+jeq "stats --json: the client" "$tmp/stats.json" agents.0.per_client.0.name stagingd
+jeq "stats --json: leases granted" "$tmp/stats.json" agents.0.per_client.0.leases_granted 4
+jeq "stats --json: stagingd's pool" "$tmp/stats.json" stagingd.pool.0.class PINNED
+jeq "stats --json: stagingd's totals" "$tmp/stats.json" stagingd.totals.submits 4
+
+# ---- leases: freeze the agent while a job holds some ----
+"$STAGINGD" gen --out "$tmp/big" --size 128M --shard-size 1M --quiet
+held=0
+for try in 1 2 3 4 5 6 7 8; do
+    "$STAGINGD" ctl --control "$ctl_sock" job "$tmp/big" both > "$tmp/bigjob.txt" 2>&1 &
+    job=$!
+    sleep 0.2
+    kill -STOP "$agent_pid"
+    "$STAGINGD" ctl --control "$ctl_sock" leases > "$tmp/leases.raw"
+    if [ "$("$JSON_GET" "leases#" < "$tmp/leases.raw")" -gt 0 ]; then
+        held=1
+        break
+    fi
+    kill -CONT "$agent_pid"
+    wait "$job"
+done
+check "a job holds leases while the agent is frozen" [ "$held" -eq 1 ]
+$L --timeout 300 leases > "$tmp/leases.txt"; rc=$?
+check "leases exits 1 while the agent does not answer" [ "$rc" -eq 1 ]
+contains "leases: the frozen agent" "$tmp/leases.txt" "DOWN: the agent at $agent_sock did not answer HELLO within 300 ms"
+contains "leases: stagingd's table" "$tmp/leases.txt" "agent  lease  class   segment  offset  length   held"
+contains "leases: a shard" "$tmp/leases.txt" "shard-0"
+$L --timeout 300 leases --json > "$tmp/leases.json"
+# The agent froze at some point of each slot's cycle: granted with work in
+# flight, or with its work done and the release sent.
+state=$("$JSON_GET" stagingd.leases.0.state < "$tmp/leases.json")
+case $state in
+held | release-wanted | releasing) pass "leases --json: a lease's state ($state)" ;;
+*) fail "leases --json: state '$state'" ;;
+esac
+jeq "leases --json: class" "$tmp/leases.json" stagingd.leases.0.class PINNED
+inflight=$("$JSON_GET" stagingd.leases.0.ops_in_flight < "$tmp/leases.json")
+todo=$("$JSON_GET" stagingd.leases.0.ops_todo < "$tmp/leases.json")
+check "leases --json: ops in flight ($inflight) among those without a result ($todo), at most 2" \
+    [ "$inflight" -le "$todo" -a "$todo" -le 2 ]
+check "leases --json: held for some time" sh -c "'$JSON_GET' stagingd.leases.0.held_s < '$tmp/leases.json' | grep -q '^[0-9]'"
+kill -CONT "$agent_pid"
+wait "$job"
+check "the frozen job still finishes clean" grep -q "128 of 128 done: 128 clean" "$tmp/bigjob.txt"
+$L leases > "$tmp/leases2.txt"
+contains "leases: v1 has no listing" "$tmp/leases2.txt" "the agent at $agent_sock does not offer a per-lease listing (protocol v1): it needs LEASE_LIST_REQUEST"
+contains "leases: nothing held now" "$tmp/leases2.txt" "no lease held"
+
+# ---- segments ----
+$L segments > "$tmp/segments.txt"; rc=$?
+check "segments exits 0" [ "$rc" -eq 0 ]
+contains "segments: v1 has no listing" "$tmp/segments.txt" "does not offer a per-segment listing (protocol v1): it needs SEGMENT_LIST_REQUEST"
+contains "segments: stagingd's" "$tmp/segments.txt" "segment  class   size     pages  THP bytes"
+$L segments --json > "$tmp/segments.json"
+jeq "segments --json: stagingd's three" "$tmp/segments.json" "stagingd.segments#" 3
+jeq "segments --json: accepted" "$tmp/segments.json" stagingd.agents.0.segments_accepted 3
+jeq "segments --json: the agent's note" "$tmp/segments.json" agents.0.up true
+
+# ---- --prometheus ----
+if command -v promtool > /dev/null; then
+    for c in status stats leases segments doctor; do
+        $L $c --prometheus > "$tmp/$c.prom"
+        if promtool check metrics < "$tmp/$c.prom" > "$tmp/$c.promtool" 2>&1; then
+            pass "$c --prometheus passes promtool check metrics"
+        else
+            fail "$c --prometheus: promtool check metrics:"; cat "$tmp/$c.promtool"
+        fi
+    done
+    contains "stats --prometheus: a class series" "$tmp/stats.prom" "lease_agent_registered_bytes{agent=\"$agent_sock\",class=\"PINNED\"} 4194304"
+    contains "stats --prometheus: a client series" "$tmp/stats.prom" "lease_agent_client_leases_granted_total{agent=\"$agent_sock\",client=\"stagingd\""
+else
+    echo "SKIP: promtool not installed (scripts/install-deps.sh installs prometheus)"
+fi
+
+# ---- top ----
+$L top --count 2 --interval 0.2 > "$tmp/top.txt"; rc=$?
+check "top --count 2 exits 0" [ "$rc" -eq 0 ]
+check "top: two frames" [ "$(grep -c '^leasectl top' "$tmp/top.txt")" -eq 2 ]
+contains "top: rates in the second frame" "$tmp/top.txt" "leases/s"
+
+# ---- doctor ----
+$L doctor --backend host --store "$store" > "$tmp/doctor.txt"; rc=$?
+bad=$(grep -cvE '^(OK|FIX) [a-z_]+: ' "$tmp/doctor.txt")
+check "doctor: every line is OK or FIX" [ "$bad" -eq 0 ]
+for n in driver device agent agent_socket memlock io_uring seccomp hugepages memfd dev_shm memory fd_limit store_odirect stagingd; do
+    check "doctor checks $n" grep -qE "^(OK|FIX) $n: " "$tmp/doctor.txt"
+done
+fixes=$(grep -c '^FIX' "$tmp/doctor.txt")
+check "doctor exits 1 exactly when a line says FIX ($fixes)" [ "$rc" -eq $([ "$fixes" -gt 0 ] && echo 1 || echo 0) ]
+grep '^FIX' "$tmp/doctor.txt" | grep -v ' -> ' && fail "a FIX line without '-> what to change'"
+contains "doctor: host backend needs no driver" "$tmp/doctor.txt" "OK driver: not needed: the host backend serves"
+contains "doctor: the socket" "$tmp/doctor.txt" "OK agent_socket: $agent_sock mode 0600"
+contains "doctor: the store" "$tmp/doctor.txt" "store_odirect: $store"
+chmod 0666 "$agent_sock"
+$L doctor --backend host > "$tmp/doctor2.txt"; rc=$?
+chmod 0600 "$agent_sock"
+check "doctor exits 1 on a world-writable socket" [ "$rc" -eq 1 ]
+contains "doctor: FIX agent_socket" "$tmp/doctor2.txt" "FIX agent_socket: $agent_sock is mode 0666: anyone may connect -> "
+$L doctor --backend host --pinned-budget 1T > "$tmp/doctor3.txt"
+contains "doctor: FIX memlock for budgets past RLIMIT_MEMLOCK" "$tmp/doctor3.txt" "FIX memlock: the agent's RLIMIT_MEMLOCK"
+contains "doctor: memlock names the unit's key" "$tmp/doctor3.txt" "-> LimitMEMLOCK="
+$L doctor --backend cuda > "$tmp/doctor4.txt"; rc=$?
+if [ -e /proc/driver/nvidia/version ] || command -v nvidia-smi > /dev/null; then
+    check "doctor --backend cuda ran its driver check" grep -qE '^(OK|FIX) driver: ' "$tmp/doctor4.txt"
+else
+    contains "doctor: no driver here, said, not a crash" "$tmp/doctor4.txt" "FIX driver: no NVIDIA driver found (/proc/driver/nvidia/version absent"
+    check "doctor --backend cuda exits 1 without a driver" [ "$rc" -eq 1 ]
+fi
+$L doctor --json --backend host > "$tmp/doctor.json"
+jeq "doctor --json" "$tmp/doctor.json" checks.0.check driver
+
+# ---- nothing answers, usage ----
+$LEASECTL --agent "$tmp/nobody.sock" status > "$tmp/none.txt"; rc=$?
+check "status exits 1 when no agent answers" [ "$rc" -eq 1 ]
+contains "status: no agent" "$tmp/none.txt" "DOWN: no agent answers at $tmp/nobody.sock"
+$LEASECTL frobnicate > /dev/null 2>&1; rc=$?
+check "an unknown command exits 2" [ "$rc" -eq 2 ]
+$LEASECTL --count 0 top > /dev/null 2>&1; rc=$?
+check "a bad value exits 2" [ "$rc" -eq 2 ]
+
+# ---- leasectl disturbs no real client ----
+"$STAGINGD" ctl --control "$ctl_sock" stats json > "$tmp/sd.json"
+jeq "stagingd kept its first connection through every leasectl call" "$tmp/sd.json" agents.0.connection 1
+jeq "stagingd's agent is still ready" "$tmp/sd.json" agents.0.state ready
+finish
