@@ -31,7 +31,8 @@ check "a job ran" grep -q "4 of 4 done: 4 clean" "$tmp/job.txt"
 $L stats > "$tmp/stats.txt"; rc=$?
 check "stats exits 0" [ "$rc" -eq 0 ]
 contains "stats: the class table" "$tmp/stats.txt" "class   segments  registered  leases  leased  registrations"
-contains "stats: the client table" "$tmp/stats.txt" "stagingd         3     6.0 MiB"
+# 4 segments: the pool's 3 and the agent's words area (LT_CAP_WORDS)
+contains "stats: the client table" "$tmp/stats.txt" "stagingd         4     6.0 MiB"
 contains "stats: stagingd's totals" "$tmp/stats.txt" "totals: 4 shard(s) (4 clean, 0 bad, 0 failed, 0 not run); 4.0 MiB staged"
 $L stats --json > "$tmp/stats.json"
 jeq "stats --json: classes" "$tmp/stats.json" agents.0.classes.1.class PINNED
