@@ -210,9 +210,12 @@ static struct lt_segment_id lb_offer(struct lb_conn *c, uint64_t size, uint32_t 
     memset(p, 0x5a, size);
     munmap(p, size);
     /* FUTURE_WRITE as well (a strict agent wants it; a kernel before 5.1
-     * refuses it, EINVAL), SEAL last. */
+     * refuses it, EINVAL), SEAL last. LB_OLD_SEALS=1 leaves it off, for an
+     * agent from before issue #12, which refuses it. */
+    const char *old_seals = getenv("LB_OLD_SEALS");
+    const int fw = !(old_seals && old_seals[0] == '1');
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0 ||
-        (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 && errno != EINVAL) ||
+        (fw && fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 && errno != EINVAL) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
         lb_die("seal: %s", strerror(errno));
     struct lt_msg_segment_offer o;
