@@ -8,6 +8,10 @@
 #   make device-build         the build folder to carry to the H200 machine (sm_90)
 #   make fresh-check          make test + make demo in a clean Debian 12 chroot,
 #                             without and with the CUDA toolkit (root, minutes)
+#   make fuzz FUZZ_SECONDS=N  every libFuzzer target for N s (default 60) in a clang
+#                             build folder; FUZZ_TARGETS="proto agent shard elf"
+#   make soak                 the reliability tests' long versions: 1000 stagingd kills,
+#                             a soak of minutes (docs/reliability.md)
 #   make clean
 #
 # Each long step prints one line (progress, then ok and its time) and keeps
@@ -35,7 +39,7 @@ export CK_DEFAULT_TIMEOUT
 
 STEP = scripts/step.sh
 
-.PHONY: all deps build test test-main test-asan demo device-build fresh-check clean
+.PHONY: all deps build test test-main test-asan demo device-build fresh-check fuzz soak clean
 
 all: build
 
@@ -77,5 +81,17 @@ device-build: deps
 fresh-check:
 	@scripts/fresh-debian.sh $(FRESH_ARGS)
 
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_DIR     ?= build-fuzz
+fuzz:
+	@FUZZ_BUILD=$(FUZZ_DIR) scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The same tests as make test runs, at their opt-in sizes.
+soak: build
+	@LEASE_RELIABILITY_LONG=1 $(STEP) "soak $(BUILD_DIR)/ (reliability, long)" \
+	    $(BUILD_DIR)/logs/soak.log --summary ctest -- \
+	    ctest --test-dir $(BUILD_DIR) --output-on-failure -L reliability --timeout 7200
+
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(DEVICE_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(DEVICE_DIR) $(FUZZ_DIR)

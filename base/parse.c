@@ -114,13 +114,37 @@ static int unit_shift(const char *u)
     return -1;
 }
 
+/* BASE_PARSE_SIZE_STRICT's forms: digits, then one of these units. */
+static bool strict_size(const char *s)
+{
+    static const char *const units[] = {"", "B", "K", "KiB", "M", "MiB", "G", "GiB", "T", "TiB"};
+    size_t digits = strspn(s, "0123456789");
+    if (digits == 0)
+        return false;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(s + digits, units[i]) == 0)
+            return true;
+    return false;
+}
+
 int base_parse_size(const char *s, uint64_t *v_p, char *err, size_t err_len)
 {
-    static const char want[] = "a size such as 4096, 64K or 512MiB (units B, K, M, G, T, P, E; "
-                               "binary)";
+    return base_parse_size_flags(s, 0, v_p, err, err_len);
+}
+
+int base_parse_size_flags(const char *s, unsigned int flags, uint64_t *v_p, char *err,
+                          size_t err_len)
+{
+    const char *want = flags & BASE_PARSE_SIZE_STRICT
+                           ? "a size such as 4096, 64K or 512MiB (digits, then B, K, KiB, M, "
+                             "MiB, G, GiB, T or TiB; binary)"
+                           : "a size such as 4096, 64K or 512MiB (units B, K, M, G, T, P, E; "
+                             "binary)";
     char q[QUOTE_MAX + 4];
     if (!s || !*s)
         return base_errf(err, err_len, -EINVAL, "expected %s, found nothing", want);
+    if ((flags & BASE_PARSE_SIZE_STRICT) && !strict_size(s))
+        return base_errf(err, err_len, -EINVAL, "expected %s, found '%s'", want, quote(s, q));
     uint64_t v = 0;
     const char *end = s;
     int rc = number(s, &v, &end);

@@ -6,25 +6,19 @@
 
 #include <stdio.h>
 
+#include "base/hugepages.h"
+
 #ifndef MFD_HUGE_2MB
 #define MFD_HUGE_2MB (21U << 26) /* linux/memfd.h */
 #endif
 
-#define BENCH_HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB"
+#define BENCH_HUGE_SYSFS BASE_HUGE_SYSFS
 
 /* One counter of the 2 MiB hugetlb pool; 0 when it cannot be read. */
 static inline long bench_huge_counter(const char *name)
 {
-    char path[128];
-    snprintf(path, sizeof(path), BENCH_HUGE_SYSFS "/%s", name);
-    FILE *f = fopen(path, "r");
-    long v = 0;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = 0;
-        fclose(f);
-    }
-    return v;
+    long v = base_hugepages_counter(name);
+    return v < 0 ? 0 : v;
 }
 
 /* Available now: free, less those promised to existing mappings. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/parse.h"
 #include "kernels/blockhash_ref.h"
 
 #define HB_MAX_RUNS 101
@@ -114,15 +115,14 @@ static void print_cpu(void)
     printf("cpu: %s; flags:%s\n", model, flags[0] ? flags : " (none of sse2 avx2 avx512f/dq)");
 }
 
-static int parse_size(const char *s, size_t max, size_t *v_p)
+/* A count in 1..@max. */
+static int parse_count(const char *s, size_t max, size_t *v_p)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || v == 0 || v > max)
-        return -EINVAL;
-    *v_p = (size_t)v;
-    return 0;
+    uint64_t v;
+    int rc = base_parse_u64(s, 1, max, &v, NULL, 0);
+    if (rc == 0)
+        *v_p = (size_t)v;
+    return rc < 0 ? -EINVAL : 0;
 }
 
 static void usage(FILE *to)
@@ -150,20 +150,20 @@ static int parse_opts(int argc, char **argv, struct hb_opts *o)
         int rc = 0;
         switch (c) {
         case 'r':
-            rc = parse_size(optarg, HB_MAX_RUNS, &v);
+            rc = parse_count(optarg, HB_MAX_RUNS, &v);
             o->runs = (unsigned int)v;
             break;
         case 'b':
-            rc = parse_size(optarg, UINT32_MAX, &v);
+            rc = parse_count(optarg, UINT32_MAX, &v);
             if (rc == 0 && v % 8)
                 rc = -EINVAL;
             o->block = (uint32_t)v;
             break;
         case 's':
-            rc = parse_size(optarg, 1 << 16, &o->small_mib);
+            rc = parse_count(optarg, 1 << 16, &o->small_mib);
             break;
         case 'g':
-            rc = parse_size(optarg, 1 << 16, &o->big_mib);
+            rc = parse_count(optarg, 1 << 16, &o->big_mib);
             break;
         case 'h':
             usage(stdout);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "lease/client.h"
 #include "stagingd/reader.h"
 #include "stagingd/shard.h"
@@ -157,7 +158,9 @@ static void parse_args(struct bench *b, int argc, char **argv)
             b->store = optarg;
             break;
         case O_SIZE:
-            if (sd_size_parse(optarg, &b->create_size) < 0 || b->create_size == 0)
+            if (base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &b->create_size, NULL, 0) <
+                    0 ||
+                b->create_size == 0)
                 goto bad;
             break;
         case O_THREADS:
@@ -175,13 +178,14 @@ static void parse_args(struct bench *b, int argc, char **argv)
                 goto bad;
             break;
         case O_CHUNK:
-            if (sd_size_parse(optarg, &v) < 0 || v == 0 || v % SD_READER_CHUNK_ALIGN ||
-                v > SD_READER_CHUNK_MAX)
+            if (base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0 || v == 0 ||
+                v % SD_READER_CHUNK_ALIGN || v > SD_READER_CHUNK_MAX)
                 goto bad;
             b->chunk = v;
             break;
         case O_PIECE:
-            if (sd_size_parse(optarg, &v) < 0 || v == 0 || v > 512 * MIB)
+            if (base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0 || v == 0 ||
+                v > 512 * MIB)
                 goto bad;
             b->piece = v;
             break;

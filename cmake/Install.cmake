@@ -66,7 +66,7 @@ install(CODE "
   file(INSTALL \"${_sd}/lease-pinning.sysusers\" DESTINATION \"\${prefix}/lib/sysusers.d\"
        RENAME lease-pinning.conf)
   # The examples never overwrite an operator's files.
-  foreach(f stagingd.conf lease-agent.env)
+  foreach(f stagingd.conf lease-agent.conf lease-agent.env)
     if(EXISTS \"\$ENV{DESTDIR}\${SYSCONFDIR}/lease-pinning/\${f}\")
       message(STATUS \"Kept: \${SYSCONFDIR}/lease-pinning/\${f}\")
     else()

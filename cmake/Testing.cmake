@@ -73,3 +73,33 @@ function(lease__fakecuda_follow name)
     endif()
   endforeach()
 endfunction()
+
+# ---- fuzzing (tests/fuzz/, `make fuzz`) --------------------------------
+#
+# LEASE_FUZZ=ON (a build folder of its own, configured with clang) builds
+# the libFuzzer binaries fuzz_* of tests/fuzz/ and tools/linkcheck's
+# fuzz_elf. Every project target is then compiled with libFuzzer's coverage
+# instrumentation and ASan+UBSan, so the code under test, not only the
+# harness, guides the fuzzer; the binaries link -fsanitize=fuzzer.
+option(LEASE_FUZZ "Build the libFuzzer harnesses (needs CMAKE_C_COMPILER=clang)" OFF)
+if(LEASE_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "LEASE_FUZZ=ON: expected CMAKE_C_COMPILER=clang (libFuzzer), "
+            "found ${CMAKE_C_COMPILER_ID} at ${CMAKE_C_COMPILER}. "
+            "Configure a separate build folder with -DCMAKE_C_COMPILER=clang.")
+  endif()
+  include(CheckCSourceCompiles)
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer")
+  check_c_source_compiles(
+    "#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }"
+    LEASE_HAVE_LIBFUZZER)
+  unset(CMAKE_REQUIRED_FLAGS)
+  if(NOT LEASE_HAVE_LIBFUZZER)
+    message(FATAL_ERROR "LEASE_FUZZ=ON: ${CMAKE_C_COMPILER} cannot link -fsanitize=fuzzer "
+            "(Debian: the clang package brings libclang_rt.fuzzer)")
+  endif()
+  target_compile_options(lease_build_flags INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+    -fno-omit-frame-pointer)
+  target_link_options(lease_build_flags INTERFACE -fsanitize=address,undefined)
+endif()

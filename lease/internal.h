@@ -151,6 +151,8 @@ struct lease__segment {
     uint64_t reg_leases; /* of those, PINNED or MAPPED: pin the registration */
     uint64_t holds;      /* lease_segment_hold: pin the registration and the segment */
     uint64_t last_use;
+    uint64_t added_ns;        /* base_now_ns() once accepted (list.c) */
+    uint64_t registration_ns; /* its first registration took this long (0: STAGED) */
 };
 
 struct lease__lease {
@@ -163,6 +165,7 @@ struct lease__lease {
     bool released;
     uint64_t pending;
     uint64_t dev_ptr;
+    uint64_t granted_ns; /* base_now_ns() at the grant (list.c) */
 };
 
 struct lease__class_acct {

@@ -844,6 +844,8 @@ static int segment_add(struct lease_service *svc, struct lease_client_id client_
     }
     seg->fd = fd;
     seg->last_use = ++svc->tick;
+    seg->added_ns = t1;
+    seg->registration_ns = needs_reg(cls) ? t1 - t0 : 0;
     svc->st.cls[cls].segments++;
     if (seg_huge(seg))
         svc->st.cls[cls].huge_segments++;
@@ -1013,6 +1015,7 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
     l->offset = req->offset;
     l->length = req->length;
     l->cls = cls;
+    l->granted_ns = base_now_ns();
     if (cls == LT_CLASS_MAPPED)
         l->dev_ptr = seg->chunk_dev[first] + (req->offset - first * chunk);
     seg->leases++;

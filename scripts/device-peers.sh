@@ -30,15 +30,25 @@ cd "$(dirname "$0")/.." || exit 2
 repo=$(pwd)
 
 # ---- ours: id | label | what `stagingd job --help` must offer (an ERE, or -) | job arguments.
-# The streaming rows need the streaming path; where this tree's stagingd lacks it they are
-# listed as not built. Edit here when the option's name is settled.
+# Most important first (the budget may cut the tail). Streaming (docs/streaming.md): one ring
+# of --ring-slots slots of --chunk-size bytes per staging thread; the default chunk is 2 MiB,
+# swept here over 1, 4 and 8 MiB for verify. Whole shards at inflight 4 and 16 (issue #10
+# item 3). Rows whose option this tree's stagingd lacks are listed as not built.
 OURS=(
-    "ours-scan|ours: scan, whole-shard|-|--op scan"
-    "ours-verify|ours: verify, whole-shard|-|--op verify"
-    "ours-stream-scan|ours: scan, streaming|--path.*stream|--op scan --path stream"
-    "ours-stream-verify|ours: verify, streaming|--path.*stream|--op verify --path stream"
+    "ours-stream-verify|ours: verify, streaming (2 MiB chunks)|--path.*stream|--op verify --path stream"
+    "ours-stream-scan|ours: scan, streaming (2 MiB chunks)|--path.*stream|--op scan --path stream"
+    "ours-verify|ours: verify, whole-shard, inflight 4|--path|--op verify --path whole --inflight 4"
+    "ours-scan|ours: scan, whole-shard, inflight 4|--path|--op scan --path whole --inflight 4"
+    "ours-verify-if16|ours: verify, whole-shard, inflight 16|--path|--op verify --path whole --inflight 16"
+    "ours-stream-verify-1m|ours: verify, streaming, 1 MiB chunks|--chunk-size|--op verify --path stream --chunk-size 1M"
+    "ours-stream-verify-4m|ours: verify, streaming, 4 MiB chunks|--chunk-size|--op verify --path stream --chunk-size 4M"
+    "ours-stream-verify-8m|ours: verify, streaming, 8 MiB chunks|--chunk-size|--op verify --path stream --chunk-size 8M"
+    "ours-scan-if16|ours: scan, whole-shard, inflight 16|--path|--op scan --path whole --inflight 16"
+    "ours-stream-verify-cpu|ours: verify, streaming, --cpu-verify (check threads)|--cpu-verify-threads|--op verify --path stream --cpu-verify"
 )
-AGENT_ARGS=(--backend cuda)
+# PEERS_AGENT_ARGS adds agent options (e.g. "--ring-streams 4": rings sharing 4 CUDA streams).
+read -r -a AGENT_EXTRA <<<"${PEERS_AGENT_ARGS:-}"
+AGENT_ARGS=(--backend cuda "${AGENT_EXTRA[@]}")
 
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 build=
@@ -85,7 +95,8 @@ if ((selftest)); then
     store=${store:-/tmp/peers-selftest-store}
     size=32MiB shard=1MiB
     repeat=${repeat:-2}
-    ours_extra=(--inflight 3)
+    # 6 MiB of PINNED budget: rings of 4 x 256 KiB on 2 threads, whole shards 3 at a time
+    ours_extra=(--inflight 3 --threads 2 --chunk-size 256K --ring-slots 4)
     agent_budget=(--pinned-budget 6M --mapped-budget 2M)
     torch_extra=(--bounce 256K)
     ceil_h2d=64M ceil_h2d_label="64 MiB"

@@ -12,6 +12,11 @@
 #    populating before registering, lease round trips, the doorbell, the scan paths, io_uring staging;
 # 4. the pipeline: stagingd stages a store, the CUDA agent verifies and scans it.
 # Logs go to $OUT (when set); a short table of results comes last.
+# 5. peers (only when named: PROOF_PARTS="peers", 4 to 8 minutes alone): the peer benchmark,
+#    scripts/device-peers.sh (bench/peers/README.md): ours (streaming and whole shards),
+#    KvikIO (carry .whl/ from bench/peers/fetch-wheels.sh), PyTorch, naive, the ceilings, on
+#    one 8 GiB page-cache-hot store; writes $OUT/peers.json, $OUT/peers.png, $OUT/peers.log.
+#    PROOF_PEERS_ARGS goes to device-peers.sh (e.g. "--quick" or "--gib 4").
 # PROOF_PARTS (default "tests arch reg thp populate lease doorbell scan stage pipeline") picks
 # parts, to split the proof over calls that must each stay under a time limit.
 set -u
@@ -119,6 +124,24 @@ if want pipeline; then
     grep -h "2 MiB pages" "$out/demo.txt" | head -2
     row "pipeline (demo.sh, GPU)" "$([[ $demo_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $demo_rc)")"
     rm -rf /dev/shm/demo-data
+fi
+
+# 5. the peer benchmark: its own part, never in the default set (it alone takes minutes)
+if want peers; then
+    section "peers: scripts/device-peers.sh $B ${PROOF_PEERS_ARGS:-}"
+    read -r -a peers_args <<<"${PROOF_PEERS_ARGS:-}"
+    OUT="$out" PEERS_BUDGET_S=${PEERS_BUDGET_S:-420} timeout 560 scripts/device-peers.sh "$B" \
+        "${peers_args[@]}" >"$out/peers.txt" 2>&1
+    peers_rc=$?
+    cat "$out/peers.txt" >>"$log"
+    # the table (printed last) and where the files went
+    sed -n '/^path /,$p' "$out/peers.txt"
+    grep -h "done in" "$out/peers.txt" | tail -n 1
+    peers_what="$([[ $peers_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $peers_rc)")"
+    [[ -f $out/peers.png ]] && peers_what+=", chart peers.png" || peers_what+=", no chart"
+    row "peer benchmark" "$peers_what"
+    verdict=$(grep -m1 '^ours (.*KvikIO' "$out/peers.txt")
+    [[ -n $verdict ]] && row "peers: ours vs KvikIO" "${verdict:0:90}"
 fi
 
 section "summary"

@@ -52,6 +52,30 @@ show() {
     fi
 }
 
+# failed_output LOG: for each test ctest reports failed, timed out or
+# crashed in LOG, the lines --output-on-failure put after its result line up
+# to the next test's (or the totals), at most 60 per test.
+failed_output() {
+    awk -v logf="$1" '
+        function stop() {
+            if (cut > 0)
+                printf "  |     ... %d more lines in %s\n", cut, logf
+            on = 0; cut = 0
+        }
+        /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / || /^ *Start +[0-9]+: / ||
+        /^[0-9]+% tests passed/ || /^The following tests FAILED/ {
+            if (on) stop()
+        }
+        /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*(\*\*\*(Failed|Timeout|Not Run)|Exception)/ {
+            sub(/^ */, "")
+            printf "  | -- %s\n", $0
+            on = 1; n = 0; cut = 0
+            next
+        }
+        on { if (n++ < 60) print "  |     " $0; else cut++ }
+        END { if (on) stop() }' "$1"
+}
+
 # The command's status comes back at the end of the last line, after its
 # output (which may not end in a newline).
 while IFS= read -r line; do
@@ -86,6 +110,12 @@ if ((rc != 0)); then
         "$label" "$rc" "$t" "$log"
     grep -v -E '^\[ *[0-9]+%\] (Building|Linking|Built target|Generating)|^Consolidate compiler|^Scanning dependencies|(Entering|Leaving) directory|^ *Start +[0-9]+: |Test +#[0-9]+: .*(Passed|\*\*\*Skipped)|^(pm|dl)status:|^ptxas info|^ +[0-9]+ bytes stack frame' \
         "$log" | tail -n 40 | sed 's/^/  | /'
+    # ctest's end names the failed tests only; what each printed (its
+    # assertion) follows its result line, up to the next test's line.
+    if grep -q -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*(Failed|Timeout|Not Run)|Exception)' "$log"; then
+        printf '%s: what each failed test printed:\n' "$label"
+        failed_output "$log"
+    fi
     printf '%s: FAILED; the whole output is in %s\n' "$label" "$log"
     exit "$rc"
 fi

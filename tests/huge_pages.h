@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hugepages.h"
+
 #ifndef HUGETLBFS_MAGIC
 #define HUGETLBFS_MAGIC 0x958458f6 /* linux/magic.h */
 #endif
@@ -15,22 +17,14 @@
 #define MFD_HUGE_2MB (21U << 26) /* linux/memfd.h */
 #endif
 
-#define TEST_HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB"
+#define TEST_HUGE_SYSFS BASE_HUGE_SYSFS
 
 /* One counter of the 2 MiB hugetlb pool, whatever the default huge page
  * size; 0 when it cannot be read. */
 static inline long test_huge_counter(const char *name)
 {
-    char path[128];
-    snprintf(path, sizeof(path), TEST_HUGE_SYSFS "/%s", name);
-    FILE *f = fopen(path, "r");
-    long v = 0;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = 0;
-        fclose(f);
-    }
-    return v;
+    long v = base_hugepages_counter(name);
+    return v < 0 ? 0 : v;
 }
 
 /* Available now (free, less those promised to existing mappings): other

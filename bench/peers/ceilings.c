@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+
 #define PC_MAX_RUNS 16
 #define PC_MAX_THREADS 256
 
@@ -711,35 +713,6 @@ static void pc_json_write(FILE *f, const struct pc_opts *o, const struct pc_resu
 
 /* ---- the command line */
 
-static int pc_size_parse(const char *s, uint64_t *v_p)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    int shift = 0;
-    switch (*end) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 0:
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (*end && strcmp(end + 1, "") && strcmp(end + 1, "iB") && strcmp(end + 1, "B"))
-        return -EINVAL;
-    *v_p = (uint64_t)v << shift;
-    return v ? 0 : -EINVAL;
-}
-
 static void pc_usage(FILE *f)
 {
     fputs(
@@ -775,13 +748,13 @@ static int pc_opts_parse(int argc, char **argv, struct pc_opts *o)
             o->id = v;
         else if (!strcmp(k, "--label"))
             o->label = v;
-        else if (!strcmp(k, "--size") && pc_size_parse(v, &n) == 0)
+        else if (!strcmp(k, "--size") && base_parse_size(v, &n, NULL, 0) == 0 && n > 0)
             o->size = n;
-        else if (!strcmp(k, "--buf") && pc_size_parse(v, &n) == 0)
+        else if (!strcmp(k, "--buf") && base_parse_size(v, &n, NULL, 0) == 0 && n > 0)
             o->buf = n;
-        else if (!strcmp(k, "--threads") && pc_size_parse(v, &n) == 0 && n <= PC_MAX_THREADS)
+        else if (!strcmp(k, "--threads") && base_parse_u64(v, 1, PC_MAX_THREADS, &n, NULL, 0) == 0)
             o->threads = (unsigned)n;
-        else if (!strcmp(k, "--repeat") && pc_size_parse(v, &n) == 0 && n <= PC_MAX_RUNS)
+        else if (!strcmp(k, "--repeat") && base_parse_u64(v, 1, PC_MAX_RUNS, &n, NULL, 0) == 0)
             o->repeat = (unsigned)n;
         else
             return -EINVAL;

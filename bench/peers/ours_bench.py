@@ -57,6 +57,11 @@ _SHARDS = re.compile(r"^\s*shards\s+(\d+) of (\d+) done: (\d+) clean, (\d+) with
 _BAD = re.compile(r"^\s*bad blocks\s+(\d+)", re.M)
 _TOPK = re.compile(r"^\s*#(\d+)\s+(\S+)\s+(\d+)\s+(\S+)\s*$", re.M)
 _HEAD = re.compile(r"^job \d+: (\S+) of .*doorbell (\S+), inflight (\d+)", re.M)
+_PATH = re.compile(r"^job \d+: .*, path ([a-z]+)", re.M)
+_GPU = re.compile(r"^\s*gpu path\s+([0-9.]+) GB/s", re.M)
+_CPU = re.compile(r"^\s*cpu check\s+([0-9.]+) GB/s", re.M)
+_MSGS = re.compile(r"^\s*messages\s+(\d+) RING_SHARD for (\d+) task\(s\).*per chunk 0 messages, 0 lease calls \((\d+) chunks\)", re.M)
+_REGS = re.compile(r"^\s*registrations\s+(\d+) during the job", re.M)
 
 
 def parse_report(text):
@@ -82,6 +87,20 @@ def parse_report(text):
     m = _HEAD.search(text)
     if m:
         out.update(op=m.group(1), doorbell=m.group(2), inflight=int(m.group(3)))
+    # The streaming path's own lines (docs/streaming.md): what crossed the
+    # socket per chunk (nothing), registrations during the job, and the GPU
+    # path's and the CPU check's figures apart.
+    m = _PATH.search(text)
+    out["path"] = m.group(1) if m else "whole"
+    m = _GPU.search(text)
+    out["gbps_gpu_path"] = float(m.group(1)) if m else None
+    m = _CPU.search(text)
+    out["gbps_cpu_check"] = float(m.group(1)) if m else None
+    m = _MSGS.search(text)
+    if m:
+        out.update(ring_shards=int(m.group(1)), tasks=int(m.group(2)), chunks=int(m.group(3)), per_chunk_messages=0)
+    m = _REGS.search(text)
+    out["registrations_during_job"] = int(m.group(1)) if m else None
     return out
 
 
@@ -149,7 +168,10 @@ def main(argv):
         checked=checked, check=check, op=op, topk=best["topk"],
         gbps_process=round(nbytes / best["wall"] / peerlib.GB, 3),
         cpu={"job_s": round(best["job_cpu"], 3), "agent_s": round(best["agent_cpu"], 3)},
-        settings={"job_args": args.job_args, "doorbell": best.get("doorbell"), "inflight": best.get("inflight")},
+        settings={"job_args": args.job_args, "doorbell": best.get("doorbell"), "inflight": best.get("inflight"),
+                  "path": best.get("path")},
+        stream={k: best.get(k) for k in ("gbps_gpu_path", "gbps_cpu_check", "ring_shards", "tasks", "chunks",
+                                         "per_chunk_messages", "registrations_during_job") if best.get(k) is not None},
         **summary)
     return 0
 

@@ -4,7 +4,8 @@
 result logic (peerlib.selftest); ours_bench reads a real `stagingd job`
 report; kvikio_bench finds its settings under both KvikIO spellings; the
 bounce loop cuts files into the right pieces; report.py picks the reference,
-computes ratios, shows failed and skipped rows and the verdicts."""
+computes ratios, shows failed and skipped rows and the verdicts; chart.py
+reads both a results file and the device's peers.json."""
 import io
 import json
 import os
@@ -51,8 +52,28 @@ summary
 """
 
 
+STREAM_REPORT = """job 1: verify of /dev/shm/peers-store: 128 shard(s), 8.0 GiB, doorbell on, inflight 4, path streaming, 16 ring(s) of 4 x 2097152 bytes
+summary
+  shards         128 of 128 done: 128 clean, 0 with bad blocks, 0 failed, 0 not run
+  bytes          8589934592 staged (8.0 GiB) of 8589934592
+  end to end     47.10 GB/s (0.182 s from start to last result)
+  streaming      16 ring(s) of 4 x 2097152-byte slots, depth 2; 4224 chunk(s) stored (4224 copied by the agent); 10 slot wait(s), 2 sleep(s)
+  messages       128 RING_SHARD for 128 task(s); 16 RING_OPEN, 16 RING_CLOSE, 16 lease request(s), 16 release(s); per chunk 0 messages, 0 lease calls (4224 chunks)
+  registrations  0 during the job (the agent's, every class)
+  gpu path       47.10 GB/s (0.182 s from start to the last GPU result)
+  cpu check      20.00 GB/s (8589934592 bytes in 0.430 s, on its own threads)
+  bad blocks     0
+"""
+
+
 def check_ours():
     import ours_bench
+
+    s = ours_bench.parse_report(STREAM_REPORT)
+    expect(s["path"] == "streaming" and s["inflight"] == 4 and s["doorbell"] == "on", "ours: a streaming head line")
+    expect(s["gbps_gpu_path"] == 47.1 and s["gbps_cpu_check"] == 20.0, "ours: the GPU path and CPU check apart")
+    expect(s["ring_shards"] == 128 and s["chunks"] == 4224 and s["per_chunk_messages"] == 0, "ours: the streaming counters")
+    expect(s["registrations_during_job"] == 0, "ours: registrations during the job")
 
     r = ours_bench.parse_report(JOB_REPORT)
     expect(r["gbps_job"] == 35.6 and r["seconds_job"] == 0.241, "ours: the end-to-end line")
@@ -60,6 +81,7 @@ def check_ours():
     expect(r["topk"][0] == ["shard-000011.sds", 1126, "15.0392265"] and len(r["topk"]) == 2, "ours: the top-k rows")
     expect(r["op"] == "scan" and r["inflight"] == 4 and r["doorbell"] == "on", "ours: the job's head line")
     expect(r["bad_blocks"] is None, "ours: a scan has no bad-blocks line")
+    expect(r["path"] == "whole" and r["gbps_gpu_path"] is None, "ours: an older report: whole shards")
     try:
         ours_bench.parse_report("job 1: nothing\n")
         fails.append("ours: a report without figures was accepted")
@@ -172,6 +194,12 @@ def check_report():
         expect(rc == 1 and "x ours" in out.getvalue(), "report: main prints the table and fails on a failed row")
         with open(path + ".json") as f:
             expect(json.load(f)["reference"] == "o1", "report: the JSON names the reference")
+        import chart
+
+        for src in (path, path + ".json"):  # a results file or the device's peers.json
+            crows, _ = chart.rows_of(src)
+            expect([r["id"] for r in crows] == [r["id"] for r in loaded], "chart: reads %s" % os.path.basename(src))
+            expect(report.reference(crows)["id"] == "o1", "chart: the same reference from %s" % os.path.basename(src))
         os.unlink(path + ".json")
     finally:
         os.unlink(path)

@@ -40,6 +40,7 @@ enum {
     AGENT_OPT_BYTES,
     AGENT_OPT_BLOCK_SIZE,
     AGENT_OPT_SEED,
+    AGENT_OPT_RING_STREAMS,
     AGENT_OPT_MAX_LAUNCHES,
     AGENT_OPT_LAUNCH_THREADS,
     AGENT_OPT_LAUNCH_SHARED,
@@ -57,6 +58,7 @@ static const struct option agent_own_options[] = {
     {"bytes", required_argument, NULL, AGENT_OPT_BYTES},
     {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
+    {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
     {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
     {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
     {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
@@ -73,6 +75,7 @@ struct agent_args {
     int self_test;
     enum agent_backend backend;
     uint64_t chunk;
+    uint32_t ring_streams;
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
     uint32_t fault_restarts;             /* --fault-restarts */
@@ -85,7 +88,7 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--cubin-dir DIR] [server options]\n"
+            "                   [--ring-streams N] [--cubin-dir DIR] [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
             "       lease-agent --help | --version\n"
@@ -100,6 +103,8 @@ static void agent_usage(FILE *f)
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
+            "  --ring-streams N CUDA streams the streaming rings share (1..64); default 0:\n"
+            "                   a stream per ring (docs/streaming.md)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
             "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
@@ -171,6 +176,12 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
             return agent_refuse(name, "a multiple of 4K from 4K to 1G", val, err, errlen);
         a->chunk = v;
         return 0;
+    case AGENT_OPT_RING_STREAMS:
+        a->serve_only = "--ring-streams";
+        if (base_parse_u32(val, 0, 64, &u, NULL, 0) < 0)
+            return agent_refuse(name, "0..64", val, err, errlen);
+        a->ring_streams = u;
+        return 0;
     case AGENT_OPT_CUBIN_DIR:
         if (!val[0])
             return agent_refuse(name, "a directory", val, err, errlen);
@@ -238,6 +249,18 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
     }
 }
 
+/* The self-test's options: no config keys (a config file sets up serving). */
+static const char *const agent_cmdline_only[] = {"self-test", "bytes", "block-size", "seed", NULL};
+
+/* One key of a --config file: lease-agent's own or the server's. */
+static int agent_config_apply(void *ctx, int opt, const char *name, const char *val, char *err,
+                              size_t errlen)
+{
+    struct agent_args *a = ctx;
+    int rc = agent_option(a, opt, name, val, err, errlen);
+    return rc == -ENOENT ? ga_server_cli_option(&a->cli, opt, val, err, errlen) : rc;
+}
+
 /* The whole command line, lease-agent's options and the server's. Returns
  * 0 or -EINVAL with @err saying which option expected what. */
 static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *err, size_t errlen)
@@ -254,6 +277,14 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
     memcpy(table, agent_own_options, sizeof agent_own_options);
     memcpy(table + AGENT_OWN_COUNT, ga_server_cli_options,
            (ga_server_cli_option_count + 1) * sizeof table[0]);
+    /* The config file first, wherever --config stands: flags win. */
+    const char *conf = NULL;
+    int crc = ga_server_cli_config_find(argc, argv, table, &conf, err, errlen);
+    if (crc == 0 && conf)
+        crc = ga_server_cli_config_load(&a->cli, conf, table, agent_cmdline_only,
+                                        agent_config_apply, a, err, errlen);
+    if (crc < 0)
+        return crc;
     opterr = 0; /* every refusal is ours, in one line */
     optind = 1;
     for (;;) {
@@ -331,7 +362,8 @@ static void agent_on_fault(void *arg, int err)
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            const char *cubin_dir, const struct ga_exec_launch_limits *launch)
+                            uint32_t ring_streams, const char *cubin_dir,
+                            const struct ga_exec_launch_limits *launch)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
@@ -373,6 +405,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_streams = cli->exec.max_streams,
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
+        .ring_streams = ring_streams,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
         .launch = *launch,
@@ -486,23 +519,31 @@ int main(int argc, char **argv)
     int handed = agent_inherited(&inherited, &restarts);
     if (agent_args_parse(argc, argv, &a, err, sizeof err) < 0) {
         fprintf(stderr, "lease-agent: %s (see --help)\n", err);
+        ga_server_cli_fini(&a.cli);
         return 2;
     }
-    if (a.cli.help) {
-        agent_usage(stdout);
+    if (a.cli.help || a.cli.version) {
+        if (a.cli.help)
+            agent_usage(stdout);
+        else
+            ga_server_cli_version(stdout, "lease-agent");
+        ga_server_cli_fini(&a.cli);
         return 0;
     }
-    if (a.cli.version) {
-        ga_server_cli_version(stdout, "lease-agent");
-        return 0;
-    }
-    if (a.self_test)
+    if (a.self_test) {
+        ga_server_cli_fini(&a.cli);
         return agent_self_test(&a.st);
+    }
     /* Before any thread starts, so only the server's signalfd sees them. */
     ga_server_cli_signals_block();
     struct base_log_file *logf = NULL;
-    if (ga_server_cli_log_setup(&a.cli, &logf) < 0)
+    int lrc = ga_server_cli_log_setup(&a.cli, &logf);
+    if (lrc < 0) {
+        fprintf(stderr, "lease-agent: --log-file %s: %s\n", a.cli.log_file ? a.cli.log_file : "-",
+                strerror(-lrc));
+        ga_server_cli_fini(&a.cli);
         return 1;
+    }
     if (handed && a.backend == AGENT_BACKEND_CUDA) {
         /* The first process reported "ready"; this one serves what it left. */
         a.cli.cfg.inherit = &inherited;
@@ -516,7 +557,8 @@ int main(int argc, char **argv)
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.st.cubin_dir, &a.launch)
+                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams,
+                                        a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,
@@ -524,6 +566,7 @@ int main(int argc, char **argv)
                  a.fault_exit ? "--on-fault exit" : "--fault-restarts reached");
     base_log_default_set(NULL);
     base_log_file_destroy(logf);
+    ga_server_cli_fini(&a.cli);
     if (agent_faulted && a.cli.kept.listen_fd >= 0)
         agent_reexec(argv, &a.cli.kept, restarts + 1);
     return status;

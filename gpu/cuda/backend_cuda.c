@@ -48,6 +48,7 @@
 #define CX_SLOTS_DEFAULT 16384u
 #define CX_SLOTS_MAX (1u << 20)
 #define CX_POOL_RELEASE_THRESHOLD (2ull << 30)
+#define CX_RING_STREAMS_MAX 64u
 
 /* ---- the backend table ------------------------------------------------------- */
 
@@ -112,6 +113,7 @@ static void cx__owner_cancel(struct cx *x, struct cx_owner *o)
         cmd->cancelled = true;
         base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq);
     }
+    cx__rings_cancel(x, o); /* its rings' words too: they are in its own segments */
     struct cx_cmd *drop = o->drop_cmd;
     o->drop_cmd = NULL;
     if (cx__push(x, o, drop) < 0) {
@@ -348,15 +350,18 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
     return snprintf(
         buf, len,
         "cuda executor: bell_waits=%" PRIu64 " done_words=%" PRIu64 " result_slots=%" PRIu32
-        "/%" PRIu32 "\n"
+        "/%" PRIu32 " rings=%" PRIu64 " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64
+        " ring_bytes=%" PRIu64 " ring_streams=%s\n"
         "cuda executor paths: pinned %" PRIu64 " submits %" PRIu64
         " bytes, mapped (zero-copy) %" PRIu64 " submits %" PRIu64
         " bytes, staged (slow path, bounce copies) %" PRIu64 " submits %" PRIu64 " bytes\n"
         "cuda executor streams: %" PRIu64 " CUDA streams, %" PRIu64
         " events; completions pending %" PRIu64 " run %" PRIu64 "; pool %" PRIu32
         " workers (%" PRIu32 " used), %" PRIu64 " jobs\n",
-        s.bell_waits, s.done_words, slots_used, x->nresult, s.path_submits[CX_PATH_PINNED],
-        s.path_bytes[CX_PATH_PINNED], s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
+        s.bell_waits, s.done_words, slots_used, x->nresult, s.rings_opened, s.ring_shards,
+        s.ring_chunks, s.ring_bytes, x->nring_streams ? "shared" : "one per ring",
+        s.path_submits[CX_PATH_PINNED], s.path_bytes[CX_PATH_PINNED],
+        s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
         s.path_submits[CX_PATH_STAGED], s.path_bytes[CX_PATH_STAGED], ss.streams, ss.events,
         ss.completions_pending, ss.completions_run, ps.threads, ps.threads_used, ps.completed);
 }
@@ -397,6 +402,7 @@ static void cx__free(struct cx *x)
         free(o);
     }
     free(x->free_slots);
+    free(x->ring_streams);
     cx__launch_table_free(x);
     pthread_cond_destroy(&x->mon_cv);
     pthread_cond_destroy(&x->idle_cv);
@@ -411,6 +417,8 @@ static void cx_destroy(void *ctx)
     /* Queued serving jobs (the drops, the closes) run first, then every
      * stream's work and completion (stream releases too). */
     ga_pool_destroy(x->pool);
+    for (uint32_t i = 0; i < x->nring_streams && !x->faulted; i++)
+        ga_stream_free(x->streams, x->ring_streams[i]);
     ga_streams_destroy(x->streams);
     if (ga_device_make_current(x->dev) == 0) {
         if (x->mon_stream)
@@ -445,6 +453,9 @@ static const struct ga_exec_backend_ops cx_ops = {
     .stats_format = cx_stats_format,
     .shutdown = cx_shutdown,
     .destroy = cx_destroy,
+    .ring_open = cx__ring_open,
+    .ring_shard = cx__ring_shard,
+    .ring_close = cx__ring_close,
 };
 
 /* ---- creation ------------------------------------------------------------------ */
@@ -499,7 +510,7 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     struct ga_executor_cuda_opts o = opts ? *opts : (struct ga_executor_cuda_opts){0};
     if (!dev || !ex_p || o.workers > GA_POOL_MAX_THREADS || o.chunk_bytes % 4096 != 0 ||
         o.result_slots > CX_SLOTS_MAX || o.table_streams > CX_TABLE_MAX ||
-        o.table_events > CX_TABLE_MAX) {
+        o.table_events > CX_TABLE_MAX || o.ring_streams > CX_RING_STREAMS_MAX) {
         ga__err("CUDA executor: expected a device, a result pointer, at most %u workers, a chunk "
                 "that is a multiple of 4096, at most %u result slots and %u table entries; found "
                 "workers %u chunk %" PRIu64 " slots %u streams %u events %u",
@@ -515,6 +526,7 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     x->nresult = o.result_slots ? o.result_slots : CX_SLOTS_DEFAULT;
     x->on_fault = o.on_fault;
     x->fault_arg = o.fault_arg;
+    x->nring_streams = o.ring_streams;
     pthread_mutex_init(&x->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -524,7 +536,8 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     pthread_cond_init(&x->idle_cv, NULL);
     int rc = -ENOMEM;
     x->free_slots = calloc(x->nresult, sizeof(*x->free_slots));
-    if (!x->free_slots)
+    x->ring_streams = calloc(x->nring_streams ? x->nring_streams : 1, sizeof(*x->ring_streams));
+    if (!x->free_slots || !x->ring_streams)
         goto fail_free;
     for (uint32_t i = 0; i < x->nresult; i++)
         x->free_slots[i] = x->nresult - 1 - i;
@@ -549,7 +562,7 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     };
     struct ga_exec_backend be = {
         .name = "cuda",
-        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING |
+        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_STREAM |
                 (cx__launch_count(x) ? LT_CAP_LAUNCH : 0u),
         .ops = &cx_ops,
         .ctx = x,
@@ -563,10 +576,12 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     }
     x->mon_started = true;
     ga__info("CUDA executor: device %d %s (sm_%u), %u workers, chunks of %" PRIu64
-             " bytes, %u result slots, %u streams and %u events in the tables",
+             " bytes, %u result slots, %u streams and %u events in the tables; streaming rings "
+             "on %s",
              dev->info.ordinal, dev->info.name, dev->info.arch,
              po.threads ? po.threads : GA_POOL_DEFAULT_THREADS, x->chunk, x->nresult,
-             cfg.table_streams, cfg.table_events);
+             cfg.table_streams, cfg.table_events,
+             x->nring_streams ? "shared streams (--ring-streams)" : "a stream each");
     *ex_p = x->front;
     return 0;
 

@@ -28,6 +28,8 @@ enum cx_kind {
     CX_STREAM_CLOSE, /* the front retired a stream: release it behind its work */
     CX_EVENT_CLOSE,  /* the front retired an event */
     CX_DROP,         /* the owner is gone: release its streams and events */
+    CX_RING_SHARD,   /* a ring's shard: its chunks' copies behind their words, then its op */
+    CX_RING_CLOSE,   /* the front closed a ring: drain it, then release it */
 };
 
 /* The command a CX_CTL carries. */
@@ -51,6 +53,7 @@ struct cx_scratch {
 
 struct cx_owner;
 struct cx_cmd;
+struct cx_ring; /* ring_cuda.c */
 
 /* The CUDA side of one of the front's streams (the default one too). */
 struct cx_xs {
@@ -58,6 +61,7 @@ struct cx_xs {
     struct cx_xs *onext;
     uint32_t flags;
     bool releasing;           /* its release is queued behind its work */
+    bool want_cs;             /* a pipelined op or a device sync needs the copy side */
     struct cx_cmd *close_cmd; /* allocated up front: closing never fails */
     /* Made on first need by the worker that serves the owner. */
     CUstream st;          /* the stream itself */
@@ -65,6 +69,13 @@ struct cx_xs {
     CUevent evf;          /* fork: cs waits for the main stream's work so far */
     CUevent cd[2], kd[2]; /* copy into buffer b done; kernel reading buffer b done */
     struct cx_scratch *scratch;
+    /* The client's operations queued on st (submits, event records and
+     * waits; the serving worker's count) and how many of them a completion
+     * behind st has seen pass (under cx.mu). The completion that answers a
+     * SUBMIT or a STREAM_SYNCHRONIZE runs inside its stream host function,
+     * which the driver counts as pending until it returns: a STREAM_QUERY
+     * sent right after that answer must not see the stream busy. */
+    uint64_t issued, passed;
 };
 
 /* The CUDA side of one of the front's events. */
@@ -107,12 +118,22 @@ struct cx_cmd {
     uint64_t records; /* scan: records in the range */
     int rc;           /* enqueue error (the op still completes behind it) */
     bool cancelled;   /* the owner went: its bell was rung by the agent */
+    /* A completion behind xs->st: it proves xs's first @covers operations done. */
+    bool covers_xs;
+    uint64_t covers;
     struct cx_piece *pieces;
     uint32_t npieces, piece_cap;
     /* CX_CTL (and CX_EVENT_CLOSE: ev) */
     enum cx_ctl ctl;
     struct ga_exec_call *call;
     struct cx_ev *ev, *ev2;
+    /* CX_RING_SHARD (and CX_RING_CLOSE: ring) */
+    struct cx_ring *ring;
+    struct cx_cmd *rnext;     /* the ring's issued shards, oldest first (x->mu) */
+    uint64_t first_seq, nseq; /* its chunks' sequences */
+    bool image;               /* the op's bytes are already on the device, at w.dev */
+    CUdeviceptr query_dev;    /* scan: the query as f32 on the device; 0: copy it from the host */
+    unsigned char *hits_host; /* scan: where the hits go; NULL: w.host + hits_offset */
     /* CX_WORK of GA_EXEC_OP_LAUNCH (launch_cuda.c) */
     const struct cx_lk *lk; /* the kernel */
     CUresult cu_rc;         /* the first failed call's CUresult */
@@ -126,6 +147,7 @@ struct cx_owner {
     struct cx_cmd *drop_cmd; /* allocated up front: dropping never fails */
     struct cx_xs *streams;   /* every stream in memory */
     struct cx_ev *events;    /* every event not closed */
+    struct cx_ring *rings;   /* every ring not yet released */
     CUstream sync;           /* internal: EVENT_SYNCHRONIZE and DEVICE_SYNC wait here */
     struct cx_cmd *fifo_head, *fifo_tail;
     bool scheduled; /* a pool job is serving the FIFO */
@@ -137,6 +159,7 @@ struct cx_stats {
     uint64_t path_submits[CX_PATHS];
     uint64_t path_bytes[CX_PATHS];
     uint64_t bell_waits, done_words;
+    uint64_t ring_shards, ring_chunks, ring_bytes, rings_opened;
 };
 
 struct cx {
@@ -169,6 +192,10 @@ struct cx {
     pthread_t mon;
     bool mon_started;
     pthread_cond_t mon_cv;
+    /* streaming rings (ring_cuda.c) */
+    struct cx_ring *rings;  /* every ring not yet released */
+    CUstream *ring_streams; /* shared by the rings when nring_streams > 0 */
+    uint32_t nring_streams, ring_rr;
 };
 
 /* ---- serve_cuda.c ---- */
@@ -186,6 +213,39 @@ void cx__owner_unref(struct cx *x, struct cx_owner *o);
 /* The fault monitor thread (arg: the struct cx). */
 void *cx__monitor_main(void *arg);
 
+/* Answers @cmd once (see serve_cuda.c); false when the fault path did. */
+bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, const char *why,
+                    const struct ga_exec_answer *a);
+/* Frees an answered command: its result slot and its owner reference. */
+void cx__cmd_free(struct cx *x, struct cx_cmd *cmd);
+/* The context is unusable: answer everything in flight (serve_cuda.c). */
+void cx__fault(struct cx *x, int err);
+
+/* ---- ring_cuda.c ---- */
+
+int cx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_exec_ring_spec *spec,
+                  void **br_p, struct lt_failure *why_p);
+int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failure *why_p);
+void cx__ring_close(void *ctx, void *br, struct ga_exec_call *close);
+/* Locked: an issued shard joins its ring's list (before any CUDA call). */
+void cx__ring_pending_add(struct cx *x, struct cx_cmd *cmd);
+/* On a worker: the shard's copies, op and completion on its ring's stream. */
+void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd);
+/* On a worker: the ring's close (words nobody will store rung, shards
+ * not wholly stored cancelled), then its release behind its work. */
+void cx__ring_close_issue(struct cx *x, struct cx_ring *rg);
+/* Locked: the owner went: every chunk its rings wait for is rung and their
+ * shards are answered cancelled. */
+void cx__rings_cancel(struct cx *x, struct cx_owner *o);
+/* On a worker (the owner's drop): each ring of @o released behind its work. */
+void cx__rings_release(struct cx *x, struct cx_owner *o);
+/* The device faulted: every ring not yet released is released now. */
+void cx__rings_fault(struct cx *x);
+/* For a ring shard's checksum mismatch: the bad block's table entry and
+ * its bytes' checksum, read back from the device image (completion thread). */
+int cx__ring_block_sums(const struct cx *x, const struct cx_cmd *cmd, uint64_t block,
+                        uint64_t *expected_p, uint64_t *actual_p);
+
 /* ---- ops_cuda.c ---- */
 
 /* Checks @cmd->w's op for what this backend can run and sizes it in @cmd
@@ -198,6 +258,12 @@ int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *
  * device memory's free. On error what was queued stays queued (the caller
  * still queues the completion behind it). */
 int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st);
+
+/* Queues the op of @cmd whose bytes are already in device memory (a ring's
+ * shard image at cmd->w.dev, read as the MAPPED path reads in place): the
+ * kernels and the result copy; COPY_H2D queues nothing (the chunks' copies
+ * were the op). */
+int cx__op_queue_device(struct cx *x, struct cx_cmd *cmd, CUstream st);
 
 /* Fills @res from @cmd's pinned result once the GPU is done with it. */
 void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_result *res);

@@ -35,6 +35,8 @@ static void ga__open_release(int ordinal)
     pthread_mutex_unlock(&ga__open_lock);
 }
 
+#define GA__MAX_CONNECTIONS "32"
+
 /* Both variables are read by the driver at cuInit only: lazy loading would
  * defer a broken kernel to its first launch, and JIT would let PTX in. */
 static void ga__env_force(void)
@@ -50,6 +52,15 @@ static void ga__env_force(void)
         if (setenv(vars[i][0], vars[i][1], 1) != 0)
             ga__warn("cannot set %s=%s in the environment", vars[i][0], vars[i][1]);
     }
+    /* A stream waiting in cuStreamWaitValue64 (a doorbell, a ring's word)
+     * blocks the hardware queue it is mapped to; with more streams than
+     * queues (the default is 8) a waiting stream stalls unrelated ones that
+     * share its queue. 32 is the most the driver takes. A value the user
+     * set is left alone. */
+    if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS") &&
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", GA__MAX_CONNECTIONS, 0) != 0)
+        ga__warn("cannot set CUDA_DEVICE_MAX_CONNECTIONS=%s in the environment",
+                 GA__MAX_CONNECTIONS);
 }
 
 /* The driver half of the gate: CUDA 13 driver API and an r580+ module. */

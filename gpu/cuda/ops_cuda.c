@@ -242,10 +242,18 @@ static int cx__fill(struct cx_cmd *cmd, CUdeviceptr dst, const unsigned char *sr
     return 0;
 }
 
+/* Whether @cmd's chunks go through the copy side: more than one chunk to
+ * overlap with the kernels. A shard of one chunk is copied on the main
+ * stream, so a slot holds one CUDA stream (one hardware queue), not two. */
+static bool cx__pipelined(const struct cx_cmd *cmd)
+{
+    return cmd->path != CX_PATH_MAPPED && cmd->nchunks > 1;
+}
+
 int cx__xs_prepare(struct cx *x, struct cx_xs *xs, bool scratch)
 {
     int rc = 0;
-    if (!xs->cs) {
+    if (!xs->cs && xs->want_cs) {
         CUstream cs = NULL;
         CUevent ev[5] = {0};
         int n = 0;
@@ -339,6 +347,10 @@ static int cx__chunk_in(struct cx_cmd *cmd, CUstream st, const CUdeviceptr *bufs
         *data_p = (CUdeviceptr)(dev + off);
         return 0;
     }
+    if (!cx__pipelined(cmd)) {
+        *data_p = bufs[0];
+        return cx__fill(cmd, bufs[0], host + off, n, st, 0);
+    }
     uint32_t b = i & 1u;
     int rc = 0;
     if (i >= 2)
@@ -354,7 +366,7 @@ out:
 
 static int cx__chunk_out(const struct cx_cmd *cmd, CUstream st, uint32_t i)
 {
-    if (cmd->path == CX_PATH_MAPPED)
+    if (!cx__pipelined(cmd))
         return 0;
     return GA_CU(cuEventRecord(cmd->xs->kd[i & 1u], st));
 }
@@ -372,7 +384,8 @@ static int cx__checksum_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     const bool bufs_needed = cmd->path != CX_PATH_MAPPED;
     const uint64_t off_sums = CX_ALIGN(res_bytes);
     const uint64_t off_buf0 = CX_ALIGN(off_sums + (bufs_needed ? sums_bytes : 0));
-    const uint64_t total = bufs_needed ? off_buf0 + 2 * CX_ALIGN(cmd->chunk) : off_buf0;
+    const uint64_t total =
+        bufs_needed ? off_buf0 + (cx__pipelined(cmd) ? 2 : 1) * CX_ALIGN(cmd->chunk) : off_buf0;
     struct cx_dmem d = {0};
     int rc = 0;
     if (cmd->path == CX_PATH_STAGED &&
@@ -392,14 +405,15 @@ static int cx__checksum_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
             goto out;
     }
     CUdeviceptr bufs[2] = {d.base + off_buf0, d.base + off_buf0 + CX_ALIGN(cmd->chunk)};
-    if (bufs_needed && (rc = cx__fork(&d, cmd->xs, st)) < 0)
+    if (cx__pipelined(cmd) && (rc = cx__fork(&d, cmd->xs, st)) < 0)
         goto out;
     for (uint32_t i = 0; i < cmd->nchunks; i++) {
         uint64_t off = (uint64_t)i * cmd->chunk;
         uint64_t n = a->length - off < cmd->chunk ? a->length - off : cmd->chunk;
         CUdeviceptr data = 0;
-        if ((rc = cx__chunk_in(cmd, st, bufs, i, w->host + a->offset, w->dev + a->offset, off, n,
-                               &data)) < 0)
+        /* A ring's shard has no host bytes (w->host NULL): only dev is read. */
+        const unsigned char *hb = w->host ? w->host + a->offset : NULL;
+        if ((rc = cx__chunk_in(cmd, st, bufs, i, hb, w->dev + a->offset, off, n, &data)) < 0)
             goto out;
         CUdeviceptr expected = sums + (off / bs) * 8;
         CUdeviceptr result = d.base + (CUdeviceptr)i * 16;
@@ -459,30 +473,34 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     }
     const uint32_t max_grid = (uint32_t)per_sm * (uint32_t)x->sms;
     const bool bufs_needed = cmd->path != CX_PATH_MAPPED;
-    const bool bounce_query = type == KN_SCAN_F16 || cmd->path == CX_PATH_STAGED;
+    /* A ring's shard brought its query to the device with its image. */
+    const bool bounce_query =
+        !cmd->query_dev && (type == KN_SCAN_F16 || cmd->path == CX_PATH_STAGED);
     /* The running k keys, then each launch's grid * k candidates. */
     const uint32_t k = a->k ? a->k : 1;
     const uint64_t off_q = CX_ALIGN(((uint64_t)max_grid + 1) * k * 8);
     const uint64_t off_buf0 = CX_ALIGN(off_q + (uint64_t)a->dim * 4);
-    const uint64_t total = bufs_needed ? off_buf0 + 2 * CX_ALIGN(cmd->chunk) : off_buf0;
+    const uint64_t total =
+        bufs_needed ? off_buf0 + (cx__pipelined(cmd) ? 2 : 1) * CX_ALIGN(cmd->chunk) : off_buf0;
     struct cx_dmem d = {0};
     if ((bounce_query || cmd->path == CX_PATH_STAGED) &&
         (rc = cx__pieces_reserve(cmd, cmd->path == CX_PATH_STAGED ? a->length : 0, 2)) < 0)
         return rc;
     if ((rc = cx__dmem_alloc(&d, total, st)) < 0)
         return rc;
-    const CUdeviceptr query = d.base + off_q;
-    const unsigned char *qh = w->host + a->query_offset;
-    if (type == KN_SCAN_F16)
-        rc = cx__fill(cmd, query, qh, (uint64_t)a->dim * 2, st, 1);
+    const CUdeviceptr query = cmd->query_dev ? cmd->query_dev : d.base + off_q;
+    if (cmd->query_dev)
+        rc = 0;
+    else if (type == KN_SCAN_F16)
+        rc = cx__fill(cmd, query, w->host + a->query_offset, (uint64_t)a->dim * 2, st, 1);
     else
-        rc = cx__fill(cmd, query, qh, (uint64_t)a->dim * 4, st, 0);
+        rc = cx__fill(cmd, query, w->host + a->query_offset, (uint64_t)a->dim * 4, st, 0);
     if (rc < 0)
         goto out;
     /* The running best keys start empty. */
     GA_CU_GOTO(cuMemsetD32Async(d.base, 0, (size_t)k * 2, st), rc, out);
     CUdeviceptr bufs[2] = {d.base + off_buf0, d.base + off_buf0 + CX_ALIGN(cmd->chunk)};
-    if (bufs_needed && (rc = cx__fork(&d, cmd->xs, st)) < 0)
+    if (cx__pipelined(cmd) && (rc = cx__fork(&d, cmd->xs, st)) < 0)
         goto out;
     for (uint32_t i = 0; i < cmd->nchunks; i++) {
         uint64_t off = (uint64_t)i * cmd->chunk;
@@ -491,8 +509,8 @@ static int cx__scan_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         if (n == 0)
             break; /* a trailing partial record is not a record */
         CUdeviceptr data = 0;
-        if ((rc = cx__chunk_in(cmd, st, bufs, i, w->host + a->offset, w->dev + a->offset, off,
-                               n * rec, &data)) < 0)
+        const unsigned char *hb = w->host ? w->host + a->offset : NULL;
+        if ((rc = cx__chunk_in(cmd, st, bufs, i, hb, w->dev + a->offset, off, n * rec, &data)) < 0)
             goto out;
         struct kn_scan_args sa = {
             .records = data,
@@ -553,6 +571,8 @@ int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         return cx__launch_queue(x, cmd, st);
     bool scratch = cmd->path == CX_PATH_STAGED ||
                    (cmd->w.op == LT_OP_VECTOR_SCAN && cmd->w.args.scan.elem == LT_ELEM_F16);
+    if (cx__pipelined(cmd))
+        cmd->xs->want_cs = true;
     int rc = cx__xs_prepare(x, cmd->xs, scratch);
     if (rc < 0)
         return rc;
@@ -565,6 +585,20 @@ int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         return cx__copy_queue(cmd, st);
     default:
         return -EINVAL; /* refused by cx__op_plan */
+    }
+}
+
+int cx__op_queue_device(struct cx *x, struct cx_cmd *cmd, CUstream st)
+{
+    switch (cmd->w.op) {
+    case LT_OP_CHECKSUM_VERIFY:
+        return cx__checksum_queue(x, cmd, st);
+    case LT_OP_VECTOR_SCAN:
+        return cx__scan_queue(x, cmd, st);
+    case LT_OP_COPY_H2D:
+        return 0;
+    default:
+        return -EINVAL;
     }
 }
 
@@ -621,17 +655,22 @@ static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
         res->status = LT_OK;
         return;
     }
-    /* Name the block with the sums from the lease and the bytes' own sum,
-     * read by the CPU: under the SIGBUS guard. */
     c->first_bad_block = first;
     c->bad_blocks = bad;
+    res->status = LT_E_CHECKSUM_MISMATCH;
+    if (cmd->image) {
+        /* A ring's slots were reused: the block is on the device only. */
+        if (cx__ring_block_sums(x, cmd, first, &c->expected, &c->actual) < 0)
+            res->status = LT_E_GPU_FAULT;
+        return;
+    }
+    /* Name the block with the sums from the lease and the bytes' own sum,
+     * read by the CPU: under the SIGBUS guard. */
     struct cx__mismatch mm = {.w = w, .first = first, .bs = bs, .c = c};
     if (base_guard_run(w->host, (size_t)w->length, cx__mismatch_read, &mm) == -EFAULT) {
         memset(&res->result, 0, sizeof res->result);
         res->status = LT_E_SEGMENT_GONE;
-        return;
     }
-    res->status = LT_E_CHECKSUM_MISMATCH;
 }
 
 _Static_assert(KN_SCAN_MAX_K * 8 <= CX_RESULT_SLOT_BYTES, "k scan keys fit a result slot");
@@ -677,12 +716,15 @@ static void cx__scan_result(const struct cx *x, const struct cx_cmd *cmd,
     /* Through the lease's host mapping (PINNED, MAPPED and STAGED alike),
      * before the result goes to the server, which only then sends the
      * COMPLETION. */
-    /* Into the client's words area (cmd->w.hits: the agent's own memory),
-     * or, before it, into a lease the agent maps writable: guarded. */
-    if (a->k && cmd->w.hits) {
-        memcpy(cmd->w.hits, hits, (size_t)a->k * sizeof hits[0]);
-    } else if (a->k && base_guard_copy(cmd->w.host + a->hits_offset, hits,
-                                       (size_t)a->k * sizeof hits[0]) < 0) {
+    /* Into the client's words area (cmd->w.hits: the agent's own memory), a
+     * ring's words lease (hits_host) or, before LT_CAP_WORDS, the lease; the
+     * last two are a peer's memory, which the server admitted only where the
+     * agent maps it writable (docs/reliability.md): guarded against SIGBUS. */
+    unsigned char *to = cmd->hits_host ? cmd->hits_host
+                        : cmd->w.hits  ? cmd->w.hits
+                        : cmd->w.host  ? cmd->w.host + a->hits_offset
+                                       : NULL;
+    if (a->k && to && base_guard_copy(to, hits, (size_t)a->k * sizeof hits[0]) < 0) {
         memset(&res->result, 0, sizeof res->result);
         res->status = LT_E_SEGMENT_GONE;
         return;

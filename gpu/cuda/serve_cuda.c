@@ -98,7 +98,7 @@ static void cx__answered(struct cx *x)
 }
 
 /* An answered command is freed: its slot and its owner reference go. */
-static void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
+void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
 {
     pthread_mutex_lock(&x->mu);
     if (cmd->slot != UINT32_MAX)
@@ -113,8 +113,8 @@ static void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
  * result is read from its slot otherwise). For a command, @a (may be NULL)
  * holds what it found. Returns false when it was answered already (by the
  * fault path). */
-static bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, const char *why,
-                           const struct ga_exec_answer *a)
+bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, const char *why,
+                    const struct ga_exec_answer *a)
 {
     pthread_mutex_lock(&x->mu);
     if (cmd->state) {
@@ -124,7 +124,7 @@ static bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, co
     cmd->state = 1;
     cx__inflight_del(x, cmd);
     pthread_mutex_unlock(&x->mu);
-    if (cmd->kind == CX_WORK) {
+    if (cmd->kind == CX_WORK || cmd->kind == CX_RING_SHARD) {
         struct ga_exec_result res;
         if (status == LT_OK) {
             cx__op_result(x, cmd, &res);
@@ -155,7 +155,7 @@ static bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, co
 /* The context is unusable: answer everything on the GPU now (nothing there
  * will complete) and tell the front and the agent. Commands stay allocated:
  * a completion that still fired must find them. */
-static void cx__fault(struct cx *x, int err)
+void cx__fault(struct cx *x, int err)
 {
     pthread_mutex_lock(&x->mu);
     if (x->faulted) {
@@ -185,7 +185,7 @@ static void cx__fault(struct cx *x, int err)
             strerror(-x->fault_err), sticky ? ga_cu_name(sticky) : "no CUresult");
     ga_exec_backend_fault(x->front, x->fault_err);
     for (struct cx_cmd *cmd = list; cmd; cmd = cmd->inext) {
-        if (cmd->kind == CX_WORK) {
+        if (cmd->kind == CX_WORK || cmd->kind == CX_RING_SHARD) {
             struct ga_exec_result res = {.status = LT_E_GPU_FAULT, .detail = (uint32_t)sticky};
             cx__launch_fault_note(cmd, sticky);
             ga_exec_job_done(cmd->job, &res);
@@ -199,6 +199,7 @@ static void cx__fault(struct cx *x, int err)
         cx__answered(x);
         pthread_mutex_unlock(&x->mu);
     }
+    cx__rings_fault(x);
     if (x->on_fault)
         x->on_fault(x->fault_arg, x->fault_err);
 }
@@ -322,6 +323,12 @@ static void cx__complete(void *arg)
 {
     struct cx_cmd *cmd = arg;
     struct cx *x = cmd->x;
+    /* Before the answer, so the client's next STREAM_QUERY sees it. An
+     * answered command (the fault path) may have outlived its stream. */
+    pthread_mutex_lock(&x->mu);
+    if (cmd->covers_xs && !cmd->state && cmd->covers > cmd->xs->passed)
+        cmd->xs->passed = cmd->covers;
+    pthread_mutex_unlock(&x->mu);
     if (cx__cmd_answer(x, cmd, LT_OK, NULL, NULL))
         cx__cmd_free(x, cmd);
 }
@@ -331,6 +338,10 @@ static void cx__complete(void *arg)
  * says so, else answer now with the error. */
 static void cx__complete_behind(struct cx *x, struct cx_cmd *cmd, CUstream st)
 {
+    if (cmd->xs && st == cmd->xs->st) {
+        cmd->covers_xs = true;
+        cmd->covers = cmd->xs->issued;
+    }
     int rc = ga_stream_when_done(x->streams, st, cx__complete, cmd);
     if (rc == 0)
         return;
@@ -352,6 +363,7 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
             cx__cmd_free(x, cmd);
         return;
     }
+    xs->issued++;
     if (w->bell.host) {
         struct ga_doorbell_req req = {
             .bell_dev = w->bell.dev, .seq = w->bell.seq, .work = cx__work_fn, .work_arg = cmd};
@@ -401,6 +413,7 @@ static int cx__device_sync(struct cx *x, struct cx_owner *o)
     if (!v)
         rc = -ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        v[i]->want_cs = true; /* its fork event */
         if ((rc = cx__xs_prepare(x, v[i], false)) < 0)
             break;
         rc = GA_CU(cuEventRecord(v[i]->evf, v[i]->st));
@@ -422,6 +435,12 @@ static void cx__ctl_issue(struct cx *x, struct cx_cmd *cmd)
     switch (cmd->ctl) {
     case CX_STREAM_QUERY:
         rc = cmd->xs->st ? ga_stream_query(x->streams, cmd->xs->st) : 1;
+        if (rc == 0) {
+            /* Busy with nothing but our own completions' host functions. */
+            pthread_mutex_lock(&x->mu);
+            rc = cmd->xs->passed == cmd->xs->issued;
+            pthread_mutex_unlock(&x->mu);
+        }
         if (rc >= 0) {
             a.ready = (uint32_t)rc;
             rc = 0;
@@ -431,13 +450,17 @@ static void cx__ctl_issue(struct cx *x, struct cx_cmd *cmd)
         behind = cmd->xs->st;
         break;
     case CX_EVENT_RECORD:
-        if ((rc = cx__xs_ensure(x, cmd->xs)) == 0 && (rc = cx__ev_ensure(x, cmd->ev)) == 0)
+        if ((rc = cx__xs_ensure(x, cmd->xs)) == 0 && (rc = cx__ev_ensure(x, cmd->ev)) == 0) {
+            cmd->xs->issued++;
             rc = ga_event_record(x->streams, cmd->ev->ev, cmd->xs->st);
+        }
         break;
     case CX_EVENT_WAIT:
         /* An event never recorded is complete: waiting for it is a no-op. */
-        if (cmd->ev->ev && (rc = cx__xs_ensure(x, cmd->xs)) == 0)
+        if (cmd->ev->ev && (rc = cx__xs_ensure(x, cmd->xs)) == 0) {
+            cmd->xs->issued++;
             rc = ga_event_wait(x->streams, cmd->xs->st, cmd->ev->ev);
+        }
         break;
     case CX_EVENT_QUERY:
         rc = cmd->ev->ev ? ga_event_query(x->streams, cmd->ev->ev) : 1;
@@ -503,6 +526,7 @@ static void cx__drop_issue(struct cx *x, struct cx_owner *o)
     }
     while (o->events)
         cx__ev_free(x, o->events);
+    cx__rings_release(x, o);
     ga_stream_free(x->streams, o->sync);
     o->sync = NULL;
     pthread_mutex_lock(&x->mu);
@@ -522,11 +546,15 @@ static int cx__serve(void *arg)
         o->fifo_head = cmd->next;
         if (!o->fifo_head)
             o->fifo_tail = NULL;
-        if (cmd->kind == CX_DROP || cmd->kind == CX_STREAM_CLOSE || cmd->kind == CX_EVENT_CLOSE) {
+        if (cmd->kind == CX_DROP || cmd->kind == CX_STREAM_CLOSE || cmd->kind == CX_EVENT_CLOSE ||
+            cmd->kind == CX_RING_CLOSE) {
             pthread_mutex_unlock(&x->mu);
             if (cmd->kind == CX_DROP) {
                 free(cmd);
                 cx__drop_issue(x, o);
+            } else if (cmd->kind == CX_RING_CLOSE) {
+                cx__ring_close_issue(x, cmd->ring);
+                free(cmd);
             } else if (cmd->kind == CX_STREAM_CLOSE) {
                 cmd->xs->close_cmd = NULL;
                 cx__xs_retire(x, cmd->xs);
@@ -542,14 +570,19 @@ static int cx__serve(void *arg)
         }
         bool cancel = o->dropped || x->faulted;
         uint32_t status = x->faulted ? LT_E_GPU_FAULT : LT_E_SHUTTING_DOWN;
-        if (!cancel)
+        if (!cancel) {
             cx__inflight_add(x, cmd); /* from here the drop and the fault path see it */
+            if (cmd->kind == CX_RING_SHARD)
+                cx__ring_pending_add(x, cmd); /* and the ring's close and drop */
+        }
         pthread_mutex_unlock(&x->mu);
         if (cancel) {
             if (cx__cmd_answer(x, cmd, status, "cancelled before it reached the GPU", NULL))
                 cx__cmd_free(x, cmd);
         } else if (cmd->kind == CX_WORK) {
             cx__work_issue(x, cmd);
+        } else if (cmd->kind == CX_RING_SHARD) {
+            cx__ring_shard_issue(x, cmd);
         } else {
             cx__ctl_issue(x, cmd);
         }

@@ -39,7 +39,7 @@ const char *const ga_exec__names[] = {
     [GA_EXEC__EVENT_ELAPSED] = "EVENT_ELAPSED",     [GA_EXEC__DEVICE_SYNC] = "DEVICE_SYNCHRONIZE",
     [GA_EXEC__WHEN_DONE] = "a stream marker",       [GA_EXEC__STREAM_CREATE] = "STREAM_CREATE",
     [GA_EXEC__STREAM_VALIDATE] = "STREAM_VALIDATE", [GA_EXEC__STREAM_DESTROY] = "STREAM_DESTROY",
-    [GA_EXEC__EVENT_DESTROY] = "EVENT_DESTROY",
+    [GA_EXEC__EVENT_DESTROY] = "EVENT_DESTROY",     [GA_EXEC__RING_CLOSE] = "RING_CLOSE",
 };
 
 const char *ga_exec_call_name(const struct ga_exec_call *call)
@@ -85,8 +85,8 @@ int ga_exec__owner_get(struct ga_executor *ex, uint64_t owner, struct ga_exec_ow
 
 /* The refusal for an id that is not live and @owner's: one wording for
  * streams and events. */
-static int ga_exec__id_refuse(enum base_idtab_state st, const char *what, uint64_t id,
-                              const struct base_idtab_slot *slot, struct lt_failure *why)
+int ga_exec__id_refuse(enum base_idtab_state st, const char *what, uint64_t id,
+                       const struct base_idtab_slot *slot, struct lt_failure *why)
 {
     uint32_t s = base_idtab_id_slot(id), g = base_idtab_id_gen(id);
     switch (st) {
@@ -230,6 +230,8 @@ void ga_exec_job_done(struct ga_exec_job *job, const struct ga_exec_result *res)
     job->o->completed++;
     job->o->launches -= job->w.op == GA_EXEC_OP_LAUNCH;
     ex->completed++;
+    if (job->ring)
+        ga_exec__ring_shard_answered(job->ring, job->shard.chunks, r.status);
     if (r.status == LT_E_SHUTTING_DOWN)
         ex->cancelled++;
     else if (r.status != LT_OK && r.status != LT_E_CHECKSUM_MISMATCH)
@@ -246,6 +248,11 @@ void ga_exec_call_done(struct ga_exec_call *call, const struct ga_exec_answer *a
 {
     struct ga_executor *ex = call->ex;
     struct ga_exec_ctl_result r = {.status = a->status, .event = call->event};
+    if (call->ring) {
+        pthread_mutex_lock(&ex->mu);
+        ga_exec__ring_answer(call->ring, &r);
+        pthread_mutex_unlock(&ex->mu);
+    }
     if (a->status == LT_OK) {
         r.ready = a->ready ? 1u : 0u;
         if (call->verb == GA_EXEC__EVENT_ELAPSED)
@@ -423,8 +430,10 @@ void ga_exec_client_drop(struct ga_executor *ex, uint64_t owner)
         pthread_cond_wait(&ex->idle_cv, &ex->mu);
     ga_exec__retire_owned(&ex->streams, o, true);
     ga_exec__retire_owned(&ex->events, o, false);
+    ga_exec__rings_retire(ex, o);
     o->live_streams = 0;
     o->live_events = 0;
+    o->live_rings = 0;
     o->dflt.gone = true;
     pthread_mutex_unlock(&ex->mu);
     ex->be.ops->owner_drop(ex->be.ctx, o->bo);
@@ -443,6 +452,7 @@ int ga_exec_client_stats(struct ga_executor *ex, uint64_t owner,
         *stats_p = (struct ga_exec_client_stats){
             .streams = o->live_streams,
             .events = o->live_events,
+            .rings = o->live_rings,
             .queued = o->queued,
             .submitted = o->submitted,
             .completed = o->completed,
@@ -588,6 +598,7 @@ void ga_executor_destroy(struct ga_executor *ex)
     base_u64map_fini(&ex->owners);
     base_idtab_fini(&ex->streams);
     base_idtab_fini(&ex->events);
+    base_idtab_fini(&ex->rings); /* every ring was released: none is left to free */
     pthread_cond_destroy(&ex->idle_cv);
     pthread_mutex_destroy(&ex->mu);
     free(ex);
@@ -599,7 +610,8 @@ int ga_executor_create(const struct ga_exec_config *cfg, const struct ga_exec_ba
     struct ga_exec_config c = cfg ? *cfg : (struct ga_exec_config){0};
     if (!be || !be->ops || !ex_p || c.limits.max_streams > GA_EXEC_LIMIT_MAX ||
         c.limits.max_events > GA_EXEC_LIMIT_MAX || c.table_streams > GA_EXEC_LIMIT_MAX ||
-        c.table_events > GA_EXEC_LIMIT_MAX) {
+        c.table_events > GA_EXEC_LIMIT_MAX || c.limits.max_rings > GA_EXEC_LIMIT_MAX ||
+        c.table_rings > GA_EXEC_LIMIT_MAX) {
         base_log(&c.log, BASE_LOG_ERROR, GA_EXEC_SUBSYS,
                  "executor: expected a backend and limits in 0..%u, found max_streams %" PRIu32
                  " max_events %" PRIu32 " table_streams %" PRIu32 " table_events %" PRIu32 "%s",
@@ -619,7 +631,13 @@ int ga_executor_create(const struct ga_exec_config *cfg, const struct ga_exec_ba
         .caps = be->caps,
         .max_streams = c.limits.max_streams ? c.limits.max_streams : GA_EXEC_STREAMS_DEFAULT,
         .max_events = c.limits.max_events ? c.limits.max_events : GA_EXEC_EVENTS_DEFAULT,
+        .max_rings = c.limits.max_rings ? c.limits.max_rings : GA_EXEC_RINGS_DEFAULT,
     };
+    /* Rings need all three ops; a backend without them offers no STREAM. */
+    if (!be->ops->ring_open || !be->ops->ring_shard || !be->ops->ring_close) {
+        ex->info.caps &= ~LT_CAP_STREAM;
+        ex->info.max_rings = 0;
+    }
     /* Slot 0 is never issued: {0, 0} is the default stream (and no event).
      * FIFO tables are allocated whole so no slot comes back early. */
     struct base_idtab_config sc = {
@@ -633,9 +651,16 @@ int ga_executor_create(const struct ga_exec_config *cfg, const struct ga_exec_ba
     struct base_idtab_config ec = sc;
     ec.max_slots = c.table_events;
     ec.initial_slots = c.reuse == BASE_IDTAB_REUSE_FIFO ? c.table_events : 0;
+    struct base_idtab_config rc_cfg = sc;
+    rc_cfg.max_slots = c.table_rings;
+    rc_cfg.initial_slots = c.reuse == BASE_IDTAB_REUSE_FIFO ? c.table_rings : 0;
     int rc = base_idtab_init(&ex->streams, &sc);
     if (rc == 0 && (rc = base_idtab_init(&ex->events, &ec)) < 0)
         base_idtab_fini(&ex->streams);
+    if (rc == 0 && (rc = base_idtab_init(&ex->rings, &rc_cfg)) < 0) {
+        base_idtab_fini(&ex->streams);
+        base_idtab_fini(&ex->events);
+    }
     if (rc < 0) {
         free(ex);
         return rc;

@@ -1,6 +1,7 @@
 /* The executor front's internals, shared by front.c (owners, ids, answers,
- * the frame every verb runs in, clients, work, the executor's life) and
- * verbs.c (the stream, event and device commands, record_allocation). */
+ * the frame every verb runs in, clients, work, the executor's life),
+ * verbs.c (the stream, event and device commands, record_allocation) and
+ * ring.c (streaming rings). */
 #ifndef GA_EXEC_FRONT_H
 #define GA_EXEC_FRONT_H
 
@@ -14,6 +15,7 @@
 #define GA_EXEC_SUBSYS "exec"
 #define GA_EXEC_STREAMS_DEFAULT 64u
 #define GA_EXEC_EVENTS_DEFAULT 1024u
+#define GA_EXEC_RINGS_DEFAULT 64u
 #define GA_EXEC_LIMIT_MAX (1u << 20)
 
 enum ga_exec__verb {
@@ -30,6 +32,7 @@ enum ga_exec__verb {
     GA_EXEC__STREAM_VALIDATE,
     GA_EXEC__STREAM_DESTROY,
     GA_EXEC__EVENT_DESTROY,
+    GA_EXEC__RING_CLOSE, /* answered by ga_exec_ring_released */
 };
 
 struct ga_exec_owner;
@@ -47,11 +50,27 @@ struct ga_exec_event {
     bool gone;
 };
 
+/* A streaming ring (ring.c). Lives from ga_exec_ring_open until the
+ * backend releases it (ga_exec_ring_released), whatever its id does. */
+struct ga_exec_ring {
+    struct ga_executor *ex;
+    struct ga_exec_owner *o;
+    void *br;
+    uint64_t id;
+    struct ga_exec_ring_spec spec;
+    uint32_t depth;
+    /* locked */
+    uint64_t next_seq;
+    uint32_t outstanding;
+    uint64_t shards_done, chunks_done;
+    bool retired; /* its id is gone (closed, or the owner dropped) */
+};
+
 struct ga_exec_owner {
     uint64_t id;
     void *bo;
     struct ga_exec_stream dflt; /* {0, 0}: not in the table */
-    uint32_t live_streams, live_events;
+    uint32_t live_streams, live_events, live_rings;
     uint64_t queued, submitted, completed;
     bool dropped;
     uint32_t refs; /* its registration, and each job and call not yet answered */
@@ -63,6 +82,8 @@ struct ga_exec_job {
     struct ga_executor *ex;
     struct ga_exec_owner *o;
     struct ga_exec_work w;
+    struct ga_exec_ring *ring; /* a ring's shard (ring.c), else NULL */
+    struct ga_exec_shard_info shard;
 };
 
 struct ga_exec_call {
@@ -72,8 +93,9 @@ struct ga_exec_call {
     struct ga_exec_reply reply;
     void (*when)(void *arg, uint32_t status); /* GA_EXEC__WHEN_DONE, instead of @reply */
     void *when_arg;
-    struct lt_event_id event; /* EVENT_RECORD's answer */
-    bool fresh;               /* a new event's first record: its id goes if it fails */
+    struct lt_event_id event;  /* EVENT_RECORD's answer */
+    bool fresh;                /* a new event's first record: its id goes if it fails */
+    struct ga_exec_ring *ring; /* RING_CLOSE: the ring, whose counters the answer carries */
 };
 
 struct ga_executor {
@@ -85,7 +107,8 @@ struct ga_executor {
     struct base_u64map owners;
     struct base_idtab streams;
     struct base_idtab events;
-    uint64_t inflight; /* jobs and calls not yet answered */
+    struct base_idtab rings;
+    uint64_t inflight; /* jobs and calls not yet answered, rings not yet released */
     uint64_t submitted, completed, cancelled, failed, commands;
     bool stopping, shut, faulted;
     int fault_err;
@@ -144,6 +167,19 @@ int ga_exec__run(struct ga_executor *ex, struct ga_exec__hold *h, struct ga_exec
                  ga_exec__op_fn op, struct lt_failure *why);
 struct ga_exec_call *ga_exec__call_new(enum ga_exec__verb verb, const struct ga_exec_reply *reply,
                                        struct lt_failure *why);
+/* The refusal for an id that is not live and the owner's ("stream", "event",
+ * "ring"). */
+int ga_exec__id_refuse(enum base_idtab_state st, const char *what, uint64_t id,
+                       const struct base_idtab_slot *slot, struct lt_failure *why);
+
+/* ---- ring.c ---- */
+
+/* Locked: a ring's shard of @chunks chunks was answered (ga_exec_job_done). */
+void ga_exec__ring_shard_answered(struct ga_exec_ring *r, uint64_t chunks, uint32_t status);
+/* Locked: what a ring close's answer says about its ring. */
+void ga_exec__ring_answer(const struct ga_exec_ring *r, struct ga_exec_ctl_result *res);
+/* Locked: retires every ring id of @o (the backend releases them with it). */
+void ga_exec__rings_retire(struct ga_executor *ex, struct ga_exec_owner *o);
 
 /* ---- launch.c: LAUNCH's limits ---- */
 

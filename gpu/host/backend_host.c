@@ -56,6 +56,7 @@ static void hx_owner_drop(void *ctx, void *bo)
     struct hx *hx = ctx;
     struct hx_fire f = {0};
     pthread_mutex_lock(&hx->mu);
+    hx__rings_cancel(hx, bo);
     hx__owner_cancel(hx, bo, &f);
     pthread_mutex_unlock(&hx->mu);
     hx__fire(&f);
@@ -325,8 +326,10 @@ static int hx_stats_format(void *ctx, char *buf, size_t len)
     pthread_mutex_lock(&hx->mu);
     int n = snprintf(buf, len,
                      "host executor: workers=%" PRIu32 " ready=%" PRIu64 " bell_waiting=%" PRIu64
-                     " ran=%" PRIu64 " bell_waits=%" PRIu64 "\n",
-                     hx->nworkers, hx->ready.n, hx->bell.n, hx->ran, hx->bell_waits);
+                     " ran=%" PRIu64 " bell_waits=%" PRIu64 " rings=%" PRIu32
+                     " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64 " ring_waits=%" PRIu64 "\n",
+                     hx->nworkers, hx->ready.n, hx->bell.n, hx->ran, hx->bell_waits, hx->rings_live,
+                     hx->ring_shards, hx->ring_chunks, hx->ring_waits);
     pthread_mutex_unlock(&hx->mu);
     return n;
 }
@@ -339,13 +342,16 @@ static void hx__threads_stop(struct hx *hx)
     hx->stopping = true;
     for (struct hx_owner *o = hx->owners, *n; o; o = n) {
         n = o->next;
-        if (!o->dropped)
+        if (!o->dropped) {
+            hx__rings_cancel(hx, o);
             hx__owner_cancel(hx, o, &f);
+        }
     }
     pthread_cond_broadcast(&hx->work_cv);
     pthread_cond_broadcast(&hx->bell_cv);
     pthread_mutex_unlock(&hx->mu);
     hx__fire(&f);
+    hx__rings_wait(hx);
     for (uint32_t i = 0; i < hx->started; i++)
         pthread_join(hx->workers[i].thread, NULL);
     if (hx->bell_started)
@@ -384,6 +390,7 @@ static void hx__free(struct hx *hx)
     free(hx->workers);
     pthread_cond_destroy(&hx->work_cv);
     pthread_cond_destroy(&hx->bell_cv);
+    pthread_cond_destroy(&hx->ring_cv);
     pthread_mutex_destroy(&hx->mu);
     free(hx);
 }
@@ -415,6 +422,9 @@ static const struct ga_exec_backend_ops hx_ops = {
     .stats_format = hx_stats_format,
     .shutdown = hx_shutdown,
     .destroy = hx_destroy,
+    .ring_open = hx__ring_open,
+    .ring_shard = hx__ring_shard,
+    .ring_close = hx__ring_close,
 };
 
 /* ---- creation -------------------------------------------------------------- */
@@ -465,6 +475,7 @@ int ga_executor_host_create(const struct ga_executor_host_opts *opts, struct ga_
     pthread_cond_init(&hx->bell_cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&hx->work_cv, NULL);
+    pthread_cond_init(&hx->ring_cv, NULL);
     hx->workers = calloc(hx->nworkers, sizeof(*hx->workers));
     int rc = hx->workers ? hx__threads_start(hx) : -ENOMEM;
     if (rc < 0)
@@ -476,7 +487,8 @@ int ga_executor_host_create(const struct ga_executor_host_opts *opts, struct ga_
     };
     struct ga_exec_backend be = {
         .name = "host",
-        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_HOST_BACKEND,
+        .caps = LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_HOST_BACKEND |
+                LT_CAP_STREAM,
         .ops = &hx_ops,
         .ctx = hx,
     };

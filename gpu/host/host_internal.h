@@ -1,7 +1,7 @@
 /* The host backend's parts: backend_host.c (the table the front calls,
  * creation), queues_host.c (the streams' FIFOs, the workers, events and
- * barriers, the doorbell poller) and ops_host.c (the C reference ops the
- * workers run). */
+ * barriers, the doorbell poller), ring_host.c (streaming rings, a thread
+ * each) and ops_host.c (the C reference ops the workers run). */
 #ifndef GA_HOST_INTERNAL_H
 #define GA_HOST_INTERNAL_H
 
@@ -79,11 +79,14 @@ struct hx_event {
     struct hx_waiter *waiters;
 };
 
+struct hx_ring;
+
 struct hx_owner {
     struct hx_owner *next, *prev; /* every owner in memory */
     struct hx_stream *streams;    /* in memory, draining ones included */
     struct hx_event *events;
-    uint32_t objs; /* streams and events in memory */
+    struct hx_ring *rings; /* not yet released (ring_host.c) */
+    uint32_t objs;         /* streams, events and rings in memory */
     bool dropped;
 };
 
@@ -113,6 +116,10 @@ struct hx {
     bool stopping;
     bool shut;
     uint64_t ran, bell_waits;
+    /* streaming rings: one thread each, detached; shutdown waits for them */
+    uint32_t rings_live;
+    pthread_cond_t ring_cv;
+    uint64_t ring_chunks, ring_shards, ring_waits;
 };
 
 /* Answers gathered under the lock, given after it is dropped, in order. */
@@ -125,6 +132,9 @@ struct hx_fire {
 
 /* Gives every gathered answer to the front; the lock must not be held. */
 void hx__fire(struct hx_fire *f);
+
+/* Locked: frees a dropped owner with no stream, event or ring left. */
+void hx__owner_maybe_free(struct hx *hx, struct hx_owner *o);
 
 /* Locked: frees a closed stream with nothing queued or running. */
 void hx__stream_maybe_free(struct hx *hx, struct hx_stream *s);
@@ -145,6 +155,19 @@ void *hx__worker_main(void *arg);
 
 /* The doorbell poller thread (arg: the struct hx). */
 void *hx__bell_main(void *arg);
+
+/* ---- ring_host.c ---- */
+
+/* The backend table's ring ops. */
+int hx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_exec_ring_spec *spec,
+                  void **br_p, struct lt_failure *why_p);
+int hx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failure *why_p);
+void hx__ring_close(void *ctx, void *br, struct ga_exec_call *close);
+/* Locked: the owner is gone: its rings stop waiting for sequences that
+ * were not stored, answer what cannot run as cancelled and release. */
+void hx__rings_cancel(struct hx *hx, struct hx_owner *o);
+/* Waits until every ring thread has released its ring (hx->mu not held). */
+void hx__rings_wait(struct hx *hx);
 
 /* ---- ops_host.c ---- */
 

@@ -101,7 +101,7 @@ void hx__fire(struct hx_fire *f)
 
 /* ---- objects (locked) --------------------------------------------------- */
 
-static void hx__owner_maybe_free(struct hx *hx, struct hx_owner *o)
+void hx__owner_maybe_free(struct hx *hx, struct hx_owner *o)
 {
     if (!o->dropped || o->objs != 0)
         return;

@@ -8,13 +8,17 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/notify.h"
 #include "base/parse.h"
 #include "internal.h"
+#include "lease_metrics/metrics.h"
 #include "lease_types/socket.h"
 
 enum {
@@ -41,6 +45,10 @@ enum {
     GA_OPT_MAX_CLIENT_MAPPED,
     GA_OPT_MAX_CLIENT_STAGED,
     GA_OPT_MAX_CLIENTS_PER_UID,
+    GA_OPT_CONFIG,
+    GA_OPT_LOG_FILE,
+    GA_OPT_METRICS,
+    GA_OPT_METRICS_REMOTE,
 };
 
 const struct option ga_server_cli_options[] = {
@@ -67,6 +75,10 @@ const struct option ga_server_cli_options[] = {
     {"max-client-mapped", required_argument, NULL, GA_OPT_MAX_CLIENT_MAPPED},
     {"max-client-staged", required_argument, NULL, GA_OPT_MAX_CLIENT_STAGED},
     {"max-clients-per-uid", required_argument, NULL, GA_OPT_MAX_CLIENTS_PER_UID},
+    {"config", required_argument, NULL, GA_OPT_CONFIG},
+    {"log-file", required_argument, NULL, GA_OPT_LOG_FILE},
+    {"metrics", required_argument, NULL, GA_OPT_METRICS},
+    {"metrics-remote", optional_argument, NULL, GA_OPT_METRICS_REMOTE},
     {NULL, 0, NULL, 0},
 };
 
@@ -88,7 +100,7 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "                         PATH.lock keeps a second agent off the same path\n"
             "  --group NAME           socket mode 0660 and directory 0710 of group NAME\n"
             "                         (default: 0600, owner only)\n"
-            "  --allow-uid N          allow peers with uid N (repeatable, up to %d;\n"
+            "  --allow-uid N[,N...]   allow peers with these uids (repeatable, up to %d;\n"
             "                         default: only the agent's own uid)\n"
             "  --pinned-budget SIZE   PINNED bytes registered at once (e.g. 8GiB)\n"
             "  --mapped-budget SIZE   MAPPED bytes registered at once (e.g. 1GiB)\n"
@@ -116,12 +128,23 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "  --ready-fd N           once serving, write \"ready <pid> <socket>\" to fd N and\n"
             "                         close it\n"
             "  --log-level LEVEL      error, warn, notice, info (default) or debug\n"
+            "  --log-file PATH        append log lines to PATH, stamped with time and pid;\n"
+            "                         SIGHUP reopens it (default: standard error)\n"
+            "  --metrics HOST:PORT    serve Prometheus /metrics there, e.g. 127.0.0.1:9464\n"
+            "                         (default: off)\n"
+            "  --metrics-remote[=yes|no]  let --metrics bind an address that is not\n"
+            "                         loopback (default: no)\n"
+            "  --config FILE          'key = value' lines, a key per option above but\n"
+            "                         --config, --ready-fd, --help and --version; read first,\n"
+            "                         so options given here win\n"
             "  --help, -h             this text\n"
             "  --version              the version, then exit\n"
             "\n"
             "Signals: SIGTERM/SIGINT stop cleanly (socket and lock file removed), SIGUSR1\n"
-            "logs the counters. Sizes take K, M, G, T suffixes (binary: 1K = 1024).\n"
-            "At start the soft RLIMIT_NOFILE is raised to the hard one.\n",
+            "logs the counters, SIGHUP reopens --log-file. Under a Type=notify unit the\n"
+            "agent says READY=1 once it serves and STOPPING=1 when it stops. Sizes take\n"
+            "K, M, G, T suffixes (binary: 1K = 1024). At start the soft RLIMIT_NOFILE is\n"
+            "raised to the hard one.\n",
             prog, def, GA_SERVER_MAX_ALLOW_UIDS);
 }
 
@@ -131,6 +154,12 @@ void ga_server_cli_init(struct ga_server_cli *cli)
     cli->ready_fd = -1;
     cli->kept = (struct ga_server_listener){.listen_fd = -1, .lock_fd = -1};
     cli->log_level = BASE_LOG_INFO;
+}
+
+void ga_server_cli_fini(struct ga_server_cli *cli)
+{
+    free(cli->config_text);
+    cli->config_text = NULL;
 }
 
 /* "--name: expected ..., found 'v'", with the long name of @opt. */
@@ -162,6 +191,33 @@ static int ga_cli__size(int opt, const char *val, uint64_t min, const char *want
     return 0;
 }
 
+/* "1000" or "0,1000,1001": each appended to the allow list. */
+static int ga_cli__uids(struct ga_server_cli *cli, int opt, const char *val, char *err,
+                        size_t errlen)
+{
+    const char *p = val ? val : "";
+    for (;;) {
+        char one[16];
+        size_t n = strcspn(p, ",");
+        uint32_t u = 0;
+        if (n == 0 || n >= sizeof one)
+            return ga_cli__refuse(opt, "uids (0..4294967294), comma-separated", val, err, errlen);
+        memcpy(one, p, n);
+        one[n] = '\0';
+        int rc = ga_cli__u32(opt, one, 0, UINT32_MAX - 1, "uids (0..4294967294), comma-separated",
+                             &u, err, errlen);
+        if (rc == 0 && cli->cfg.allow_count >= GA_SERVER_MAX_ALLOW_UIDS)
+            rc = ga_cli__refuse(opt, "at most 64 uids", val, err, errlen);
+        if (rc < 0)
+            return rc;
+        cli->allow[cli->cfg.allow_count++] = (uid_t)u;
+        cli->cfg.allow_uids = cli->allow;
+        if (p[n] == '\0')
+            return 0;
+        p += n + 1;
+    }
+}
+
 int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, char *err,
                          size_t errlen)
 {
@@ -179,14 +235,12 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
         cli->cfg.group = val;
         return 0;
     case GA_OPT_ALLOW_UID:
-        rc = ga_cli__u32(opt, val, 0, UINT32_MAX - 1, "a uid (0..4294967294)", &u, err, errlen);
-        if (rc == 0 && cli->cfg.allow_count >= GA_SERVER_MAX_ALLOW_UIDS)
-            rc = ga_cli__refuse(opt, "at most 64 --allow-uid options", val, err, errlen);
-        if (rc == 0) {
-            cli->allow[cli->cfg.allow_count++] = (uid_t)u;
-            cli->cfg.allow_uids = cli->allow;
+        /* The command line's list replaces the config file's. */
+        if (!cli->in_config && !cli->allow_cmdline) {
+            cli->allow_cmdline = 1;
+            cli->cfg.allow_count = 0;
         }
-        return rc;
+        return ga_cli__uids(cli, opt, val, err, errlen);
     case GA_OPT_PINNED_BUDGET:
         cli->budget_pinned_set = 1;
         return ga_cli__size(opt, val, 0, "a size such as 8GiB", &cli->cfg.budget_pinned, err,
@@ -264,6 +318,41 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
     case GA_OPT_MAX_CLIENTS_PER_UID:
         return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients_per_uid, err,
                            errlen);
+    case GA_OPT_CONFIG: /* read before the other options (ga_server_cli_config_find) */
+        if (!val[0])
+            return ga_cli__refuse(opt, "a file", val, err, errlen);
+        cli->config = val;
+        return 0;
+    case GA_OPT_LOG_FILE:
+        if (!val[0])
+            return ga_cli__refuse(opt, "a path", val, err, errlen);
+        cli->log_file = val;
+        return 0;
+    case GA_OPT_METRICS: {
+        if (!val[0] || strcmp(val, "off") == 0) {
+            cli->metrics = NULL;
+            return 0;
+        }
+        struct sockaddr_storage ss;
+        size_t alen = 0;
+        char why[256];
+        /* The form only: a remote address is refused at start, once
+         * --metrics-remote is known wherever it stands. */
+        if (lm_listen_parse(val, LM_SERVER_ALLOW_REMOTE, &ss, sizeof ss, &alen, why, sizeof why) <
+            0) {
+            snprintf(err, errlen, "--metrics: %s", why);
+            return -EINVAL;
+        }
+        cli->metrics = val;
+        return 0;
+    }
+    case GA_OPT_METRICS_REMOTE: {
+        bool yes = true;
+        if (val && base_parse_bool(val, &yes, NULL, 0) < 0)
+            return ga_cli__refuse(opt, "yes or no", val, err, errlen);
+        cli->metrics_remote = yes;
+        return 0;
+    }
     default:
         return -ENOENT;
     }
@@ -279,10 +368,25 @@ int ga_server_cli_getopt_error(int argc, char **argv, int opt, char *err, size_t
     return -EINVAL;
 }
 
+static int ga_cli__apply(void *ctx, int opt, const char *name, const char *val, char *err,
+                         size_t errlen)
+{
+    (void)name;
+    return ga_server_cli_option(ctx, opt, val, err, errlen);
+}
+
 int ga_server_cli_parse(int argc, char **argv, struct ga_server_cli *cli_p, char *err,
                         size_t errlen)
 {
     ga_server_cli_init(cli_p);
+    const char *conf = NULL;
+    int crc = ga_server_cli_config_find(argc, argv, ga_server_cli_options, &conf, err, errlen);
+    if (crc == 0 && conf)
+        crc = ga_server_cli_config_load(cli_p, conf, ga_server_cli_options,
+                                        ga_server_cli_cmdline_only, ga_cli__apply, cli_p, err,
+                                        errlen);
+    if (crc < 0)
+        return crc;
     opterr = 0; /* every refusal is ours, in one line */
     optind = 1;
     for (;;) {
@@ -351,6 +455,7 @@ void ga_server_cli_signals_block(void)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
@@ -358,11 +463,14 @@ void ga_server_cli_signals_block(void)
 int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **file_p)
 {
     struct base_log_file *f = NULL;
-    int rc = base_log_file_fd(STDERR_FILENO, NULL, BASE_LOG_FILE_COLOUR, &f);
+    int rc = cli->log_file ? base_log_file_open(cli->log_file, NULL,
+                                                BASE_LOG_FILE_TIME | BASE_LOG_FILE_PID, &f)
+                           : base_log_file_fd(STDERR_FILENO, NULL, BASE_LOG_FILE_COLOUR, &f);
     if (rc < 0)
         return rc;
     cli->log_sink = base_log_file_sink(f, cli->log_level);
     cli->cfg.log = cli->log_sink;
+    cli->cfg.log_file = f;
     base_log_default_set(&cli->log_sink);
     *file_p = f;
     return 0;
@@ -371,12 +479,25 @@ int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **fi
 int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p)
 {
     cli->cfg.handle_signals = 1;
+    cli->cfg.notify = 1;
     struct ga_server *srv = NULL;
     int rc = ga_server_create(&cli->cfg, &srv);
     if (rc < 0) {
         base_log(&cli->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "not started: %s",
                  strerror(-rc));
         return 1;
+    }
+    if (cli->metrics && cli->metrics[0]) {
+        char err[512];
+        rc = ga_server_metrics_start(srv, cli->metrics, cli->metrics_remote, err, sizeof err);
+        if (rc < 0) {
+            base_log(&cli->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "not started: %s%s", err,
+                     rc == -EPERM        ? " (--metrics-remote allows it)"
+                     : rc == -EADDRINUSE ? "; choose another port (--metrics 127.0.0.1:PORT)"
+                                         : "");
+            ga_server_destroy(srv);
+            return 1;
+        }
     }
     if (running_p)
         __atomic_store_n(running_p, srv, __ATOMIC_RELEASE);
@@ -387,6 +508,13 @@ int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p)
                      cli->ready_fd, strerror(errno));
         close(cli->ready_fd);
     }
+    char state[512];
+    snprintf(state, sizeof state, "READY=1\nSTATUS=serving %s\nMAINPID=%ld",
+             ga_server_socket_path(srv), (long)getpid());
+    int nrc = base_notify(state);
+    if (nrc < 0)
+        base_log(&cli->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "NOTIFY_SOCKET: READY=1 not delivered: %s", strerror(-nrc));
     rc = ga_server_run(srv);
     if (running_p)
         __atomic_store_n(running_p, NULL, __ATOMIC_RELEASE);

@@ -258,6 +258,7 @@ static void ga_server__conn_free(struct ga_server__conn *c)
     if (c->next)
         c->next->prev = c->prev;
     base_u64map_fini(&c->releases);
+    base_u64map_fini(&c->rings); /* every ring's gone job ran before the last put */
     free(c);
 }
 

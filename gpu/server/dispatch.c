@@ -13,8 +13,11 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "dispatch_admin.h"
 #include "dispatch_launch.h"
 #include "jobs.h"
+#include "ring.h"
+#include "server_metrics.h"
 #include "words.h"
 #include "work.h"
 
@@ -74,10 +77,12 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
     struct lt_msg_hello_reply r;
     lt_msg_init(&r, sizeof r, LT_MSG_HELLO_REPLY, m->hdr.request_id);
     r.version = LT_PROTO_VERSION;
-    /* Batched release-completes are the server's own, whatever the executor. */
+    /* Batched release-completes and the lists are the server's own,
+     * whatever the executor. */
     const struct ga_executor_info *ex = ga_executor_info(srv->ex);
-    r.caps = (m->caps & ex->caps & LT_CAP_CLIENT_KNOWN) | (m->caps & LT_CAP_RC_BATCH) |
-             (m->caps & LT_CAP_WORDS) | (ex->caps & LT_CAP_HOST_BACKEND);
+    r.caps = (m->caps & ex->caps & LT_CAP_CLIENT_KNOWN) |
+             (m->caps & (LT_CAP_RC_BATCH | LT_CAP_WORDS | LT_CAP_INTROSPECT)) |
+             (ex->caps & LT_CAP_HOST_BACKEND);
     r.client_id = c->id;
     r.max_lease_batch = LT_MAX_BATCH;
     r.max_streams = ex->max_streams;
@@ -295,6 +300,7 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
 static void ga_dispatch__release_complete(struct ga_server__conn *c, uint64_t rid,
                                           struct lt_lease_id lease, uint32_t status)
 {
+    ga_server__metrics_release_complete(c->srv, status);
     struct lt_msg_release_complete_batch *b = c->rcb;
     if (b && b->hdr.request_id == rid && b->count < LT_MAX_BATCH) {
         b->entries[b->count].lease = lease;
@@ -546,6 +552,19 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
     case LT_MSG_WORDS_REQUEST:
         ga_server__words_request(c, buf);
         break;
+    case LT_MSG_LEASE_LIST_REQUEST:
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        ga_server__list(c, buf, type);
+        break;
+    case LT_MSG_RING_OPEN:
+        ga_server__ring_open(c, buf);
+        break;
+    case LT_MSG_RING_SHARD:
+        ga_server__ring_shard(c, buf);
+        break;
+    case LT_MSG_RING_CLOSE:
+        ga_server__ring_close(c, buf);
+        break;
     case LT_MSG_LAUNCH:
         ga_server__launch(c, buf);
         break;
@@ -572,6 +591,10 @@ void ga_server__complete(struct ga_server *srv, struct ga_server__job *j)
         break;
     case GA_JOB_OFFER:
         ga_dispatch__offer_done(c, j);
+        break;
+    case GA_JOB_SHARD:
+    case GA_JOB_RING_GONE:
+        ga_server__ring_complete(srv, j);
         break;
     case GA_JOB_LAUNCH:
         ga_server__launch_complete(srv, j);

@@ -75,10 +75,19 @@ struct ga_server__conn {
     uint64_t leases_granted;
     uint64_t submits;
     struct ga_server__seg *words; /* its words area (WORDS_REQUEST), or NULL */
+    struct base_u64map rings; /* ring id -> struct ga_server__ring (ring.c) */
 };
 
-enum ga_server__job_kind { GA_JOB_WORK = 1, GA_JOB_CTL, GA_JOB_OFFER, GA_JOB_LAUNCH };
+enum ga_server__job_kind {
+    GA_JOB_WORK = 1,
+    GA_JOB_CTL,
+    GA_JOB_OFFER,
+    GA_JOB_SHARD,     /* a RING_SHARD's answer (ring.c) */
+    GA_JOB_RING_GONE, /* a ring's work drained: its leases go (ring.c) */
+    GA_JOB_LAUNCH,
+};
 
+struct ga_server__ring;
 struct ga_server__launch; /* dispatch_launch.c */
 
 /* One request answered off the loop thread; posted back when done. */
@@ -96,6 +105,8 @@ struct ga_server__job {
     struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
     struct lt_segment_id hits_hold;            /* the words area, for a scan's hits */
     struct ga_exec_result res;
+    /* GA_JOB_SHARD, GA_JOB_RING_GONE, and GA_JOB_CTL for RING_CLOSE */
+    struct ga_server__ring *ring;
     /* GA_JOB_CTL */
     uint16_t ctl_type; /* the command's LT_MSG_* type */
     struct ga_exec_ctl_result ctl;
@@ -105,6 +116,7 @@ struct ga_server__job {
     int rc;
     struct lt_segment_id seg_id; /* rc == 0 */
     struct lt_failure why;       /* rc < 0: what the ERROR says */
+    uint64_t op_bytes;           /* GA_JOB_WORK: the bytes the op covers, for /metrics */
     /* GA_JOB_LAUNCH (and res) */
     struct ga_server__launch *launch;
 };
@@ -158,6 +170,9 @@ struct ga_server {
     bool reg_stop;
     bool reg_started;
     pthread_t reg_thread;
+    /* /metrics (server_metrics.c), NULL when off: set before the loop
+     * runs, read by the loop and registrar threads (atomic). */
+    struct ga_server__metrics *metrics;
 };
 
 #endif /* GA_SERVER_INTERNAL_H */

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include "base/fdpass.h"
+#include "base/notify.h"
 #include "base/sigbus.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "jobs.h"
 #include "listen.h"
+#include "server_metrics.h"
 #include "lease_types/socket.h"
 
 #define GA_DEFAULT_MAX_CLIENTS 64u
@@ -279,6 +281,7 @@ static void ga_server__wake(struct ga_server *srv)
     while (read(srv->wakefd, &v, sizeof v) == (ssize_t)sizeof v)
         ;
     ga_server__drain_done(srv);
+    ga_server__metrics_serve(srv);
     if (__atomic_load_n(&srv->stop_req, __ATOMIC_ACQUIRE))
         srv->stopping = true;
 }
@@ -341,6 +344,19 @@ static void ga_server__signal(struct ga_server *srv)
         if (si.ssi_signo == SIGUSR1) {
             base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "SIGUSR1: stats follow");
             ga_server_stats_log(srv);
+        } else if (si.ssi_signo == SIGHUP) {
+            /* logrotate moved the file: lines go to a new one at the path,
+             * this one the first */
+            int rc = srv->cfg.log_file ? base_log_file_reopen(srv->cfg.log_file) : 0;
+            if (rc < 0)
+                base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                         "SIGHUP from pid %u: log file not reopened: %s (lines go to the old "
+                         "one)",
+                         si.ssi_pid, strerror(-rc));
+            else
+                base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+                         "SIGHUP from pid %u: %s", si.ssi_pid,
+                         srv->cfg.log_file ? "log file reopened" : "no log file to reopen");
         } else {
             base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS, "%s from pid %u: stopping",
                      strsignal((int)si.ssi_signo), si.ssi_pid);
@@ -412,6 +428,8 @@ int ga_server_run(struct ga_server *srv)
         ga_server__sweep(srv);
         ga_server__accept_resume(srv);
     }
+    if (srv->cfg.notify)
+        (void)base_notify("STOPPING=1"); /* outside a Type=notify unit: nothing */
     ga_server__drain(srv);
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
              "stopped: %" PRIu64 " clients served, %" PRIu64 " refused", srv->accepted,
@@ -475,6 +493,7 @@ static int ga_server__strings(struct ga_server *srv, const struct ga_server_conf
 
 static void ga_server__free(struct ga_server *srv)
 {
+    ga_server__metrics_stop(srv); /* its HTTP thread reads the service */
     ga_server__drain(srv);
     lease_service_destroy(srv->svc);
     srv->svc = NULL;
@@ -652,6 +671,7 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
         sigaddset(&set, SIGTERM);
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGUSR1);
+        sigaddset(&set, SIGHUP);
         srv->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (srv->sigfd < 0) {
             rc = -errno;

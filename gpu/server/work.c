@@ -13,6 +13,8 @@
 #include "base/sigbus.h"
 #include "conn.h"
 #include "jobs.h"
+#include "ring.h"
+#include "server_metrics.h"
 #include "work.h"
 
 static uint64_t ga_work__rid(const void *buf)
@@ -301,6 +303,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
     if (hits_in)
         w.hits = (unsigned char *)hits_info.host_base + m->args.scan.hits_offset;
     c->inflight++;
+    j->op_bytes = li.length;
     why = (struct lt_failure){0};
     rc = ga_exec_submit(srv->ex, &w, &why);
     if (rc < 0) {
@@ -316,6 +319,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         return;
     }
     c->submits++;
+    ga_server__metrics_submit(srv, j, m);
 }
 
 /* The executor's typed verb for wire command @type. */
@@ -437,10 +441,15 @@ void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j)
 {
     struct ga_server__conn *c = j->conn;
     if (j->kind == GA_JOB_CTL) {
-        if (!c->closed)
+        if (c->closed)
+            return;
+        if (j->ctl_type == LT_MSG_RING_CLOSE)
+            ga_server__ring_closed_reply(c, j);
+        else
             ga_work__ctl_reply(c, j);
         return;
     }
+    ga_server__metrics_completion(srv, j);
     if (!c->closed)
         ga_work__completion(c, j);
     if (j->res.status == LT_E_SEGMENT_GONE && !c->closed) {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "base/time.h"
 #include "cli.h"
 #include "stagingd/shard.h"
@@ -77,7 +78,7 @@ static void gen_bar_draw(void *arg, uint64_t done, uint64_t total)
 static int gen_parse_u32(const char *s, uint32_t *v_p)
 {
     uint64_t v;
-    if (sd_size_parse(s, &v) < 0 || v > UINT32_MAX)
+    if (base_parse_size_flags(s, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0 || v > UINT32_MAX)
         return -EINVAL;
     *v_p = (uint32_t)v;
     return 0;
@@ -152,10 +153,10 @@ int sd_gen_cli(int argc, char **argv)
             o.out_dir = optarg;
             break;
         case O_SIZE:
-            bad = sd_size_parse(optarg, &o.size) < 0;
+            bad = base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &o.size, NULL, 0) < 0;
             break;
         case O_SHARD_SIZE:
-            bad = sd_size_parse(optarg, &o.shard_size) < 0;
+            bad = base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &o.shard_size, NULL, 0) < 0;
             break;
         case O_DIM:
             bad = gen_parse_u32(optarg, &o.dim) < 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/time.h"
 #include "cli.h"
 #include "stagingd/import.h"
@@ -101,7 +102,7 @@ static int import_bar_draw(void *arg, uint64_t done, uint64_t total)
 static int import_parse_u32(const char *s, uint32_t *v_p)
 {
     uint64_t v;
-    if (sd_size_parse(s, &v) < 0 || v > UINT32_MAX)
+    if (base_parse_size_flags(s, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0 || v > UINT32_MAX)
         return -EINVAL;
     *v_p = (uint32_t)v;
     return 0;
@@ -181,7 +182,8 @@ int sd_import_cli(int argc, char **argv)
                 expect = "f32 or f16";
             break;
         case O_SHARD_SIZE:
-            if (sd_size_parse(optarg, &o.shard_size) < 0 || o.shard_size == 0)
+            if (base_parse_size_flags(optarg, BASE_PARSE_SIZE_STRICT, &o.shard_size, NULL, 0) < 0 ||
+                o.shard_size == 0)
                 expect = "a size above 0 (digits with K, M, G, T or KiB, MiB, GiB, TiB)";
             break;
         case O_BLOCK_SIZE:

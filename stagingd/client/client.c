@@ -272,6 +272,7 @@ static void leasec_client__agent_free(struct leasec_client__agent *a)
     }
     base_u64map_fini(&a->pending);
     leasec_client__leases_free(&a->leases);
+    leasec_client__rings_free(&a->rings);
     leasec_client__out_free(a);
     free(a->segs);
     free(a);

@@ -5,6 +5,7 @@
  *               public forms of what the agent sent (limits, replies)
  *   launch.c    LAUNCH (protocol 1.2) and its LAUNCH_COMPLETION
  *   dispatch.c  answers from an agent, matched to their requests
+ *   ring.c      streaming rings: open, shard, close, and their answers
  *   msg.c       requests: the pending table, encoding, validation
  *   conn.c      transport: send queue, receive, broken connections, log
  * The id tables are base_u64map (base/u64map.h). The public API is
@@ -56,6 +57,12 @@ struct leasec_client__lease_rec {
     unsigned quiet; /* QUIET submits on it still pending */
 };
 
+/* A ring open on the current connection (ring.c). */
+struct leasec_client__ring_rec {
+    struct leasec_ring ring;
+    int closing; /* RING_CLOSE sent: no more shards */
+};
+
 /* A message waiting for room in the socket buffer. */
 struct leasec_client__out {
     struct leasec_client__out *next;
@@ -97,6 +104,7 @@ struct leasec_client__agent {
     struct leasec_client__pending *head, *tail;
     unsigned in_flight;
     struct base_u64map leases; /* lease id (u64) -> struct leasec_client__lease_rec */
+    struct base_u64map rings;  /* ring id (u64) -> struct leasec_client__ring_rec */
 
     struct leasec_client__out *out_head, *out_tail;
     int epoll_out; /* EPOLLOUT armed */
@@ -222,6 +230,21 @@ void leasec_client__words_drop(struct leasec_client__agent *a);
 int leasec_client__offer_send(struct leasec_client *c, struct leasec_client__agent *a,
                               unsigned seg);
 
+/* Stamps a request id on @msg, records it as pending and sends it (with
+ * @fd attached when >= 0). Returns 0 and the record in *@p_p, or -errno
+ * with last_error. */
+int leasec_client__request(struct leasec_client *c, struct leasec_client__agent *a, void *msg,
+                           size_t len, int fd, uint64_t tag, struct leasec_client__pending **p_p);
+/* 0 when @a (index @agent) exists and is ready, else -ENOENT / -ENOTCONN
+ * with last_error. */
+int leasec_client__need_ready(struct leasec_client *c, struct leasec_client__agent *a,
+                              unsigned agent);
+/* The record behind @lease, current and not releasing: 0, or -ESTALE,
+ * -ENOENT, -EBUSY with last_error. */
+int leasec_client__lease_find(struct leasec_client *c, struct leasec_client__agent *a,
+                              const struct leasec_client_lease *lease,
+                              struct leasec_client__lease_rec **rec_p);
+
 /* Sends a stream, event, device, stats or launch request built by the caller
  * (lt_msg_init); the client sets the request id. Answered by on_reply
  * (through leasec_client__reply_fire) or on_error. Returns 0 and the
@@ -250,6 +273,18 @@ void leasec_client__hello_public(const struct lt_msg_hello_reply *m,
  * answering request @p), for @agent. */
 void leasec_client__reply_fire(struct leasec_client *c, unsigned agent, uint64_t request_id,
                                uint64_t tag, const void *msg);
+
+/* ---- ring.c ---- */
+
+/* A validated RING_OPENED or RING_CLOSED answering ring request @p (already
+ * unlinked): tracks the ring and calls on_reply. */
+void leasec_client__ring_answer(struct leasec_client *c, struct leasec_client__agent *a,
+                                const struct leasec_client__pending *p, const void *msg);
+/* A RING_CLOSE @p was refused: its ring takes shards again. */
+void leasec_client__ring_close_refused(struct leasec_client__agent *a,
+                                       const struct leasec_client__pending *p);
+/* Frees every ring record of @rings and the table. */
+void leasec_client__rings_free(struct base_u64map *rings);
 
 /* ---- launch.c ---- */
 

@@ -477,6 +477,8 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
     }
     leasec_client__pending_unlink(a, p);
     if (err_msg) {
+        if (p->type == LT_MSG_RING_CLOSE)
+            leasec_client__ring_close_refused(a, p);
         if (p->type == LT_MSG_SEGMENT_OFFER) {
             a->segs[p->seg].state = LEASEC_CLIENT__SEG_REFUSED;
             a->offers_out--;
@@ -495,8 +497,13 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
                 return; /* requeued */
             break;
         case LT_MSG_SUBMIT:
+        case LT_MSG_RING_SHARD:
             leasec_client__completion(c, a, p, buf);
             break;
+        case LT_MSG_RING_OPEN:
+        case LT_MSG_RING_CLOSE:
+            leasec_client__ring_answer(c, a, p, buf);
+        break;
         case LT_MSG_LAUNCH:
             if (p->sync) {
                 memcpy(p->sync->reply->bytes, buf, len);
@@ -536,6 +543,7 @@ void leasec_client__fail_all(struct leasec_client *c, struct leasec_client__agen
     base_u64map_fini(&a->pending);
     a->in_flight = 0;
     memset(&a->leases, 0, sizeof(a->leases));
+    leasec_client__rings_free(&a->rings); /* the agent closes them with the connection */
 
     while (p) {
         struct leasec_client__pending *next = p->next;

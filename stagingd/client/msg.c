@@ -96,9 +96,8 @@ static const char *leasec_client__seg_state_name(int state)
 }
 
 /* Stamps a request id on @msg, records it as pending and sends it. */
-static int leasec_client__request(struct leasec_client *c, struct leasec_client__agent *a,
-                                  void *msg, size_t len, int fd, uint64_t tag,
-                                  struct leasec_client__pending **p_p)
+int leasec_client__request(struct leasec_client *c, struct leasec_client__agent *a, void *msg,
+                           size_t len, int fd, uint64_t tag, struct leasec_client__pending **p_p)
 {
     struct lt_header *h = msg;
     h->request_id = a->next_rid++;
@@ -124,8 +123,8 @@ static int leasec_client__request(struct leasec_client *c, struct leasec_client_
     return 0;
 }
 
-static int leasec_client__need_ready(struct leasec_client *c, struct leasec_client__agent *a,
-                                     unsigned agent)
+int leasec_client__need_ready(struct leasec_client *c, struct leasec_client__agent *a,
+                              unsigned agent)
 {
     static const char *const names[] = {"disconnected", "in handshake", "offering segments",
                                         "ready"};

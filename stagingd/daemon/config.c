@@ -17,21 +17,21 @@
 #include "lease_metrics/metrics.h"
 #include "lease_types/socket.h"
 #include "stagingd/daemon.h"
-#include "stagingd/shard.h" /* sd_size_parse */
 
 enum sd_config__type {
-    SD_CFG_PATH,     /* char[SD_CONFIG_PATH_MAX] */
-    SD_CFG_SOCK,     /* char[SD_CONFIG_SOCK_MAX], "" allowed */
-    SD_CFG_AGENTS,   /* comma-separated socket paths */
-    SD_CFG_UINT,     /* unsigned within [min, max] */
-    SD_CFG_U64,      /* uint64_t */
-    SD_CFG_SIZE,     /* uint64_t bytes with K/M/G/T suffixes */
-    SD_CFG_BOOL,     /* int: yes/no/true/false/on/off/1/0; a bare flag is yes */
-    SD_CFG_OP,       /* enum sd_job_op */
-    SD_CFG_DOORBELL, /* enum sd_doorbell_mode */
-    SD_CFG_LEVEL,    /* int: BASE_LOG_* */
-    SD_CFG_PAGES,    /* enum leasec_pool_pages */
-    SD_CFG_ADDR,     /* char[SD_CONFIG_ADDR_MAX]: HOST:PORT, or "" / "off" for none */
+    SD_CFG_PATH,      /* char[SD_CONFIG_PATH_MAX] */
+    SD_CFG_SOCK,      /* char[SD_CONFIG_SOCK_MAX], "" allowed */
+    SD_CFG_AGENTS,    /* comma-separated socket paths */
+    SD_CFG_UINT,      /* unsigned within [min, max] */
+    SD_CFG_U64,       /* uint64_t */
+    SD_CFG_SIZE,      /* uint64_t bytes with K/M/G/T suffixes */
+    SD_CFG_BOOL,      /* int: yes/no/true/false/on/off/1/0; a bare flag is yes */
+    SD_CFG_OP,        /* enum sd_job_op */
+    SD_CFG_DOORBELL,  /* enum sd_doorbell_mode */
+    SD_CFG_LEVEL,     /* int: BASE_LOG_* */
+    SD_CFG_PAGES,     /* enum leasec_pool_pages */
+    SD_CFG_ADDR,      /* char[SD_CONFIG_ADDR_MAX]: HOST:PORT, or "" / "off" for none */
+    SD_CFG_PATH_MODE, /* enum sd_job_path */
 };
 
 struct sd_config__key {
@@ -87,6 +87,17 @@ static const struct sd_config__key sd_config__keys[] = {
      "serve Prometheus /metrics there, e.g. 127.0.0.1:9464 (default: off)"},
     {"metrics-remote", SD_CFG_BOOL, SD_OFF(metrics_remote), 0, 0, "[yes|no]",
      "let --metrics bind an address that is not loopback (no)"},
+    {"path", SD_CFG_PATH_MODE, SD_OFF(job.path), 0, 0, "auto|stream|whole",
+     "stream chunks through rings of pinned slots, or stage whole shards (auto: stream when "
+     "the agent grants it, for verify or scan)"},
+    {"chunk-size", SD_CFG_SIZE, SD_OFF(job.chunk_size), 0, 0, "SIZE",
+     "stream: bytes per ring slot, a multiple of 4KiB (2MiB)"},
+    {"ring-slots", SD_CFG_UINT, SD_OFF(job.ring_slots), 1, 256, "N",
+     "stream: slots per ring, one ring per staging thread (4)"},
+    {"ring-depth", SD_CFG_UINT, SD_OFF(job.ring_depth), 1, 64, "N",
+     "stream: shards each ring has queued on the agent ahead (2)"},
+    {"cpu-verify-threads", SD_CFG_UINT, SD_OFF(job.cpu_verify_threads), 0, 1024, "N",
+     "cpu-verify on N check threads off the staging path (0: on the staging threads; 2)"},
 };
 #define SD_CONFIG__NKEYS (sizeof sd_config__keys / sizeof sd_config__keys[0])
 
@@ -116,6 +127,11 @@ void sd_config_default(struct sd_config *cfg_p)
     cfg_p->job.k = 10;
     cfg_p->job.doorbell = SD_DOORBELL_AUTO;
     cfg_p->job.agent_timeout_s = 30;
+    cfg_p->job.path = SD_JOB_PATH_AUTO;
+    cfg_p->job.chunk_size = SD_JOB_CHUNK_DEFAULT;
+    cfg_p->job.ring_slots = SD_JOB_RING_SLOTS_DEFAULT;
+    cfg_p->job.ring_depth = SD_JOB_RING_DEPTH_DEFAULT;
+    cfg_p->job.cpu_verify_threads = 2;
     cfg_p->drain_timeout_s = 10;
     cfg_p->log_level = BASE_LOG_INFO;
 }
@@ -253,7 +269,7 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
         *(uint64_t *)(void *)field = v;
         return 0;
     case SD_CFG_SIZE:
-        if (sd_size_parse(value, &v) < 0) {
+        if (base_parse_size_flags(value, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) < 0) {
             sd_config__err(err, err_len,
                            "%s: expected a size such as 512MiB (suffixes K, M, G, T), found '%s'",
                            key, value);
@@ -273,11 +289,13 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
     case SD_CFG_OP:
     case SD_CFG_DOORBELL:
     case SD_CFG_PAGES:
+    case SD_CFG_PATH_MODE:
     case SD_CFG_LEVEL: {
-        const struct base_enum *names = k->type == SD_CFG_OP         ? sd_job_op_names
-                                        : k->type == SD_CFG_DOORBELL ? sd_job_doorbell_names
-                                        : k->type == SD_CFG_PAGES    ? sd_config__pages
-                                                                     : sd_config__levels;
+        const struct base_enum *names = k->type == SD_CFG_OP          ? sd_job_op_names
+                                        : k->type == SD_CFG_DOORBELL  ? sd_job_doorbell_names
+                                        : k->type == SD_CFG_PAGES     ? sd_config__pages
+                                        : k->type == SD_CFG_PATH_MODE ? sd_job_path_names
+                                                                      : sd_config__levels;
         char why[SD_CONFIG_ERR_LEN - 64];
         int e = 0;
         if (base_parse_enum(value, names, &e, why, sizeof why) < 0) {
@@ -290,6 +308,8 @@ int sd_config_set(struct sd_config *cfg, const char *key, const char *value, cha
             *(enum sd_doorbell_mode *)(void *)field = (enum sd_doorbell_mode)e;
         else if (k->type == SD_CFG_PAGES)
             *(enum leasec_pool_pages *)(void *)field = (enum leasec_pool_pages)e;
+        else if (k->type == SD_CFG_PATH_MODE)
+            *(enum sd_job_path *)(void *)field = (enum sd_job_path)e;
         else
             *(int *)(void *)field = e;
         return 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "base/notify.h"
 #include "daemon_internal.h"
 #include "lease/client.h"
 #include "stagingd/job.h"
@@ -110,7 +111,7 @@ static void sd_daemon__job_next(struct sd_daemon *d)
                        r->store);
         char st[SD_CONFIG_PATH_MAX + 64];
         snprintf(st, sizeof st, "STATUS=job %u: %s of %s", env.id, sd_job_op_name(r->op), r->store);
-        sd_daemon__notify(st);
+        base_notify(st);
     }
 }
 
@@ -164,7 +165,7 @@ static void sd_daemon__job_end(struct sd_daemon *d)
     sd_daemon__metrics_job_end(d, op, status);
     char st[SD_ERR_LEN + 16];
     snprintf(st, sizeof st, "STATUS=%s", verdict);
-    sd_daemon__notify(st);
+    base_notify(st);
 }
 
 /* ---- control commands ---- */
@@ -327,7 +328,7 @@ static void sd_daemon__stop(struct sd_daemon *d, const char *why)
         return;
     }
     d->stopping = 1;
-    sd_daemon__notify("STOPPING=1");
+    base_notify("STOPPING=1");
     d->drain_deadline_ns = base_now_ns() + (uint64_t)d->cfg.drain_timeout_s * 1000000000ull;
     sd_daemon__log(d, BASE_LOG_INFO,
                    "%s: stopping: no new work; in-flight shards finish and release their leases "
@@ -591,7 +592,7 @@ int sd_daemon_create(const struct sd_config *cfg, enum sd_daemon_mode mode, stru
         char st[SD_CONFIG_SOCK_MAX + 96];
         snprintf(st, sizeof st, "READY=1\nSTATUS=serving jobs on %s\nMAINPID=%ld",
                  d->ctl ? cfg->control : "(no control socket)", (long)getpid());
-        int nrc = sd_daemon__notify(st);
+        int nrc = base_notify(st);
         if (nrc < 0)
             sd_daemon__log(d, BASE_LOG_WARN,
                            "NOTIFY_SOCKET is set but READY=1 could not be sent: %s",

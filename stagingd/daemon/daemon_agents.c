@@ -89,7 +89,12 @@ static void sd_daemon__on_error(void *ctx, const struct leasec_client_error *e)
 static void sd_daemon__on_reply(void *ctx, const struct leasec_client_reply *r)
 {
     struct sd_daemon *d = ctx;
-    if (!sd_daemon__mine(r->tag) || r->agent >= d->cfg.nagents)
+    if (!sd_daemon__mine(r->tag)) {
+        if (d->job) /* a streaming job's ring answers */
+            sd_job_on_reply(d->job, r);
+        return;
+    }
+    if (r->agent >= d->cfg.nagents)
         return;
     if (r->request_type != LEASEC_REQ_STREAM_CREATE)
         return;
@@ -294,6 +299,9 @@ int sd_daemon__client_open(struct sd_daemon *d)
     uint64_t words = (uint64_t)d->words_slots * SD_JOB_WORDS_STRIDE;
     words = (words + 4095) / 4096 * 4096;
     ccfg.words_bytes = (uint32_t)(words < LT_WORDS_MAX_BYTES ? words : LT_WORDS_MAX_BYTES);
+    /* Streaming rings where the agent has them (path auto or stream). */
+    if (cfg->job.path != SD_JOB_PATH_WHOLE)
+        ccfg.caps |= LEASEC_CAP_STREAM;
     ccfg.cb_ctx = d;
     ccfg.log = sd_daemon__leasec_log(&d->cfg.log);
     rc = leasec_client_create(&ccfg, &d->client);

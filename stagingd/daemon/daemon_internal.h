@@ -2,9 +2,9 @@
  * the event loop, jobs, control commands, shutdown) calls daemon_agents.c
  * (the lease client's callbacks and the agent notices), daemon_pool.c
  * (sizing the pool), daemon_json.c (the machine-readable control replies),
- * daemon_metrics.c (the /metrics endpoint, which daemon_agents.c feeds too)
- * and notify.c (systemd's readiness protocol); none calls back into
- * daemon.c. */
+ * and daemon_metrics.c (the /metrics endpoint, which daemon_agents.c feeds
+ * too); none calls back into daemon.c. systemd's readiness protocol is
+ * base/notify.h, shared with the agent. */
 #ifndef STAGINGD_DAEMON_INTERNAL_H
 #define STAGINGD_DAEMON_INTERNAL_H
 
@@ -155,13 +155,5 @@ void sd_daemon__metrics_completion(struct sd_daemon *d, uint16_t op, uint32_t st
 void sd_daemon__metrics_segment_refused(struct sd_daemon *d, unsigned agent, uint32_t mem_class,
                                         uint32_t code);
 void sd_daemon__metrics_job_end(struct sd_daemon *d, enum sd_job_op op, int status);
-
-/* ---- notify.c ---- */
-
-/* Sends @state ("READY=1", "STOPPING=1", "STATUS=...") to the service
- * manager over $NOTIFY_SOCKET (systemd's sd_notify protocol: one datagram
- * to a Unix socket, '@' for the abstract namespace). Returns 1 when sent,
- * 0 when NOTIFY_SOCKET is not set, or -errno. */
-int sd_daemon__notify(const char *state);
 
 #endif /* STAGINGD_DAEMON_INTERNAL_H */

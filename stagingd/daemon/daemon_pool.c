@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon_internal.h"
 #include "stagingd/shard.h"
@@ -57,10 +58,31 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
     uint64_t words = sd_daemon__round_up(64ull * words_slots, LEASEC_POOL_BUF_ALIGN);
     if (mapped < sd_daemon__round_up(words, align))
         mapped = sd_daemon__round_up(words, align);
+    /* Streaming: one ring of slots per staging thread (docs/streaming.md). */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t rings = cfg->job.rings ? cfg->job.rings
+                     : cfg->threads ? cfg->threads
+                                    : (uint64_t)(cores > 0 ? cores : 1);
+    uint64_t ring =
+        (uint64_t)(cfg->job.ring_slots ? cfg->job.ring_slots : SD_JOB_RING_SLOTS_DEFAULT) *
+        (cfg->job.chunk_size ? cfg->job.chunk_size : SD_JOB_CHUNK_DEFAULT);
+    /* A ring's buffer as the allocator carves it (its size class and a
+     * page of padding), then a segment each, as the whole path gives each
+     * in-flight shard its own: a segment of several rings leaves a tail no
+     * ring fits in. */
+    const uint64_t ring_seg = sd_daemon__round_up(sd_daemon__size_class(ring) + 4096, align);
+    const uint64_t ring_bytes = rings * ring_seg;
+    if (cfg->job.path == SD_JOB_PATH_STREAM && !cfg->segment_size)
+        seg = ring_seg;
     int rc = -ENOMEM;
     for (int attempt = 0; attempt < 4; attempt++) {
+        uint64_t whole = seg * cfg->job.inflight;
+        uint64_t oneshot = cfg->job.path == SD_JOB_PATH_STREAM  ? ring_bytes
+                           : cfg->job.path == SD_JOB_PATH_WHOLE ? whole
+                           : whole > ring_bytes                 ? whole
+                                                                : ring_bytes;
         uint64_t pinned = cfg->pinned_pool            ? sd_daemon__round_up(cfg->pinned_pool, align)
-                          : mode == SD_DAEMON_ONESHOT ? seg * cfg->job.inflight
+                          : mode == SD_DAEMON_ONESHOT ? oneshot
                                                       : SD_DAEMON__RUN_PINNED_DEFAULT;
         struct leasec_pool_config pc;
         if (leasec_pool_config_default(&pc) < 0) {
@@ -82,10 +104,12 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
                      pc.segment_bytes, strerror(-rc));
             return rc;
         }
-        if (!largest || cfg->segment_size)
+        /* The stream path holds rings, not whole shards: probe one of those. */
+        const uint64_t probe_size = cfg->job.path == SD_JOB_PATH_STREAM ? ring : largest;
+        if (!probe_size || cfg->segment_size)
             break;
         struct leasec_pool_buf probe;
-        if (leasec_pool_alloc(pool, LT_CLASS_PINNED, (size_t)largest, &probe) == 0) {
+        if (leasec_pool_alloc(pool, LT_CLASS_PINNED, (size_t)probe_size, &probe) == 0) {
             leasec_pool_free(pool, &probe);
             break;
         }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/io.h" /* base_pread_full */
 #include "stagingd/import.h"
 
 /* The .npy magic and the largest header this reader takes (numpy's own
@@ -31,10 +32,6 @@ struct sd_vec_file {
 /* Formats "PATH: byte OFF: MESSAGE" into @err and returns @rc. */
 int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int rc, const char *fmt,
                  ...) __attribute__((format(printf, 6, 7)));
-
-/* pread until @len bytes or end of file, retrying EINTR: the bytes read
- * or -errno. */
-ssize_t sd_vec__pread(int fd, void *buf, size_t len, uint64_t off);
 
 /* Parses and checks the .npy header of @f (fd and path set, file_size
  * known) into f->info: magic, version, the header dict (descr,

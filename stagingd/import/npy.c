@@ -384,7 +384,7 @@ int sd_vec__npy_parse(struct sd_vec_file *f, char *err, size_t err_len)
 {
     const uint64_t size = f->info.file_size;
     unsigned char pre[12] = {0};
-    ssize_t got = sd_vec__pread(f->fd, pre, sizeof pre, 0);
+    ssize_t got = base_pread_full(f->fd, pre, sizeof pre, 0);
     if (got < 0)
         return sd_vec__errf(f->path, 0, err, err_len, (int)got, "read: %s", strerror((int)-got));
     const size_t have = (size_t)got;
@@ -433,7 +433,7 @@ int sd_vec__npy_parse(struct sd_vec_file *f, char *err, size_t err_len)
     if (!text)
         return sd_vec__errf(f->path, hstart, err, err_len, -ENOMEM,
                             "out of memory for a %" PRIu64 "-byte header", hlen);
-    got = sd_vec__pread(f->fd, text, (size_t)hlen, hstart);
+    got = base_pread_full(f->fd, text, (size_t)hlen, hstart);
     if (got != (ssize_t)hlen) {
         free(text);
         return sd_vec__errf(f->path, hstart, err, err_len, got < 0 ? (int)got : -EIO,

@@ -77,23 +77,6 @@ int sd_vec__errf(const char *path, uint64_t off, char *err, size_t err_len, int 
     return base_errf(err, err_len, rc, "%s: byte %" PRIu64 ": %s", path, off, msg);
 }
 
-ssize_t sd_vec__pread(int fd, void *buf, size_t len, uint64_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            break;
-        done += (size_t)n;
-    }
-    return (ssize_t)done;
-}
-
 /* ---- the xvecs layout ---- */
 
 static int32_t vec_i32_at(const unsigned char *p)
@@ -139,7 +122,7 @@ static int vec_chunk_read(struct sd_vec_file *f, uint64_t first, uint64_t n, cha
     const struct sd_vec_info *in = &f->info;
     const uint64_t off = in->data_offset + first * in->row_bytes;
     const size_t len = (size_t)(n * in->row_bytes);
-    ssize_t got = sd_vec__pread(f->fd, f->buf, len, off);
+    ssize_t got = base_pread_full(f->fd, f->buf, len, off);
     if (got < 0)
         return sd_vec__errf(f->path, off, err, err_len, (int)got, "read: %s", strerror((int)-got));
     if ((size_t)got != len)
@@ -197,7 +180,7 @@ static int xvecs_parse(struct sd_vec_file *f, uint32_t format, char *err, size_t
         return sd_vec__errf(f->path, 0, err, err_len, -ENODATA,
                             "holds no vectors (the file is empty)");
     unsigned char pre[SD_VEC__NPY_MAGIC_LEN] = {0};
-    ssize_t got = sd_vec__pread(f->fd, pre, sizeof pre, 0);
+    ssize_t got = base_pread_full(f->fd, pre, sizeof pre, 0);
     if (got < 0)
         return sd_vec__errf(f->path, 0, err, err_len, (int)got, "read: %s", strerror((int)-got));
     if (got == (ssize_t)sizeof pre && memcmp(pre, SD_VEC__NPY_MAGIC, sizeof pre) == 0)
@@ -272,7 +255,7 @@ int sd_vec_open(const char *path, uint32_t format, char *err, size_t err_len,
         format = vec_format_of_name(path);
     if (format == 0) {
         unsigned char pre[SD_VEC__NPY_MAGIC_LEN];
-        ssize_t got = sd_vec__pread(f->fd, pre, sizeof pre, 0);
+        ssize_t got = base_pread_full(f->fd, pre, sizeof pre, 0);
         if (got == (ssize_t)sizeof pre && memcmp(pre, SD_VEC__NPY_MAGIC, sizeof pre) == 0) {
             format = SD_VEC_NPY;
         } else {

@@ -26,6 +26,13 @@ const struct base_enum sd_job_doorbell_names[] = {
     {NULL, 0},
 };
 
+const struct base_enum sd_job_path_names[] = {
+    {"auto", SD_JOB_PATH_AUTO},
+    {"stream", SD_JOB_PATH_STREAM},
+    {"whole", SD_JOB_PATH_WHOLE},
+    {NULL, 0},
+};
+
 const char *sd_job_op_name(enum sd_job_op op)
 {
     const char *name = base_enum_name(sd_job_op_names, (int)op);
@@ -208,6 +215,9 @@ void sd_job_destroy(struct sd_job *job)
 {
     if (!job)
         return;
+    sd_job__stream_free(job);
+    sd_job__check_stop(job);
+    free(job->evq);
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (s->have_buf && !s->quarantine)
@@ -292,6 +302,8 @@ void sd_job_abandon(struct sd_job *job, const char *why)
 {
     sd_job_cancel(job, why);
     job->abandoned = 1;
+    if (job->stream)
+        sd_job__stream_abandon(job, why);
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (!s->active)
@@ -353,6 +365,95 @@ static void sd_job__decide_doorbell(struct sd_job *job)
                               : "off: plain submits after each read");
 }
 
+/* The agents' registrations so far, summed over classes, into *@sum_p. */
+static int sd_job__registrations(struct sd_job *job, uint64_t *sum_p, uint64_t *req_p,
+                                 int *req_valid_p)
+{
+    uint64_t sum = 0, req = 0;
+    int any = 0, req_valid = 1;
+    for (unsigned a = 0; a < job->env.nagents; a++) {
+        if (!job->agents[a].ready)
+            continue;
+        struct leasec_agent_stats st;
+        if (leasec_client_stats_call(job->env.client, a, 0, 2000, &st) < 0)
+            return -EIO;
+        for (unsigned c = 0; c < LT_CLASS_SLOTS; c++)
+            sum += st.classes[c].registrations;
+        if (st.have_self)
+            req += st.self.submits;
+        else
+            req_valid = 0;
+        any = 1;
+    }
+    if (!any)
+        return -ENOTCONN;
+    *sum_p = sum;
+    *req_p = req;
+    *req_valid_p = req_valid;
+    return 0;
+}
+
+/* Whole shards or streaming (docs/streaming.md), once an agent is ready
+ * (or at once for path whole): AUTO streams when every ready agent grants
+ * LT_CAP_STREAM and each shard crosses a ring once (verify or scan). */
+static void sd_job__decide_path(struct sd_job *job, unsigned nready)
+{
+    if (job->cfg.path != SD_JOB_PATH_WHOLE && nready == 0)
+        return;
+    int all = nready > 0;
+    for (unsigned a = 0; a < job->env.nagents; a++)
+        if (job->agents[a].ready && !(job->agents[a].caps & LT_CAP_STREAM))
+            all = 0;
+    /* A ring carries one query per shard: several (--query) take whole shards,
+     * where each staged shard is scanned once per query. */
+    const int stream =
+        job->cfg.path == SD_JOB_PATH_STREAM ||
+        (job->cfg.path == SD_JOB_PATH_AUTO && all && job->op != SD_JOB_BOTH && job->nq == 1);
+    job->path_decided = 1;
+    if (stream && job->nq > 1) {
+        char why[SD_JOB__WHY_LEN];
+        snprintf(why, sizeof why, "path stream takes one query, %u given: use --path whole or auto",
+                 job->nq);
+        sd_job__log(job, BASE_LOG_ERROR, "job %u: %s", job->env.id, why);
+        sd_job_cancel(job, why);
+        return;
+    }
+    if (stream && !all) {
+        char why[SD_JOB__WHY_LEN];
+        snprintf(why, sizeof why,
+                 "path stream, but an agent ready did not grant the STREAM capability (an older "
+                 "agent, or one without rings): use --path whole or auto");
+        sd_job__log(job, BASE_LOG_ERROR, "job %u: %s", job->env.id, why);
+        sd_job_cancel(job, why);
+        return;
+    }
+    if (stream) {
+        uint64_t reg = 0, req = 0;
+        int req_valid = 0;
+        int have_reg = sd_job__registrations(job, &reg, &req, &req_valid) == 0;
+        if (sd_job__stream_setup(job) == 0) {
+            job->stream->reg_start = reg;
+            job->stream->reg_start_valid = have_reg;
+            job->stream->req_start = req;
+            job->stream->req_start_valid = have_reg && req_valid;
+        } else if (job->cfg.path == SD_JOB_PATH_STREAM) {
+            sd_job_cancel(job, "the streaming rings could not be set up (see the log)");
+            return;
+        } else {
+            sd_job__log(job, BASE_LOG_WARN, "job %u: streaming not set up: whole shards instead",
+                        job->env.id);
+        }
+    }
+    /* The whole path's CPU check threads (the streaming path starts its own). */
+    if (!job->stream && job->cfg.cpu_verify && job->cfg.cpu_verify_threads &&
+        (job->ops & SD_JOB__OP_VERIFY) &&
+        (sd_job__events_reserve(job, job->nshards) < 0 ||
+         sd_job__check_start(job, job->cfg.cpu_verify_threads) < 0))
+        sd_job__log(job, BASE_LOG_WARN,
+                    "job %u: no CPU check threads; cpu-verify checks on the staging threads",
+                    job->env.id);
+}
+
 int sd_job_step(struct sd_job *job, int *timeout_ms_p)
 {
     int timeout = 1000;
@@ -365,14 +466,22 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
     sd_job__agents_refresh(job, &nready);
     if (!job->doorbell_decided && (nready > 0 || job->cfg.doorbell != SD_DOORBELL_AUTO))
         sd_job__decide_doorbell(job);
+    if (!job->path_decided)
+        sd_job__decide_path(job, nready);
+    if (job->stream) {
+        int done = sd_job__stream_step(job, timeout_ms_p);
+        if (!done)
+            sd_job__progress_log(job, now);
+        return done;
+    }
 
     /* Finish what can finish first: freed slots take new shards below. */
     for (unsigned i = 0; i < job->nslots; i++)
         sd_job__advance(&job->slots[i]);
 
     /* Start shards while slots, pool room and the rate limit allow. */
-    while (job->doorbell_decided && !job->cancelled && job->next_shard < job->nshards &&
-           !job->alloc_blocked) {
+    while (job->doorbell_decided && job->path_decided && !job->cancelled &&
+           job->next_shard < job->nshards && !job->alloc_blocked) {
         if (job->cfg.rate_limit) {
             uint64_t due = job->t_start + (uint64_t)((double)job->bytes_started * 1e9 /
                                                      (double)job->cfg.rate_limit);
@@ -405,7 +514,7 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
     }
 
     /* No agent for too long while shards wait for leases: fail the job. */
-    int waiting = !job->doorbell_decided && !job->cancelled;
+    int waiting = (!job->doorbell_decided || !job->path_decided) && !job->cancelled;
     for (unsigned i = 0; i < job->nslots; i++)
         waiting |= job->slots[i].active && job->slots[i].lease == SD_JOB__L_WANT;
     if (nready == 0 && waiting && !job->abandoned) {
@@ -425,7 +534,7 @@ int sd_job_step(struct sd_job *job, int *timeout_ms_p)
         job->no_agent_since = 0;
     }
     sd_job__progress_log(job, now);
-    if (job->next_shard >= job->nshards && job->active == 0) {
+    if (job->next_shard >= job->nshards && job->active == 0 && job->checks_pending == 0) {
         sd_job__fail_repeats_log(job);
         job->finished = 1;
         job->t_end = base_now_ns();

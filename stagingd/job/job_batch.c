@@ -145,8 +145,19 @@ void sd_job__flush_releases(struct sd_job *job)
 
 /* ---- the agent's answers ---- */
 
+/* 1 when @tag is one of the streaming path's (job_stream.c). */
+static int sd_job__ring_tag(const struct sd_job *job, uint64_t tag)
+{
+    unsigned k = sd_job__tag_kind(tag);
+    return sd_job__tag_mine(job, tag) && k >= SD_JOB__TAG_RING_FIRST && k <= SD_JOB__TAG_RING_LAST;
+}
+
 void sd_job_on_grant(struct sd_job *job, const struct leasec_client_grant *g)
 {
+    if (sd_job__ring_tag(job, g->tag)) {
+        sd_job__stream_on_grant(job, g);
+        return;
+    }
     if (!sd_job__tag_mine(job, g->tag) || sd_job__tag_kind(g->tag) != SD_JOB__TAG_LEASE)
         return;
     uint64_t batch = sd_job__tag_seq(g->tag);
@@ -192,6 +203,10 @@ void sd_job_on_grant(struct sd_job *job, const struct leasec_client_grant *g)
 
 void sd_job_on_release(struct sd_job *job, const struct leasec_client_release *r)
 {
+    if (sd_job__ring_tag(job, r->tag)) {
+        sd_job__stream_on_release(job, r);
+        return;
+    }
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (!s->active || s->lease != SD_JOB__L_RELEASING || s->l.agent != r->agent ||
@@ -219,6 +234,10 @@ void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e)
 {
     if (!sd_job__tag_mine(job, e->tag))
         return;
+    if (sd_job__ring_tag(job, e->tag)) {
+        sd_job__stream_on_error(job, e);
+        return;
+    }
     unsigned kind = sd_job__tag_kind(e->tag);
     const int lost = e->code == LT_OK; /* the client decided: the connection ended */
     if (kind == SD_JOB__TAG_LEASE) {
@@ -282,9 +301,16 @@ void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e)
     }
 }
 
+void sd_job_on_reply(struct sd_job *job, const struct leasec_client_reply *r)
+{
+    if (sd_job__ring_tag(job, r->tag))
+        sd_job__stream_on_reply(job, r);
+}
+
 void sd_job_on_disconnect(struct sd_job *job, unsigned agent)
 {
     unsigned n = 0, ops = 0;
+    sd_job__stream_on_disconnect(job, agent);
     for (unsigned i = 0; i < job->nslots; i++) {
         struct sd_job__slot *s = &job->slots[i];
         if (!s->active)

@@ -7,6 +7,11 @@
  *   job_slot.c    a slot's state machine: start, read, submit, results,
  *                 finish (the comment at its top draws it)
  *   job_report.c  progress, the report and its top-k merge, the verdict
+ * and, for the streaming path (docs/streaming.md), beside them:
+ *   job_stream.c  rings on the loop: leases, RING_OPEN, shards, answers, loss
+ *   job_stream_task.c  a streamed (shard, op): image layout, RING_SHARD, result
+ *   job_ring.c    a ring's staging thread: chunks into slots, sequence words
+ *   job_check.c   the CPU check pool for cpu-verify, and the block check
  * tests/stagingd/job reaches the report's pure functions through here. */
 #ifndef STAGINGD_JOB_INTERNAL_H
 #define STAGINGD_JOB_INTERNAL_H
@@ -33,8 +38,26 @@ enum {
     SD_JOB__TAG_VERIFY = 2,
     SD_JOB__TAG_SCAN = 3,
     SD_JOB__TAG_RELEASE = 4,
+    /* the streaming path (job_stream.c): slot = the ring, seq = its epoch or the task */
+    SD_JOB__TAG_RING_LEASE = 5,
+    SD_JOB__TAG_RING_OPEN = 6,
+    SD_JOB__TAG_RING_SHARD = 7,
+    SD_JOB__TAG_RING_CLOSE = 8,
+    SD_JOB__TAG_RING_RELEASE = 9,
 };
+#define SD_JOB__TAG_RING_FIRST SD_JOB__TAG_RING_LEASE
+#define SD_JOB__TAG_RING_LAST SD_JOB__TAG_RING_RELEASE
 #define SD_JOB__SLOTS_MAX 4096u
+/* Whole shards: staging buffers the job holds at once, at most (unless one
+ * shard alone is larger). --inflight counts shards; past this many bytes a
+ * slot waits for another to finish. Measured (H200, 64 MiB shards, issue
+ * 10): inflight 4 (256 MiB) 35.6 GB/s, 16 (1 GiB) 29.0. Which of two
+ * suspects costs it is not isolated yet: a wider DRAM working set for each
+ * byte to cross, or more shards' copies on the agent's streams at once (the
+ * shape its copy probe measured slow). Either way 256 MiB already keeps the
+ * readers and the GPU busy; small shards keep their many in flight.
+ * docs/streaming.md, "In flight". */
+#define SD_JOB__HELD_MAX (256ull << 20)
 #define SD_JOB__TAG_QUERY_BITS 14u
 #define SD_JOB__TAG_WORK_SEQ_MASK ((1ull << (40 - SD_JOB__TAG_QUERY_BITS)) - 1)
 _Static_assert(SD_JOB_QUERIES_MAX <= (1u << SD_JOB__TAG_QUERY_BITS), "a query fits its tag bits");
@@ -86,6 +109,7 @@ struct sd_job__result {
     struct leasec_checksum_result v;
     int cpu_checked, cpu_bad;
     uint64_t cpu_block;
+    int cpu_queued; /* handed to the check pool (once per shard) */
     /* scan: one entry per query (job->nq); got has the scan op once all are in */
     struct sd_job__scan *scan;
     uint32_t scans_got;
@@ -117,6 +141,7 @@ struct sd_job__slot {
     struct sd_shard *sh;
     struct leasec_pool_buf buf;
     int have_buf;
+    uint64_t held;  /* bytes of the buffer counted in job->bytes_held */
     int quarantine; /* the agent did not give the bytes back: never reuse */
     uint64_t payload_len, read_len, sums_off, query_off, hits_off, lease_len;
     uint64_t query_stride; /* bytes from one query to the next at query_off */
@@ -157,6 +182,124 @@ struct sd_job__slot {
                        words area (SD_JOB_WORDS_STRIDE); 0: in our segments */
 };
 
+/* ---- the streaming path (job_stream.c, job_ring.c, job_check.c) ---- */
+
+/* One (shard, op) streamed through a ring: its image is the payload, zeros
+ * up to tail_off, then the tail (the checksum table or the query). */
+struct sd_job__task {
+    struct sd_job__task *next; /* the ring thread's queue */
+    uint64_t id;               /* job-wide, for tags */
+    size_t shard;
+    unsigned op; /* SD_JOB__OP_VERIFY or SD_JOB__OP_SCAN */
+    struct sd_shard *sh;
+    int fd;
+    uint64_t payload_off, payload_len, tail_off, image_len;
+    unsigned char *tail;   /* image bytes [payload_len, image_len) */
+    const uint64_t *table; /* verify: the shard's checksum table (sh's) */
+    uint32_t block_size;
+    uint64_t first_seq, chunks;
+    unsigned hits_idx; /* scan with k: which hits area of the words buffer */
+    int inline_check;  /* the staging thread checks each chunk's blocks */
+    /* written by the staging thread before it posts the task */
+    int read_rc;
+    char read_err[256];
+    int cpu_rc;
+    struct sd_shard_fault cpu_fault;
+    /* the loop's */
+    int staged, completed, orphan, refused;
+    uint32_t status;
+    union leasec_op_result result;
+};
+
+enum sd_job__ring_state {
+    SD_JOB__R_IDLE = 0,     /* nothing on an agent (before setup, or after a loss once idle) */
+    SD_JOB__R_LEASE_WANT,   /* its two leases go in the next turn */
+    SD_JOB__R_LEASING,      /* LEASE_REQUEST sent */
+    SD_JOB__R_OPENING,      /* RING_OPEN sent */
+    SD_JOB__R_OPEN,         /* taking shards */
+    SD_JOB__R_CLOSING,      /* RING_CLOSE sent */
+    SD_JOB__R_RELEASE_WANT, /* its leases go back in the next turn */
+    SD_JOB__R_RELEASING,    /* LEASE_RELEASE sent */
+    SD_JOB__R_DONE,         /* finished for this job */
+    SD_JOB__R_LOST,         /* its agent went: waiting for the thread to stop, then again */
+};
+
+/* What a staging thread posts to the loop. */
+enum sd_job__ev_kind { SD_JOB__EV_STAGED = 1, SD_JOB__EV_IDLE, SD_JOB__EV_CHECKED };
+
+struct sd_job__ev {
+    enum sd_job__ev_kind kind;
+    unsigned ring;
+    struct sd_job__task *task; /* STAGED */
+    uint64_t gen;              /* IDLE: the abort generation it acknowledges */
+    size_t shard;              /* CHECKED */
+    int rc;                    /* CHECKED: 0, -EBADMSG (cpu_fault), or another failure */
+    struct sd_shard_fault fault;
+};
+
+struct sd_job__ring {
+    struct sd_job *job;
+    unsigned idx;
+    /* memory: the slots stay for the job; a words buffer is used by one
+     * connection only (a dead connection's GPU may still write it) */
+    struct leasec_pool_buf slots_buf, words_buf;
+    int have_slots, have_words;
+    uint64_t *seq, *done;
+    uint64_t seq_off, done_off, hits_off, hits_stride;
+    uint32_t nslots;
+    uint64_t slot_bytes;
+    /* the loop's */
+    enum sd_job__ring_state state;
+    unsigned agent;
+    uint64_t epoch; /* this ring's incarnation, for tags */
+    struct leasec_client_lease slots_lease, words_lease;
+    int have_leases;
+    unsigned releases_due;
+    struct leasec_ring ring;
+    uint64_t next_seq;
+    struct sd_job__task *out[LT_RING_DEPTH_MAX]; /* RING_SHARD sent, not finished, in order */
+    unsigned nout;
+    uint64_t hits_busy;  /* bit i: hits area i is some task's */
+    uint64_t abort_sent; /* the abort generation the loop waits to see acknowledged */
+    int broken;          /* refused a shard: closed, not used again */
+    /* shared with the staging thread (mu) */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sd_job__task *q_head, *q_tail;
+    uint64_t abort_gen; /* bumped by the loop: drop everything, then say idle */
+    int stop;
+    /* the thread's counters (read by the loop after join or under mu) */
+    uint64_t chunks, waits, sleeps, bytes_read;
+    uint64_t ring_shards, ring_chunks; /* the agent's RING_CLOSED */
+};
+
+struct sd_job__stream {
+    struct sd_job__ring *rings;
+    unsigned nrings;
+    uint64_t chunk;
+    unsigned slots, depth;
+    size_t next_unit, nunits; /* units: shard * ops + op index */
+    size_t *redo;             /* units to stream again after an agent loss */
+    size_t nredo, redo_cap;
+    uint64_t next_task;
+    unsigned inflight_tasks;
+    /* counters */
+    uint64_t shard_msgs, open_msgs, close_msgs, lease_reqs, lease_rels, opens;
+    uint64_t reg_start, reg_end;
+    int reg_start_valid, reg_end_valid;
+    /* the agents' count of this client's requests (RING_SHARD, SUBMIT,
+     * LAUNCH: STATS_REPLY's submits) at the start and the end */
+    uint64_t req_start, req_end;
+    int req_start_valid, req_end_valid;
+    uint64_t t_gpu_end;
+    int closing;
+};
+
+/* The CPU check pool (job_check.c). */
+struct sd_job__check;
+
 struct sd_job__agent {
     int ready;
     uint32_t caps;
@@ -185,6 +328,8 @@ struct sd_job {
     size_t next_shard;
     unsigned active;
     int alloc_blocked;
+    uint64_t bytes_held; /* staging buffers of the active slots (SD_JOB__HELD_MAX) */
+    int held_bounded;    /* SD_JOB__HELD_MAX held a shard back (logged once) */
 
     /* reads that landed, posted by staging threads */
     pthread_mutex_t qmu;
@@ -217,6 +362,17 @@ struct sd_job {
     /* the merged top-k of each query (nq lists), made by the report */
     struct kn_scan_hit **topk;
     size_t *ntopk;
+    /* the streaming path, once decided (NULL: whole shards) */
+    struct sd_job__stream *stream;
+    int path_decided;
+    /* the CPU check pool (cpu-verify with cpu_verify_threads > 0), and the
+     * shards it still has to answer */
+    struct sd_job__check *check;
+    size_t checks_pending;
+    uint64_t check_bytes, t_check_end;
+    /* events from the ring and check threads, under qmu (job_stream.c) */
+    struct sd_job__ev *evq;
+    size_t ev_head, ev_len, ev_cap;
 };
 
 /* Logs one line through the sink the daemon lent, subsystem "job". */
@@ -296,6 +452,11 @@ void sd_job__slot_fail(struct sd_job__slot *s, const char *fmt, ...)
 int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx);
 /* Moves one slot as far as it can go without an answer. */
 void sd_job__advance(struct sd_job__slot *s);
+/* The scan's generated query for (@type, @dim) in job->query (nothing to do
+ * with a --query file's). Returns 0 or -ENOMEM. */
+int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim);
+/* Query @q (its f32 elements), the generated one or the file's. */
+const float *sd_job__query_at(const struct sd_job *job, uint32_t q);
 /* Query @q of slot @s moves to state @to (enum sd_job__qstate); the
  * slot's counts and its scan op bits follow. */
 void sd_job__query_move(struct sd_job__slot *s, uint32_t q, enum sd_job__qstate to);
@@ -318,6 +479,91 @@ void sd_job__agents_refresh(struct sd_job *job, unsigned *nready_p);
  * limits allow. */
 void sd_job__flush_leases(struct sd_job *job, unsigned nready);
 void sd_job__flush_releases(struct sd_job *job);
+
+/* ---- job_stream_task.c (a streamed (shard, op) on the loop) ---- */
+
+static inline uint64_t sd_job__div_up(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static inline unsigned sd_job__nops(const struct sd_job *job)
+{
+    return (unsigned)__builtin_popcount(job->ops);
+}
+
+/* The op of unit @u (units: (shard, op) in shard order). */
+static inline unsigned sd_job__unit_op(const struct sd_job *job, size_t u)
+{
+    if (sd_job__nops(job) == 2)
+        return u % 2 == 0 ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
+    return job->ops;
+}
+
+static inline unsigned sd_job__scan_k(const struct sd_job *job)
+{
+    return job->cfg.k < LT_SCAN_MAX_K ? job->cfg.k : LT_SCAN_MAX_K;
+}
+
+void sd_job__task_free(struct sd_job__task *t);
+/* Removes @t from @r's outstanding list and frees its hits area. */
+void sd_job__task_unlink(struct sd_job__ring *r, struct sd_job__task *t);
+/* Queues unit @u to be streamed again (after an agent loss). */
+int sd_job__unit_redo(struct sd_job *job, size_t u);
+/* Hands @r one more task. Returns 1 when a unit was taken (streamed, or
+ * failed for good), 0 when there is nothing to take or the send must wait. */
+int sd_job__ring_feed(struct sd_job *job, struct sd_job__ring *r);
+/* @t has its completion and every chunk stored: its result counts. */
+void sd_job__task_finish(struct sd_job *job, struct sd_job__ring *r, struct sd_job__task *t);
+
+/* ---- job_stream.c (the loop's side of the streaming path) ---- */
+
+/* Sets up the rings (buffers, threads) when the job streams. Returns 0, or
+ * -errno with the reason logged (the job then stages whole shards). */
+int sd_job__stream_setup(struct sd_job *job);
+/* The streaming step (sd_job_step after the path was decided). */
+int sd_job__stream_step(struct sd_job *job, int *timeout_ms_p);
+/* Takes the events the ring and check threads posted (from sd_job_staged). */
+void sd_job__events_take(struct sd_job *job);
+/* Room for @more events in the queue (loop thread). Returns 0 or -ENOMEM. */
+int sd_job__events_reserve(struct sd_job *job, size_t more);
+/* The client's callbacks for ring tags. */
+void sd_job__stream_on_grant(struct sd_job *job, const struct leasec_client_grant *g);
+void sd_job__stream_on_completion(struct sd_job *job, const struct leasec_client_completion *c);
+void sd_job__stream_on_release(struct sd_job *job, const struct leasec_client_release *r);
+void sd_job__stream_on_error(struct sd_job *job, const struct leasec_client_error *e);
+void sd_job__stream_on_reply(struct sd_job *job, const struct leasec_client_reply *r);
+void sd_job__stream_on_disconnect(struct sd_job *job, unsigned agent);
+/* Abandon: the threads stop, every buffer stays out of the pool. */
+void sd_job__stream_abandon(struct sd_job *job, const char *why);
+/* Stops and joins the threads and frees what the path holds. */
+void sd_job__stream_free(struct sd_job *job);
+/* The summary's streaming lines. */
+void sd_job__stream_report(const struct sd_job *job, FILE *out);
+/* Posts an event for the loop (any thread) and wakes it. */
+void sd_job__ev_post(struct sd_job *job, const struct sd_job__ev *ev);
+
+/* ---- job_ring.c (a staging thread) ---- */
+
+/* The thread of ring @arg (struct sd_job__ring *). */
+void *sd_job__ring_main(void *arg);
+
+/* ---- job_check.c (the CPU check pool) ---- */
+
+/* Starts @threads check threads. Returns 0 or -errno. */
+int sd_job__check_start(struct sd_job *job, unsigned threads);
+/* Queues shard @idx for a CPU check; its result comes as SD_JOB__EV_CHECKED. */
+int sd_job__check_queue(struct sd_job *job, size_t idx);
+/* An EV_CHECKED event: records the shard's CPU verdict. */
+void sd_job__check_take(struct sd_job *job, const struct sd_job__ev *ev);
+/* Stops and joins the threads (their queue dropped). NULL-safe. */
+void sd_job__check_stop(struct sd_job *job);
+/* Checks @len payload bytes at @buf (payload offset @off, a block
+ * multiple) against @table: 0, or -EBADMSG with @fault. The one place the
+ * block hash is called for --cpu-verify: a faster bit-identical hash
+ * replaces kr_block_verify here. */
+int sd_job__check_blocks(const unsigned char *buf, uint64_t off, uint64_t len, uint32_t block_size,
+                         const uint64_t *table, struct sd_shard_fault *fault);
 
 /* ---- job_report.c ---- */
 

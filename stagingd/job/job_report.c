@@ -41,6 +41,10 @@ void sd_job_progress(const struct sd_job *job, char *buf, size_t len)
 
 void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
 {
+    if (job->stream) { /* sums over the agents, of this call alone */
+        job->stream->reg_end = job->stream->req_end = 0;
+        job->stream->reg_end_valid = job->stream->req_end_valid = 0;
+    }
     for (unsigned a = 0; a < job->env.nagents; a++) {
         struct leasec_client_agent_info info;
         struct sd_job__agent *ag = &job->agents[a];
@@ -56,22 +60,41 @@ void sd_job_agent_stats(struct sd_job *job, int timeout_ms)
             continue;
         }
         ag->uptime_ns = st.uptime_ns;
+        if (job->stream) {
+            uint64_t reg = 0;
+            for (unsigned c = 0; c < LT_CLASS_SLOTS; c++)
+                reg += st.classes[c].registrations;
+            job->stream->reg_end += reg;
+            job->stream->reg_end_valid = 1;
+        }
         if (st.have_self) {
             ag->me = st.self;
             ag->stats_valid = 1;
+        }
+        if (job->stream && st.have_self) {
+            job->stream->req_end += st.self.submits;
+            job->stream->req_end_valid = 1;
         }
     }
 }
 
 /* ---- pure functions over results ---- */
 
+/* A shard's scan hits for query @q go into the merge unless its verify
+ * found corrupt blocks: a job that checked the bytes never passes on records
+ * it knows to be bad (the row still shows the shard's own best, marked). */
+static int sd_job__mergeable(const struct sd_job__result *r, uint32_t q)
+{
+    return r->scan[q].has_hit && r->vstatus != LT_E_CHECKSUM_MISMATCH;
+}
+
 int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, uint32_t q, size_t k,
                        struct kn_scan_hit **hits_p, size_t *n_p)
 {
     size_t n = 0, total = 0;
     for (size_t i = 0; i < nres; i++) {
-        n += res[i].scan[q].has_hit;
-        total += res[i].scan[q].has_hit ? res[i].scan[q].nhits : 0;
+        n += sd_job__mergeable(&res[i], q);
+        total += sd_job__mergeable(&res[i], q) ? res[i].scan[q].nhits : 0;
     }
     /* Each shard's top min(k, LT_SCAN_MAX_K): the merge is the true
      * top-k of all records for k up to LT_SCAN_MAX_K. */
@@ -93,7 +116,7 @@ int sd_job__topk_merge(const struct sd_job__result *res, size_t nres, uint32_t q
     }
     size_t j = 0;
     for (size_t i = 0; i < nres; i++) {
-        if (!res[i].scan[q].has_hit)
+        if (!sd_job__mergeable(&res[i], q))
             continue;
         lists[j] = res[i].scan[q].hits;
         counts[j] = res[i].scan[q].nhits;
@@ -121,8 +144,8 @@ void sd_job__tally(const struct sd_job__result *res, size_t n, unsigned ops,
             t.failed++;
         else if (r->state == SD_JOB__RES_SKIPPED)
             t.skipped++;
-        else if (r->vstatus == LT_E_CHECKSUM_MISMATCH)
-            t.bad++;
+        else if (r->vstatus == LT_E_CHECKSUM_MISMATCH || r->cpu_bad)
+            t.bad++; /* the CPU check's bad block counts too: never passed as clean */
         else if (r->state == SD_JOB__RES_DONE)
             t.clean++;
         else
@@ -138,7 +161,7 @@ int sd_job__status(const struct sd_job__result *res, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (res[i].state != SD_JOB__RES_DONE)
             return 1;
-        bad |= res[i].vstatus == LT_E_CHECKSUM_MISMATCH;
+        bad |= res[i].vstatus == LT_E_CHECKSUM_MISMATCH || res[i].cpu_bad;
     }
     return bad ? 3 : 0;
 }
@@ -240,11 +263,13 @@ static void sd_job__row(const struct sd_job *job, size_t i, FILE *out)
         }
     }
     if ((r->got & SD_JOB__OP_SCAN) && job->nq == 1 && r->scan[0].has_hit)
-        fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records\n",
-                name, r->scan[0].hit.index, (double)r->scan[0].hit.score, r->records);
+        fprintf(out, "  %-18s scan best: record %" PRIu64 " score %.9g of %" PRIu64 " records%s\n",
+                name, r->scan[0].hit.index, (double)r->scan[0].hit.score, r->records,
+                r->vstatus == LT_E_CHECKSUM_MISMATCH ? "; not in the top-k: corrupt blocks" : "");
     else if ((r->got & SD_JOB__OP_SCAN) && job->nq > 1)
-        fprintf(out, "  %-18s scan: %u queries over %" PRIu64 " records\n", name, job->nq,
-                r->records);
+        fprintf(out, "  %-18s scan: %u queries over %" PRIu64 " records%s\n", name, job->nq,
+                r->records,
+                r->vstatus == LT_E_CHECKSUM_MISMATCH ? "; not in the top-k: corrupt blocks" : "");
     if (r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED)
         fprintf(out, "  %-18s %s: %s\n", name,
                 r->state == SD_JOB__RES_FAILED ? "FAILED" : "NOT RUN", r->why ? r->why : "?");
@@ -342,9 +367,13 @@ void sd_job_report(struct sd_job *job, FILE *out)
                  exact = t.exact;
     char total[32];
     sd_job__bytes_fmt(job->bytes_total, total, sizeof total);
-    fprintf(out, "job %u: %s of %s: %zu shard(s), %s, doorbell %s, inflight %u\n", job->env.id,
-            sd_job_op_name(job->op), job->store_path, job->nshards, total,
-            job->doorbell ? "on" : "off", job->nslots);
+    char path[96] = "whole shards";
+    if (job->stream)
+        snprintf(path, sizeof path, "streaming, %u ring(s) of %u x %" PRIu64 " bytes",
+                 job->stream->nrings, job->stream->slots, job->stream->chunk);
+    fprintf(out, "job %u: %s of %s: %zu shard(s), %s, doorbell %s, inflight %u, path %s\n",
+            job->env.id, sd_job_op_name(job->op), job->store_path, job->nshards, total,
+            job->doorbell ? "on" : "off", job->nslots, path);
     /* Shards that share a reason for having no result get one line per
      * reason, unless every row was asked for. */
     unsigned char *grouped = job->cfg.list ? NULL : calloc(job->nshards ? job->nshards : 1, 1);
@@ -355,7 +384,7 @@ void sd_job_report(struct sd_job *job, FILE *out)
     for (size_t i = 0; i < job->nshards; i++) {
         const struct sd_job__result *r = &job->res[i];
         int notable = r->state == SD_JOB__RES_FAILED || r->state == SD_JOB__RES_SKIPPED ||
-                      r->vstatus == LT_E_CHECKSUM_MISMATCH;
+                      r->vstatus == LT_E_CHECKSUM_MISMATCH || r->cpu_bad;
         if ((job->cfg.list || notable) && !(grouped && grouped[i]))
             sd_job__row(job, i, out);
     }
@@ -365,6 +394,8 @@ void sd_job_report(struct sd_job *job, FILE *out)
     if (job->ops & SD_JOB__OP_SCAN)
         sd_job__topk_print(job, out);
     uint64_t end = job->t_end ? job->t_end : base_now_ns();
+    if (job->stream && job->stream->t_gpu_end) /* the last result, not the rings' teardown */
+        end = job->stream->t_gpu_end > job->t_check_end ? job->stream->t_gpu_end : job->t_check_end;
     double e2e = (double)(end - job->t_start) / 1e9;
     double busy = (double)job->busy_ns / 1e9;
     char staged[32];
@@ -375,10 +406,24 @@ void sd_job_report(struct sd_job *job, FILE *out)
             "shards", clean + bad, job->nshards, clean, bad, failed, skipped);
     fprintf(out, "  %-14s %" PRIu64 " staged (%s) of %" PRIu64 "\n", "bytes", job->bytes_staged,
             staged, job->bytes_total);
-    fprintf(out, "  %-14s %.2f GB/s (%.3f s with reads in flight)\n", "staged",
-            busy > 0 ? (double)job->bytes_staged / busy / 1e9 : 0.0, busy);
+    if (!job->stream)
+        fprintf(out, "  %-14s %.2f GB/s (%.3f s with reads in flight)\n", "staged",
+                busy > 0 ? (double)job->bytes_staged / busy / 1e9 : 0.0, busy);
     fprintf(out, "  %-14s %.2f GB/s (%.3f s from start to last result)\n", "end to end",
             e2e > 0 ? (double)job->bytes_staged / e2e / 1e9 : 0.0, e2e);
+    if (job->stream)
+        sd_job__stream_report(job, out);
+    if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
+        /* Its own figure: the GPU path's above does not wait for it. */
+        double cs =
+            job->t_check_end > job->t_start ? (double)(job->t_check_end - job->t_start) / 1e9 : 0.0;
+        uint64_t checked = job->check ? job->check_bytes : job->bytes_staged;
+        if (!job->check)
+            cs = e2e;
+        fprintf(out, "  %-14s %.2f GB/s (%" PRIu64 " bytes in %.3f s, %s)\n", "cpu check",
+                cs > 0 ? (double)checked / cs / 1e9 : 0.0, checked, cs,
+                job->check ? "on its own threads" : "on the staging threads, per read");
+    }
     if (job->ops & SD_JOB__OP_VERIFY)
         fprintf(out, "  %-14s %" PRIu64 "\n", "bad blocks", job->bad_blocks);
     fprintf(out,

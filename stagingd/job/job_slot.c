@@ -100,7 +100,7 @@ void sd_job_query_make(uint64_t seed, uint32_t type, uint32_t dim, float *query_
             query_p[i] = sd_f16_to_f32(sd_f16_from_f32(query_p[i]));
 }
 
-static int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
+int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
 {
     if (job->cfg.nqueries)
         return 0; /* the file's, checked against every shard at create */
@@ -116,8 +116,7 @@ static int sd_job__query(struct sd_job *job, uint32_t type, uint32_t dim)
     return 0;
 }
 
-/* Query @q (its f32 elements), the generated one or the file's. */
-static const float *sd_job__query_at(const struct sd_job *job, uint32_t q)
+const float *sd_job__query_at(const struct sd_job *job, uint32_t q)
 {
     return job->cfg.nqueries ? job->cfg.queries + (size_t)q * job->cfg.query_dim : job->query;
 }
@@ -173,9 +172,17 @@ static void sd_job__read_done(void *arg, int result, uint64_t bytes)
     if (s->using_bell)
         leasec_client_ring(s->bell, s->seq);
     s->cpu_rc = 0;
-    if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY))
-        s->cpu_rc = sd_shard_verify_mem(s->sh, s->buf.base, 0, s->payload_len, s->cpu_err,
-                                        sizeof s->cpu_err, &s->cpu_fault);
+    /* Without check threads the staging thread checks the bytes it read. */
+    if (result == 0 && job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY) && !job->check) {
+        const uint64_t *table = NULL;
+        uint64_t nblocks = 0;
+        s->cpu_rc = sd_shard_table(s->sh, s->cpu_err, sizeof s->cpu_err, &table, &nblocks);
+        if (s->cpu_rc == 0)
+            s->cpu_rc = sd_job__check_blocks(s->buf.base, 0, s->payload_len, s->block_size, table,
+                                             &s->cpu_fault);
+        if (s->cpu_rc == -EBADMSG)
+            snprintf(s->cpu_err, sizeof s->cpu_err, "block %" PRIu64 " bad", s->cpu_fault.block);
+    }
     /* Once the slot is posted the loop may finish the job and free it:
      * nothing of the job is touched after the unlock. */
     const int notify_fd = job->env.notify_fd;
@@ -231,6 +238,7 @@ static void sd_job__read_start(struct sd_job__slot *s, int bell)
 
 void sd_job_staged(struct sd_job *job)
 {
+    sd_job__events_take(job);
     for (;;) {
         pthread_mutex_lock(&job->qmu);
         if (job->qlen == 0) {
@@ -252,7 +260,10 @@ void sd_job_staged(struct sd_job *job)
             sd_job__log(job, BASE_LOG_DEBUG, "job %u: %s: staged %" PRIu64 " bytes%s", job->env.id,
                         sd_job__shard_name(job, s->shard), s->payload_len,
                         s->using_bell ? ", bell rung" : "");
-            if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
+            if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY) && job->check) {
+                if (!res->cpu_queued && sd_job__check_queue(job, s->shard) == 0)
+                    res->cpu_queued = 1;
+            } else if (job->cfg.cpu_verify && (job->ops & SD_JOB__OP_VERIFY)) {
                 res->cpu_checked = 1;
                 if (s->cpu_rc == -EBADMSG) {
                     res->cpu_bad = 1;
@@ -304,6 +315,21 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
                             h->dim);
         sd_shard_close(sh);
         return 1;
+    }
+    const uint64_t want = sd_job__round_up(lease_len, LEASEC_POOL_BUF_ALIGN);
+    if (job->active > 0 && job->bytes_held + want > SD_JOB__HELD_MAX) {
+        if (!job->held_bounded) {
+            char held[32];
+            sd_job__bytes_fmt(job->bytes_held, held, sizeof held);
+            sd_job__log(job, BASE_LOG_INFO,
+                        "job %u: %u shard(s) in flight hold %s of staging buffers: more wait "
+                        "(at most 256 MiB held; inflight %u is a bound, not a target)",
+                        job->env.id, job->active, held, job->cfg.inflight);
+            job->held_bounded = 1;
+        }
+        job->alloc_blocked = 1; /* until a slot frees its buffer */
+        sd_shard_close(sh);
+        return 0;
     }
     struct leasec_pool_buf buf;
     rc = leasec_pool_alloc(job->env.pool, LT_CLASS_PINNED,
@@ -362,6 +388,8 @@ int sd_job__start(struct sd_job *job, struct sd_job__slot *s, size_t idx)
     s->sh = sh;
     s->buf = buf;
     s->have_buf = 1;
+    s->held = want;
+    job->bytes_held += want;
     s->payload_len = h->payload_len;
     s->read_len = lay.read_len;
     s->sums_off = lay.sums_off;
@@ -405,6 +433,8 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
         job->bytes_done += s->payload_len;
     if (s->have_buf && !s->quarantine)
         leasec_pool_free(job->env.pool, &s->buf);
+    job->bytes_held -= s->held;
+    s->held = 0;
     if (s->quarantine)
         sd_job__log(job, BASE_LOG_WARN,
                     "job %u: %s: its buffer (segment %u + %" PRIu64 ") stays out of the pool: the "
@@ -591,6 +621,10 @@ struct sd_job__slot *sd_job__slot_of(struct sd_job *job, uint64_t tag)
 void sd_job_on_completion(struct sd_job *job, const struct leasec_client_completion *c)
 {
     unsigned kind = sd_job__tag_kind(c->tag);
+    if (kind == SD_JOB__TAG_RING_SHARD) {
+        sd_job__stream_on_completion(job, c);
+        return;
+    }
     unsigned op = kind == SD_JOB__TAG_VERIFY ? SD_JOB__OP_VERIFY : SD_JOB__OP_SCAN;
     const uint32_t q = sd_job__tag_query(c->tag);
     struct sd_job__slot *s = sd_job__slot_of(job, c->tag);

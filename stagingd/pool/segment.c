@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/hugepages.h"
 #include "pool_internal.h"
 
 #define SD_SEGMENT_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
@@ -159,24 +160,6 @@ static int leasec__segment_map(int fd, uint64_t size, unsigned char **base_p)
     return 0;
 }
 
-#define SD_HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB"
-
-/* One counter of the 2 MiB hugetlb pool (whatever the default huge page
- * size is); -1 when it cannot be read. */
-static long leasec__huge_counter(const char *name)
-{
-    char path[128];
-    snprintf(path, sizeof(path), SD_HUGE_SYSFS "/%s", name);
-    FILE *f = fopen(path, "re");
-    long v = -1;
-    if (f) {
-        if (fscanf(f, "%ld", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
-
 /* The system's shmem THP policy, the bracketed word of shmem_enabled
  * ("never" when it cannot be read). */
 static void leasec__shmem_thp_policy(char *buf, size_t len)
@@ -231,15 +214,15 @@ static uint64_t leasec__segment_thp_bytes(const unsigned char *base)
  * a new mapping can have. */
 static void leasec__huge_reason(const char *step, int rc, uint64_t size, char *buf, size_t len)
 {
-    long total = leasec__huge_counter("nr_hugepages"),
-         free_pages = leasec__huge_counter("free_hugepages"),
-         resv = leasec__huge_counter("resv_hugepages");
+    long total = base_hugepages_counter("nr_hugepages"),
+         free_pages = base_hugepages_counter("free_hugepages"),
+         resv = base_hugepages_counter("resv_hugepages");
     long avail = free_pages >= 0 && resv >= 0 ? free_pages - resv : -1;
     unsigned long long need = (unsigned long long)(size / LEASEC_POOL_HUGE_PAGE);
     if (strcmp(step, "mmap") == 0 && rc == -ENOMEM)
         snprintf(buf, len,
                  "expected %llu available 2 MiB huge pages, found %ld (%ld free, %ld promised, "
-                 "%ld reserved in " SD_HUGE_SYSFS ")",
+                 "%ld reserved in " BASE_HUGE_SYSFS ")",
                  need, avail, free_pages, resv, total);
     else
         snprintf(buf, len,
@@ -267,7 +250,7 @@ static void leasec__huge_give_up(struct leasec__pool_ctx *ctx, const char *name,
             ctx,
             "segment %s and any after it use %zu-byte pages, which the GPU agent "
             "registers several times slower than 2 MiB ones: %s, and shmem THP is '%s'; "
-            "reserve 2 MiB pages (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or allow "
+            "reserve 2 MiB pages (`echo N > " BASE_HUGE_SYSFS "/nr_hugepages`) or allow "
             "shmem THP (`echo advise > /sys/kernel/mm/transparent_hugepage/"
             "shmem_enabled`), or set pages = small to say nothing",
             name, ctx->page, why, policy);
@@ -324,7 +307,7 @@ static int leasec__segment_open_paged(struct leasec__pool_ctx *ctx, const char *
         if (ctx->pages == LEASEC_POOL_PAGES_HUGE) {
             leasec__ctx_log(ctx,
                             "creating segment %s of %llu bytes on huge pages (pages = huge): %s; "
-                            "reserve more (`echo N > " SD_HUGE_SYSFS "/nr_hugepages`) or use "
+                            "reserve more (`echo N > " BASE_HUGE_SYSFS "/nr_hugepages`) or use "
                             "pages = auto",
                             name, (unsigned long long)size, why);
             *step_p = NULL;

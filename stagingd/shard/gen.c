@@ -120,23 +120,6 @@ void sd_gen_records(uint64_t state[4], uint32_t type, uint32_t dim, uint64_t n, 
     }
 }
 
-/* ---- Sizes ---- */
-
-int sd_size_parse(const char *s, uint64_t *v_p)
-{
-    /* stagingd's spellings only (digits, then B, K, M, G, T alone or with
-     * iB: docs/shard-format.md); base_parse_size, which takes more (KB, k,
-     * 0x...), reads them. */
-    static const char *const units[] = {"", "B", "K", "KiB", "M", "MiB", "G", "GiB", "T", "TiB"};
-    size_t digits = strspn(s, "0123456789");
-    if (digits == 0)
-        return -EINVAL;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(s + digits, units[i]) == 0)
-            return base_parse_size(s, v_p, NULL, 0);
-    return -EINVAL;
-}
-
 /* ---- The store ---- */
 
 void sd_gen_opts_default(struct sd_gen_opts *o)
@@ -246,7 +229,7 @@ static int gen_remove_stale(const char *dir, uint64_t shards, char *err, size_t 
         uint64_t idx;
         char digits[32], again[64];
         if (sscanf(de->d_name, "shard-%20[0-9].sds", digits) != 1 ||
-            sd_size_parse(digits, &idx) < 0)
+            base_parse_size_flags(digits, BASE_PARSE_SIZE_STRICT, &idx, NULL, 0) < 0)
             continue;
         snprintf(again, sizeof(again), GEN_NAME_FMT, idx);
         if (strcmp(again, de->d_name) != 0 || idx < shards)

@@ -366,7 +366,7 @@ static int shard_open_common(int dirfd, const char *name, const char *display, i
         goto fail;
     }
     size_t want = size < SD_SHARD_PAYLOAD_OFFSET ? (size_t)size : SD_SHARD_PAYLOAD_OFFSET;
-    ssize_t got = sd__pread_full(s->fd, page, want, 0);
+    ssize_t got = base_pread_full(s->fd, page, want, 0);
     if (got < 0 || (size_t)got != want) {
         rc = got < 0 ? (int)got : -EIO;
         base_errf(err, err_len, rc, "%s: reading the header: expected %zu bytes, %s", shown, want,
@@ -401,7 +401,7 @@ static int shard_open_common(int dirfd, const char *name, const char *display, i
                        shown, table_bytes);
         goto fail;
     }
-    got = sd__pread_full(s->fd, s->table, table_bytes, s->hdr.table_offset);
+    got = base_pread_full(s->fd, s->table, table_bytes, s->hdr.table_offset);
     if (got < 0 || (size_t)got != table_bytes) {
         rc = got < 0 ? (int)got : -EIO;
         base_errf(err, err_len, rc,
@@ -543,10 +543,14 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
                     struct sd_shard_fault *fault)
 {
     uint64_t bs = s->hdr.block_size, plen = s->hdr.payload_len;
-    /* Read several blocks per call; a block never straddles two reads. */
+    /* Read several blocks per call; a block never straddles two reads. No
+     * more than the payload's blocks: a small shard gets a small buffer
+     * (still at least one block, which holds the padding before the table). */
     uint64_t chunk = (8u << 20) / bs * bs;
     if (chunk == 0)
         chunk = bs;
+    if (chunk > (plen + bs - 1) / bs * bs)
+        chunk = (plen + bs - 1) / bs * bs;
     unsigned char *buf = malloc((size_t)chunk);
     if (!buf)
         return base_errf(err, err_len, -ENOMEM,
@@ -555,7 +559,7 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
     for (uint64_t off = 0; off < plen; off += chunk) {
         size_t n = (size_t)(plen - off < chunk ? plen - off : chunk);
         uint64_t at = s->hdr.payload_offset + off;
-        ssize_t got = sd__pread_full(s->fd, buf, n, at);
+        ssize_t got = base_pread_full(s->fd, buf, n, at);
         if (got < 0 || (size_t)got != n) {
             rc = got < 0 ? (int)got : -EIO;
             base_errf(err, err_len, rc,
@@ -569,7 +573,7 @@ int sd_shard_verify(const struct sd_shard *s, char *err, size_t err_len,
     }
     uint64_t pad_at = s->hdr.payload_offset + plen;
     size_t pad = (size_t)(s->hdr.table_offset - pad_at);
-    ssize_t got = sd__pread_full(s->fd, buf, pad, pad_at);
+    ssize_t got = base_pread_full(s->fd, buf, pad, pad_at);
     if (got < 0 || (size_t)got != pad) {
         rc = got < 0 ? (int)got : -EIO;
         base_errf(err, err_len, rc,

@@ -10,10 +10,7 @@
 #include <sys/types.h>
 
 #include "base/err.h" /* base_errf: every error site formats @err with it */
-
-/* pread until @len bytes or end of file, retrying EINTR. Returns the bytes
- * read (fewer only at end of file) or -errno. */
-ssize_t sd__pread_full(int fd, void *buf, size_t len, uint64_t off);
+#include "base/io.h"  /* base_pread_full */
 
 /* pwrite all @len bytes, retrying EINTR and short writes. 0 or -errno. */
 int sd__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);

@@ -4,23 +4,6 @@
 
 #include "shard_internal.h"
 
-ssize_t sd__pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            break;
-        done += (size_t)n;
-    }
-    return (ssize_t)done;
-}
-
 int sd__pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
     size_t done = 0;

@@ -294,7 +294,7 @@ static int store_read_manifest(int dirfd, const char *mpath, char *err, size_t e
         rc = base_errf(err, err_len, -ENOMEM, "%s: out of memory", mpath);
         goto out;
     }
-    ssize_t got = sd__pread_full(fd, buf, size, 0);
+    ssize_t got = base_pread_full(fd, buf, size, 0);
     if (got < 0 || (size_t)got != size) {
         rc = got < 0 ? (int)got : -EIO;
         base_errf(err, err_len, rc, "%s: read: expected %zu bytes, %s", mpath, size,

@@ -1,8 +1,8 @@
-/* base_parse_size accepts everything the size parser it replaces accepts,
- * with the same bytes: stagingd's sd_size_parse, run side by side on listed
- * and random strings. (The agent's parsers are gone: it parses with
- * base_parse_size; store_parse_u64 is static: its forms are listed in
- * test_parse.c.) Delete this suite once sd_size_parse is gone. */
+/* base_parse_size accepts everything its strict form accepts (stagingd's
+ * spellings, once sd_size_parse), with the same bytes: the two run side by
+ * side on listed and random strings. (The agent's parsers are gone: it
+ * parses with base_parse_size; store_parse_u64 is static: its forms are
+ * listed in test_parse.c.) */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,7 +10,6 @@
 #include "base/parse.h"
 #include "base/rand.h"
 #include "check_main.h"
-#include "stagingd/shard.h" /* sd_size_parse */
 
 static int checked, accepted;
 
@@ -18,8 +17,8 @@ static void compare(const char *s)
 {
     uint64_t base_v = 0, old_v = 0;
     int base_rc = base_parse_size(s, &base_v, NULL, 0);
-    if (sd_size_parse(s, &old_v) == 0) {
-        ck_assert_msg(base_rc == 0 && base_v == old_v, "'%s': sd_size_parse gives %llu", s,
+    if (base_parse_size_flags(s, BASE_PARSE_SIZE_STRICT, &old_v, NULL, 0) == 0) {
+        ck_assert_msg(base_rc == 0 && base_v == old_v, "'%s': the strict form gives %llu", s,
                       (unsigned long long)old_v);
         accepted++;
     }

@@ -44,13 +44,6 @@ CUresult fk__refuse(const char *fn, CUresult rc, const char *fmt, ...)
     return rc;
 }
 
-uint64_t fk__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void fk__fault(CUresult rc)
 {
     if (!fk.sticky) {
@@ -106,6 +99,7 @@ static void fk_config_load(void)
     c->total_mem = fk_env_u64("FAKECUDA_TOTAL_MEM", half);
     c->register_limit = fk_env_u64("FAKECUDA_REGISTER_LIMIT", 0);
     c->trace = fk_env_u64("FAKECUDA_TRACE", 0) != 0;
+    c->hostfn_lag_us = fk_env_u64("FAKECUDA_HOSTFN_LAG_US", 0);
     const char *lm = getenv("CUDA_MODULE_LOADING");
     c->eager = lm && strcmp(lm, "EAGER") == 0;
     const char *jit = getenv("CUDA_DISABLE_PTX_JIT");

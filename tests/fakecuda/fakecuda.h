@@ -39,6 +39,7 @@ struct fk_config {
     int ptx_jit_disabled;   /* CUDA_DISABLE_PTX_JIT=1 */
     char fault_kernel[64];  /* FAKECUDA_FAULT_KERNEL=name[:n] */
     unsigned int fault_nth;
+    uint64_t hostfn_lag_us; /* FAKECUDA_HOSTFN_LAG_US: 0 = none */
 };
 
 /* ---- memory ---- */
@@ -182,7 +183,6 @@ __attribute__((format(printf, 3, 4))) CUresult fk__refuse(const char *fn, CUresu
                                                           const char *fmt, ...);
 /* Records the first fault: every later context call returns it. Locked. */
 void fk__fault(CUresult rc);
-uint64_t fk__now_ns(void);
 /* Threads and shared memory bytes per multiprocessor of the fake's arch. */
 int fk__sm_threads(void);
 int fk__sm_smem(void);

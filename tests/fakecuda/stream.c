@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/time.h"
 #include "fakecuda.h"
 
 struct fk_mark {
@@ -126,8 +127,8 @@ static CUresult fk_write_value_run(const struct fk_op *op)
     return CUDA_SUCCESS;
 }
 
-/* Runs @op (unlocked). */
-static CUresult fk_op_run(struct fk_op *op)
+/* Runs @op of @s (unlocked). */
+static CUresult fk_op_run(struct CUstream_st *s, struct fk_op *op)
 {
     CUresult rc = CUDA_SUCCESS;
     switch (op->kind) {
@@ -141,6 +142,12 @@ static CUresult fk_op_run(struct fk_op *op)
         fk__in_hostfn = 1;
         op->u.host.fn(op->u.host.data);
         fk__in_hostfn = 0;
+        if (fk.cfg.hostfn_lag_us) {
+            /* A stream thread descheduled between the return and its mark. */
+            struct timespec ts = {(time_t)(fk.cfg.hostfn_lag_us / 1000000u),
+                                  (long)(fk.cfg.hostfn_lag_us % 1000000u) * 1000L};
+            nanosleep(&ts, NULL);
+        }
         return CUDA_SUCCESS;
     case FK_OP_WAIT_VALUE:
         return fk_wait_value_run(op);
@@ -152,7 +159,10 @@ static CUresult fk_op_run(struct fk_op *op)
     pthread_mutex_lock(&fk.mu);
     switch (op->kind) {
     case FK_OP_RECORD:
-        op->u.mark->ns = fk__now_ns();
+        /* The stream has passed the record by the time its event says so:
+         * a query of either after the other's answer agrees. */
+        __atomic_store_n(&s->completed, op->seq, __ATOMIC_RELEASE);
+        op->u.mark->ns = base_now_ns();
         op->u.mark->done = 1;
         pthread_cond_broadcast(&fk.cv);
         break;
@@ -195,7 +205,7 @@ static void *fk_stream_main(void *arg)
         if (!fk.sticky && !ctx->stopping) {
             s->in_hostfn = op->kind == FK_OP_HOSTFN;
             pthread_mutex_unlock(&fk.mu);
-            CUresult rc = fk_op_run(op);
+            CUresult rc = fk_op_run(s, op);
             if (rc == CUDA_SUCCESS)
                 __atomic_store_n(&s->completed, op->seq, __ATOMIC_RELEASE);
             pthread_mutex_lock(&fk.mu);
@@ -452,7 +462,7 @@ CUresult cuStreamDestroy(CUstream hStream)
  * take many milliseconds, and callers answered by the host function itself
  * (a completion) would then see their stream busy far more often than on a
  * GPU (see README.md). */
-#define FK_HOSTFN_GRACE_NS 100000000L
+#define FK_HOSTFN_GRACE_NS 100000000L /* none with FAKECUDA_HOSTFN_LAG_US */
 
 CUresult cuStreamQuery(CUstream hStream)
 {
@@ -462,7 +472,7 @@ CUresult cuStreamQuery(CUstream hStream)
     struct CUstream_st *s = NULL;
     if ((rc = fk__stream_resolve("cuStreamQuery", hStream, &s)) != CUDA_SUCCESS)
         return fk__leave("cuStreamQuery", rc);
-    if (s->in_hostfn && !fk__in_hostfn) {
+    if (s->in_hostfn && !fk__in_hostfn && !fk.cfg.hostfn_lag_us) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += FK_HOSTFN_GRACE_NS;

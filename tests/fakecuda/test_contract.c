@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 #include "kernels/images.h"
@@ -38,13 +39,6 @@ static CUfunction k_sum;
                       cu_eq_n ? cu_eq_n : "?", (int)cu_eq_rc, #want);                              \
     } while (0)
 #define CU_OK(call) CU_EQ(call, CUDA_SUCCESS)
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_ms(unsigned int ms)
 {
@@ -290,14 +284,14 @@ static void *blocker_main(void *arg)
 {
     struct blocker *b = arg;
     cuCtxSetCurrent(ctx);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = base_now_ns();
     if (b->what == 0)
         b->rc = cuMemFree(b->d);
     else if (b->what == 1)
         b->rc = cuMemHostUnregister(b->p);
     else
         b->rc = cuMemAlloc(&b->d, 4096); /* freed by the caller, after the ring */
-    __atomic_store_n(&b->ns, now_ns() - t0, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->ns, base_now_ns() - t0, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -347,7 +341,7 @@ END_TEST
 
 static void stamp(void *arg)
 {
-    *(uint64_t *)arg = now_ns();
+    *(uint64_t *)arg = base_now_ns();
 }
 
 START_TEST(stream_waits_compare_as_the_flags_say)
@@ -422,7 +416,7 @@ START_TEST(host_functions_run_in_order_and_may_not_call_cuda)
     CU_OK(cuLaunchHostFunc(s, hostfn_probe, s));
     sleep_ms(50);
     ck_assert_uint_eq(__atomic_load_n(&t_fn, __ATOMIC_ACQUIRE), 0);
-    uint64_t t_ring = now_ns();
+    uint64_t t_ring = base_now_ns();
     ring(&gate, 1);
     CU_OK(cuStreamSynchronize(s));
     ck_assert_uint_ge(t_fn, t_ring);

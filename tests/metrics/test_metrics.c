@@ -225,6 +225,44 @@ START_TEST(test_collect)
 }
 END_TEST
 
+START_TEST(test_family_clear)
+{
+    struct lm_registry *reg;
+    struct lm_family *f, *g;
+    struct lm_series *s;
+    ck_assert_int_eq(lm_registry_create(&reg), 0);
+    const char *labels[] = {"client", NULL};
+    ck_assert_int_eq(lm_family_add(reg, LM_COUNTER, "per_client_total", "p", labels, NULL, 0, &f),
+                     0);
+    ck_assert_int_eq(lm_family_add(reg, LM_GAUGE, "plain", "p", NULL, NULL, 0, &g), 0);
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        const char *v[] = {name, NULL};
+        ck_assert_int_eq(lm_series_get(f, v, &s), 0);
+        lm_counter_add(s, i + 1);
+    }
+    char *text = render(reg);
+    ck_assert_ptr_nonnull(strstr(text, "per_client_total{client=\"c2\"} 3\n"));
+    free(text);
+    ck_assert_int_eq(lm_family_clear(f), 0);
+    ck_assert_int_eq(lm_family_clear(g), -EINVAL); /* no labels: its series stays */
+    text = render(reg);
+    ck_assert_ptr_null(strstr(text, "per_client_total{"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE per_client_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(text, "plain 0\n"));
+    free(text);
+    /* Remade after the clear, from zero. */
+    const char *v[] = {"c1", NULL};
+    ck_assert_int_eq(lm_series_get(f, v, &s), 0);
+    lm_counter_add(s, 5);
+    text = render(reg);
+    ck_assert_ptr_nonnull(strstr(text, "per_client_total{client=\"c1\"} 5\n"));
+    free(text);
+    lm_registry_destroy(reg);
+}
+END_TEST
+
 START_TEST(test_listen_parse)
 {
     struct sockaddr_storage ss;
@@ -336,6 +374,7 @@ static Suite *metrics_suite(void)
     tcase_add_test(tc, test_values);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_collect);
+    tcase_add_test(tc, test_family_clear);
     tcase_add_test(tc, test_listen_parse);
     tcase_add_test(tc, test_server);
     tcase_set_timeout(tc, 60);

@@ -63,13 +63,13 @@ wait_for() {
     return 1
 }
 
-# start_agent: lease-agent-host on $tmp/agent/agent.sock with budgets that
-# fit an 8 MiB RLIMIT_MEMLOCK.
+# start_agent [options...]: lease-agent-host on $tmp/agent/agent.sock with
+# budgets that fit an 8 MiB RLIMIT_MEMLOCK; its lines in $tmp/agent.log.
 agent_sock=$tmp/agent/agent.sock
 start_agent() {
     mkdir -p "$tmp/agent"
     chmod 0700 "$tmp/agent"
-    "$AGENT" --socket "$agent_sock" --pinned-budget 6M --mapped-budget 2M > "$tmp/agent.log" 2>&1 &
+    "$AGENT" --socket "$agent_sock" --pinned-budget 6M --mapped-budget 2M "$@" > "$tmp/agent.log" 2>&1 &
     agent_pid=$!
     pids="$pids $agent_pid"
     wait_for 10 test -S "$agent_sock" || { fail "the agent did not start"; cat "$tmp/agent.log"; exit 1; }

@@ -27,7 +27,7 @@ for f in bin/stagingd bin/leasectl bin/lease-agent-host include/lease_types/prot
          share/man/man8/stagingd.8 share/man/man8/leasectl.8 \
          lib/systemd/system/lease-agent@.service lib/systemd/system/stagingd.service \
          lib/sysusers.d/lease-pinning.conf etc/lease-pinning/stagingd.conf \
-         etc/lease-pinning/lease-agent.env include/lease/client.h lib/liblease-client.a \
+         etc/lease-pinning/lease-agent.env etc/lease-pinning/lease-agent.conf include/lease/client.h lib/liblease-client.a \
          lib/liblease-client.so.0 lib/pkgconfig/lease-client.pc \
          lib/cmake/lease-client/lease-client-config.cmake; do
     if [ -e "$prefix/$f" ]; then pass "installed $f"; else fail "missing $f"; fi

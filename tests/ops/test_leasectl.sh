@@ -1,8 +1,9 @@
 #!/bin/sh
 # leasectl against a real lease-agent-host and stagingd on private sockets:
-# every command in each format, the agent's "does not offer" lines, leases
-# held while the agent is frozen, doctor's OK/FIX lines and exit status,
-# and that its connections leave stagingd's untouched.
+# every command in each format, the agent's lease and segment lists (1.4,
+# LT_CAP_INTROSPECT) with a job holding leases, leases held while the agent
+# is frozen, doctor's OK/FIX lines and exit status, and that its
+# connections leave stagingd's untouched.
 # usage: test_leasectl.sh STAGINGD AGENT LEASECTL JSON_GET
 STAGINGD=$1 AGENT=$2 LEASECTL=$3 JSON_GET=$4
 . "$(dirname "$0")/lib.sh"
@@ -83,18 +84,59 @@ kill -CONT "$agent_pid"
 wait "$job"
 check "the frozen job still finishes clean" grep -q "128 of 128 done: 128 clean" "$tmp/bigjob.txt"
 $L leases > "$tmp/leases2.txt"
-contains "leases: v1 has no listing" "$tmp/leases2.txt" "the agent at $agent_sock does not offer a per-lease listing (protocol v1): it needs LEASE_LIST_REQUEST"
-contains "leases: nothing held now" "$tmp/leases2.txt" "no lease held"
+check "leases: the agent lists its leases, no 'does not offer'" sh -c "! grep -q 'does not offer' '$tmp/leases2.txt'"
+contains "leases: the agent holds none now" "$tmp/leases2.txt" "no lease held on the agent"
+contains "leases: nothing held now" "$tmp/leases2.txt" "no lease held (no job running"
+
+# ---- leases: the agent's own list while a job holds some ----
+listed=0
+for try in 1 2 3 4 5 6 7 8; do
+    "$STAGINGD" ctl --control "$ctl_sock" job "$tmp/big" both > "$tmp/bigjob2.txt" 2>&1 &
+    job=$!
+    sleep 0.2
+    $L leases --json > "$tmp/alist.json"
+    n=$("$JSON_GET" "agents.0.leases#" < "$tmp/alist.json" 2>/dev/null || echo 0)
+    if [ "${n:-0}" -gt 0 ]; then
+        listed=1
+        $L leases > "$tmp/alist.txt"
+        $L segments > "$tmp/slist.txt"
+        $L segments --json > "$tmp/slist.json"
+        wait "$job"
+        break
+    fi
+    wait "$job"
+done
+check "leases --json: the agent listed a job's leases" [ "$listed" -eq 1 ]
+jeq "leases --json: the holder" "$tmp/alist.json" agents.0.leases.0.client stagingd
+jeq "leases --json: the class" "$tmp/alist.json" agents.0.leases.0.class PINNED
+len=$("$JSON_GET" agents.0.leases.0.length < "$tmp/alist.json")
+check "leases --json: a lease covers a 1 MiB shard and its checksums ($len bytes)" [ "${len:-0}" -ge 1048576 ]
+state=$("$JSON_GET" agents.0.leases.0.state < "$tmp/alist.json")
+case $state in
+held | releasing) pass "leases --json: the agent's state ($state)" ;;
+*) fail "leases --json: the agent's state '$state'" ;;
+esac
+check "leases --json: an age" sh -c "'$JSON_GET' agents.0.leases.0.age_s < '$tmp/alist.json' | grep -q '^[0-9]'"
+contains "leases: the agent's table" "$tmp/alist.txt" "client  name      lease"
+contains "leases: its title" "$tmp/alist.txt" "lease(s) on the agent (LEASE_LIST"
+contains "segments: the agent's table" "$tmp/slist.txt" "segment  client  name      class   size"
+contains "segments: its title" "$tmp/slist.txt" "3 segment(s) on the agent (SEGMENT_LIST)"
+jeq "segments --json: the agent's three" "$tmp/slist.json" "agents.0.segments#" 3
+jeq "segments --json: registered" "$tmp/slist.json" agents.0.segments.0.registered true
+jeq "segments --json: the holder" "$tmp/slist.json" agents.0.segments.0.client stagingd
 
 # ---- segments ----
 $L segments > "$tmp/segments.txt"; rc=$?
 check "segments exits 0" [ "$rc" -eq 0 ]
-contains "segments: v1 has no listing" "$tmp/segments.txt" "does not offer a per-segment listing (protocol v1): it needs SEGMENT_LIST_REQUEST"
+check "segments: the agent lists its segments, no 'does not offer'" sh -c "! grep -q 'does not offer' '$tmp/segments.txt'"
+contains "segments: the agent's" "$tmp/segments.txt" "3 segment(s) on the agent (SEGMENT_LIST)"
 contains "segments: stagingd's" "$tmp/segments.txt" "segment  class   size     pages  THP bytes"
 $L segments --json > "$tmp/segments.json"
 jeq "segments --json: stagingd's three" "$tmp/segments.json" "stagingd.segments#" 3
 jeq "segments --json: accepted" "$tmp/segments.json" stagingd.agents.0.segments_accepted 3
 jeq "segments --json: the agent's note" "$tmp/segments.json" agents.0.up true
+jeq "segments --json: the agent's list" "$tmp/segments.json" "agents.0.segments#" 3
+jeq "segments --json: a PINNED one" "$tmp/segments.json" agents.0.segments.0.size 2097152
 
 # ---- --prometheus ----
 if command -v promtool > /dev/null; then
@@ -108,6 +150,7 @@ if command -v promtool > /dev/null; then
     done
     contains "stats --prometheus: a class series" "$tmp/stats.prom" "lease_agent_registered_bytes{agent=\"$agent_sock\",class=\"PINNED\"} 4194304"
     contains "stats --prometheus: a client series" "$tmp/stats.prom" "lease_agent_client_leases_granted_total{agent=\"$agent_sock\",client=\"stagingd\""
+    contains "segments --prometheus: one segment's size" "$tmp/segments.prom" "lease_agent_segment_size_bytes{agent=\"$agent_sock\",client=\"stagingd\",segment="
 else
     echo "SKIP: promtool not installed (scripts/install-deps.sh installs prometheus)"
 fi

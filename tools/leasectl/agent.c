@@ -1,9 +1,11 @@
 /* leasectl's agent connection: HELLO, one STATS_REQUEST for every client,
- * close. Every answer passes lt_validate_from_agent and
- * lt_validate_reply_matches before a field is read, as in any client. */
+ * the lists when the agent offers them (1.4), close. Every answer passes
+ * lt_validate_from_agent and lt_validate_reply_matches before a field is
+ * read, as in any client. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -76,7 +78,84 @@ static int lctl__refused(struct lctl_agent *a, const union lt_msg_buffer *buf, c
     return m->err < 0 ? m->err : -EPROTO;
 }
 
+/* Bounds a list, so a misbehaving agent's cursor cannot keep leasectl
+ * paging forever. */
+#define LCTL__LIST_MAX (1u << 20)
+
+/* Pages through one list (@type: LEASE_LIST_REQUEST or SEGMENT_LIST_REQUEST)
+ * of every client into a malloc'ed array. Returns 0, or -errno with
+ * a->list_err saying why. */
+static int lctl__list(struct lctl_agent *a, int fd, uint16_t type, int timeout_ms, void **items_p,
+                      uint32_t *n_p)
+{
+    size_t esz = type == LT_MSG_LEASE_LIST_REQUEST ? sizeof(struct lt_lease_info)
+                                                   : sizeof(struct lt_segment_info);
+    unsigned char *items = NULL;
+    uint32_t n = 0;
+    uint64_t cursor = 0, rid = 100;
+    union lt_msg_buffer buf;
+    int rc = 0;
+    do {
+        struct lt_msg_list_request q;
+        lt_msg_init(&q, sizeof q, type, ++rid);
+        q.cursor = cursor;
+        rc = lctl__call(a, fd, &q, sizeof q, &buf, timeout_ms);
+        if (rc < 0) {
+            snprintf(a->list_err, sizeof a->list_err, "%s", a->err);
+            break;
+        }
+        if (buf.hdr.type == LT_MSG_ERROR) {
+            char what[64];
+            snprintf(what, sizeof what, "%s", lt_msg_type_name(type));
+            rc = lctl__refused(a, &buf, what);
+            snprintf(a->list_err, sizeof a->list_err, "%s", a->err);
+            a->err[0] = '\0';
+            break;
+        }
+        /* Both replies share the fixed part. */
+        const struct lt_msg_lease_list_reply *r = (const void *)buf.bytes;
+        if (n + r->count > LCTL__LIST_MAX) {
+            snprintf(a->list_err, sizeof a->list_err,
+                     "the agent at %s lists more than %u entries: stopped there", a->path,
+                     LCTL__LIST_MAX);
+            rc = -E2BIG;
+            break;
+        }
+        unsigned char *more = realloc(items, ((size_t)n + r->count + 1) * esz);
+        if (!more) {
+            snprintf(a->list_err, sizeof a->list_err, "out of memory");
+            rc = -ENOMEM;
+            break;
+        }
+        items = more;
+        memcpy(items + (size_t)n * esz, buf.bytes + sizeof *r, (size_t)r->count * esz);
+        n += r->count;
+        cursor = (r->flags & LT_LIST_F_MORE) ? r->next_cursor : 0;
+    } while (cursor);
+    if (rc < 0) {
+        free(items);
+        return rc;
+    }
+    *items_p = items;
+    *n_p = n;
+    return 0;
+}
+
+void lctl_agent_free(struct lctl_agent *a)
+{
+    free(a->leases);
+    free(a->segments);
+    a->leases = NULL;
+    a->segments = NULL;
+    a->nleases = a->nsegments = 0;
+}
+
 int lctl_agent_query(const char *path, int timeout_ms, struct lctl_agent *a)
+{
+    return lctl_agent_query_lists(path, timeout_ms, 0, a);
+}
+
+int lctl_agent_query_lists(const char *path, int timeout_ms, unsigned what, struct lctl_agent *a)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->path, sizeof a->path, "%s", path);
@@ -113,7 +192,9 @@ int lctl_agent_query(const char *path, int timeout_ms, struct lctl_agent *a)
     lt_msg_init(&hello, sizeof hello, LT_MSG_HELLO, 1);
     hello.version_min = 1;
     hello.version_max = LT_PROTO_VERSION;
-    hello.caps = 0; /* asks for nothing: no doorbell, no batches */
+    /* Asks for the lists only: no doorbell, no batches. An agent before
+     * 1.4 does not know the bit and grants nothing. */
+    hello.caps = LT_CAP_INTROSPECT;
     lt_name_set(hello.name, sizeof hello.name, "leasectl");
     rc = lctl__call(a, fd, &hello, sizeof hello, &buf, timeout_ms);
     if (rc < 0)
@@ -125,6 +206,7 @@ int lctl_agent_query(const char *path, int timeout_ms, struct lctl_agent *a)
     memcpy(&a->hello, buf.bytes, sizeof a->hello);
     a->self_id = a->hello.client_id;
     a->up = 1;
+    a->lists = (a->hello.caps & LT_CAP_INTROSPECT) != 0;
 
     struct lt_msg_stats_request sreq;
     lt_msg_init(&sreq, sizeof sreq, LT_MSG_STATS_REQUEST, 2);
@@ -145,6 +227,15 @@ int lctl_agent_query(const char *path, int timeout_ms, struct lctl_agent *a)
         if (r->clients[i].client_id != a->self_id)
             a->clients[a->nclients++] = r->clients[i];
     a->have_stats = 1;
+    /* A refused list is said in list_err; the STATS answer stands. */
+    if (a->lists && (what & LCTL_WANT_LEASES) &&
+        lctl__list(a, fd, LT_MSG_LEASE_LIST_REQUEST, timeout_ms, (void **)&a->leases,
+                   &a->nleases) == 0)
+        a->have_leases = 1;
+    if (a->lists && (what & LCTL_WANT_SEGMENTS) && !a->list_err[0] &&
+        lctl__list(a, fd, LT_MSG_SEGMENT_LIST_REQUEST, timeout_ms, (void **)&a->segments,
+                   &a->nsegments) == 0)
+        a->have_segments = 1;
 out:
     close(fd);
     return rc;
@@ -154,8 +245,8 @@ void lctl_agent_missing(const struct lctl_agent *a, const char *what, const char
                         char *buf, size_t len)
 {
     snprintf(buf, len,
-             "the agent at %s does not offer %s (protocol v%u): it needs %s (docs/operations.md, "
-             "\"Agent queries still to add\"); shown: what STATS_REPLY counts",
+             "the agent at %s does not offer %s (protocol v%u, no LT_CAP_INTROSPECT): it needs "
+             "%s (docs/operations.md, \"Agent queries\"); shown: what STATS_REPLY counts",
              a->path, what, a->up ? (unsigned)a->hello.version : (unsigned)LT_PROTO_VERSION,
              request);
 }

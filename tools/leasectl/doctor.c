@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/hugepages.h"
 #include "lease_metrics/metrics.h"
 #include "leasectl.h"
 
@@ -416,8 +417,8 @@ static void lctl__seccomp(struct lctl__doc *d, const struct lctl__ctx *c, int ur
 
 static void lctl__hugepages(struct lctl__doc *d)
 {
-    long long nr = lctl__read_ll("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
-    long long freep = lctl__read_ll("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+    long long nr = base_hugepages_counter("nr_hugepages");
+    long long freep = base_hugepages_counter("free_hugepages");
     char thp[128] = "";
     lctl__read_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled", thp, sizeof thp);
     /* The policy in force is the bracketed word: "always [advise] never". */
@@ -433,12 +434,13 @@ static void lctl__hugepages(struct lctl__doc *d)
                     "'%s'",
                     nr < 0 ? 0 : nr, freep < 0 ? 0 : freep, pol);
     else
-        lctl__check(d, 0, "hugepages",
-                    "no 2 MiB pages for stagingd's pool (%lld hugetlb page(s) free, shmem THP "
-                    "'%s'): the agent registers 4 KiB pages 1.4-2.5x slower -> echo N > "
-                    "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages, or echo advise > "
-                    "/sys/kernel/mm/transparent_hugepage/shmem_enabled",
-                    freep < 0 ? 0 : freep, pol);
+        lctl__check(
+            d, 0, "hugepages",
+            "no 2 MiB pages for stagingd's pool (%lld hugetlb page(s) free, shmem THP "
+            "'%s'): the agent registers 4 KiB pages 1.4-2.5x slower -> echo N > " BASE_HUGE_SYSFS
+            "/nr_hugepages, or echo advise > "
+            "/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+            freep < 0 ? 0 : freep, pol);
 }
 
 static void lctl__memfd(struct lctl__doc *d)

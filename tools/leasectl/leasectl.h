@@ -2,8 +2,9 @@
  * stagingd (docs/operations.md). The files depend one way: main.c (options,
  * commands) over views.c (the tables and JSON documents of status, stats,
  * leases and segments, and the snapshot they show), prom.c (the same as
- * Prometheus text), top.c (the refreshing view) and doctor.c (the checks);
- * all of them over agent.c (one protocol connection to an agent),
+ * Prometheus text), lists.c (the agent's LEASE_LIST and SEGMENT_LIST in
+ * each format), top.c (the refreshing view) and doctor.c (the checks); all
+ * of them over agent.c (one protocol connection to an agent),
  * stagingd.c (one control-socket command) and table.c. CUDA-free: it never loads
  * libcuda (linkcheck proves it after every link); the driver is read from
  * /proc and nvidia-smi. Prefix lctl_. */
@@ -21,9 +22,10 @@
 #define LCTL_AGENTS_MAX 16
 #define LCTL_ERR_LEN 512
 
-/* ---- agent.c: what the protocol (v1) lets a client see ---- */
+/* ---- agent.c: what the protocol (v1, and 1.4's lists) lets a client see ---- */
 
-/* One agent, as one HELLO + STATS_REQUEST(ALL_CLIENTS) saw it. */
+/* One agent, as one HELLO + STATS_REQUEST(ALL_CLIENTS) saw it, and the
+ * lists (LEASE_LIST, SEGMENT_LIST) when it granted LT_CAP_INTROSPECT. */
 struct lctl_agent {
     char path[LCTL_PATH_MAX];
     int up;                 /* HELLO answered */
@@ -38,6 +40,14 @@ struct lctl_agent {
     uint32_t nclients;
     struct lt_client_stats clients[LT_MAX_STATS_CLIENTS];
     uint32_t self_id; /* leasectl's own connection, left out of the client lists */
+    int lists;        /* the agent granted LT_CAP_INTROSPECT (1.4) */
+    int have_leases;  /* every page of LEASE_LIST answered */
+    int have_segments;
+    char list_err[LCTL_ERR_LEN]; /* why a list asked for was not answered */
+    struct lt_lease_info *leases; /* malloc'ed; lctl_agent_free */
+    uint32_t nleases;
+    struct lt_segment_info *segments;
+    uint32_t nsegments;
 };
 
 /* Connects to @path (SOCK_SEQPACKET), says HELLO as "leasectl" asking for
@@ -47,8 +57,18 @@ struct lctl_agent {
  * answers came, else -errno (a->err says why). */
 int lctl_agent_query(const char *path, int timeout_ms, struct lctl_agent *a);
 
-/* What v1 agents cannot answer yet: "the agent at PATH does not offer
- * WHAT (protocol vN): ..." in @buf. @what: "a per-lease listing" ... */
+/* As lctl_agent_query, asking for LT_CAP_INTROSPECT too and, when it is
+ * granted, paging through the lists @what names (LCTL_WANT_LEASES,
+ * LCTL_WANT_SEGMENTS) after STATS; a refused list leaves a->list_err. The
+ * arrays are the caller's: lctl_agent_free. */
+int lctl_agent_query_lists(const char *path, int timeout_ms, unsigned what, struct lctl_agent *a);
+
+/* Frees the lists of @a (safe on one never queried, zeroed). */
+void lctl_agent_free(struct lctl_agent *a);
+
+/* What agents before 1.4 (no LT_CAP_INTROSPECT) cannot answer: "the agent
+ * at PATH does not offer WHAT (protocol vN): ..." in @buf. @what: "a
+ * per-lease listing" ... */
 void lctl_agent_missing(const struct lctl_agent *a, const char *what, const char *request,
                         char *buf, size_t len);
 
@@ -104,6 +124,17 @@ int lctl_view_status(const struct lctl_opts *o, const struct lctl_snapshot *s, F
 int lctl_view_stats(const struct lctl_opts *o, const struct lctl_snapshot *s, FILE *out);
 int lctl_view_leases(const struct lctl_opts *o, const struct lctl_snapshot *s, FILE *out);
 int lctl_view_segments(const struct lctl_opts *o, const struct lctl_snapshot *s, FILE *out);
+
+/* lists.c: an agent's lists (LEASE_LIST, SEGMENT_LIST) as tables, JSON
+ * arrays and Prometheus samples; the "does not offer" line for an agent
+ * without them. */
+void lctl_lists_leases_human(const struct lctl_agent *a, FILE *out);
+void lctl_lists_segments_human(const struct lctl_agent *a, FILE *out);
+json_t *lctl_lists_leases_json(const struct lctl_agent *a);
+json_t *lctl_lists_segments_json(const struct lctl_agent *a);
+struct lm_registry;
+/* Adds the lists' samples for @a to @reg; returns -1 when one could not be made. */
+int lctl_lists_prometheus(struct lm_registry *reg, const struct lctl_agent *a, unsigned what);
 
 /* prom.c: the Prometheus text of what @what asks for (LCTL_WANT_*). */
 int lctl_view_prometheus(const struct lctl_opts *o, const struct lctl_snapshot *s, unsigned what,

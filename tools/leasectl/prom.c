@@ -200,8 +200,11 @@ int lctl_view_prometheus(const struct lctl_opts *o, const struct lctl_snapshot *
     struct lctl__prom p = {0};
     if (lm_registry_create(&p.reg) < 0)
         return 1;
-    for (unsigned i = 0; i < s->nagents; i++)
+    for (unsigned i = 0; i < s->nagents; i++) {
         lctl__prom_agent(&p, &s->agents[i], what);
+        if (lctl_lists_prometheus(p.reg, &s->agents[i], what) < 0)
+            p.failed = 1;
+    }
     if (s->sd_asked)
         lctl__prom_stagingd(&p, o, s, what);
     char *text = NULL;

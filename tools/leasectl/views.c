@@ -47,6 +47,7 @@ static const char *lctl__caps(uint32_t caps, char *buf, size_t len)
                  {LT_CAP_DONE_WORD, "DONE_WORD"},
                  {LT_CAP_TIMING, "TIMING"},
                  {LT_CAP_RC_BATCH, "RC_BATCH"},
+                 {LT_CAP_INTROSPECT, "INTROSPECT"},
                  {LT_CAP_HOST_BACKEND, "HOST_BACKEND"}};
     size_t n = 0;
     buf[0] = '\0';
@@ -95,7 +96,7 @@ void lctl_snapshot_take(const struct lctl_opts *o, unsigned what, struct lctl_sn
     memset(s, 0, sizeof *s);
     s->nagents = o->nagents;
     for (unsigned i = 0; i < o->nagents; i++)
-        lctl_agent_query(o->agents[i], o->timeout_ms, &s->agents[i]);
+        lctl_agent_query_lists(o->agents[i], o->timeout_ms, what, &s->agents[i]);
     if (!o->stagingd[0]) {
         snprintf(s->sd_err, sizeof s->sd_err,
                  "no stagingd asked (pass --stagingd SOCK, its control socket)");
@@ -119,6 +120,8 @@ void lctl_snapshot_take(const struct lctl_opts *o, unsigned what, struct lctl_sn
 
 void lctl_snapshot_free(struct lctl_snapshot *s)
 {
+    for (unsigned i = 0; i < s->nagents; i++)
+        lctl_agent_free(&s->agents[i]);
     json_decref(s->sd_stats);
     json_decref(s->sd_leases);
     json_decref(s->sd_segments);
@@ -130,7 +133,7 @@ static int lctl__status(const struct lctl_snapshot *s)
 {
     int bad = 0;
     for (unsigned i = 0; i < s->nagents; i++)
-        bad |= !s->agents[i].have_stats;
+        bad |= !s->agents[i].have_stats || s->agents[i].list_err[0];
     return bad || (s->sd_asked && !s->sd_stats);
 }
 
@@ -246,14 +249,31 @@ static json_t *lctl__fill_missing(const struct lctl_agent *a, const char *what, 
     return o;
 }
 
+/* The list, its refusal, or (an agent before 1.4) what it does not offer. */
+static json_t *lctl__fill_list(const struct lctl_agent *a, const char *key,
+                               json_t *(*list)(const struct lctl_agent *), const char *what,
+                               const char *req)
+{
+    if (!a->lists)
+        return lctl__fill_missing(a, what, req);
+    json_t *o = lctl__fill_stats(a);
+    if (a->list_err[0])
+        json_object_set_new(o, "list_error", json_string(a->list_err));
+    else
+        json_object_set_new(o, key, list(a));
+    return o;
+}
+
 static json_t *lctl__fill_leases(const struct lctl_agent *a)
 {
-    return lctl__fill_missing(a, "a per-lease listing", "LEASE_LIST_REQUEST");
+    return lctl__fill_list(a, "leases", lctl_lists_leases_json, "a per-lease listing",
+                           "LEASE_LIST_REQUEST");
 }
 
 static json_t *lctl__fill_segments(const struct lctl_agent *a)
 {
-    return lctl__fill_missing(a, "a per-segment listing", "SEGMENT_LIST_REQUEST");
+    return lctl__fill_list(a, "segments", lctl_lists_segments_json, "a per-segment listing",
+                           "SEGMENT_LIST_REQUEST");
 }
 
 /* ---- human: agents ---- */
@@ -492,8 +512,14 @@ int lctl_view_leases(const struct lctl_opts *o, const struct lctl_snapshot *s, F
                 a->classes[LT_CLASS_STAGED].live_leases,
                 lctl__bytes_s(a->classes[LT_CLASS_STAGED].bytes_leased, b[2], 32));
         lctl__agent_clients_table(a, out);
-        lctl_agent_missing(a, "a per-lease listing", "LEASE_LIST_REQUEST", msg, sizeof msg);
-        fprintf(out, "  %s\n", msg);
+        if (a->have_leases) {
+            lctl_lists_leases_human(a, out);
+        } else if (a->lists) {
+            fprintf(out, "  leases: %s\n", a->list_err);
+        } else {
+            lctl_agent_missing(a, "a per-lease listing", "LEASE_LIST_REQUEST", msg, sizeof msg);
+            fprintf(out, "  %s\n", msg);
+        }
     }
     if (!lctl__sd_head(o, s, out))
         return lctl__status(s);
@@ -551,9 +577,16 @@ int lctl_view_segments(const struct lctl_opts *o, const struct lctl_snapshot *s,
             continue;
         lctl__agent_classes_table(a, out);
         lctl__agent_clients_table(a, out);
-        char msg[LCTL_ERR_LEN];
-        lctl_agent_missing(a, "a per-segment listing", "SEGMENT_LIST_REQUEST", msg, sizeof msg);
-        fprintf(out, "  %s\n", msg);
+        if (a->have_segments) {
+            lctl_lists_segments_human(a, out);
+        } else if (a->lists) {
+            fprintf(out, "  segments: %s\n", a->list_err);
+        } else {
+            char msg[LCTL_ERR_LEN];
+            lctl_agent_missing(a, "a per-segment listing", "SEGMENT_LIST_REQUEST", msg,
+                               sizeof msg);
+            fprintf(out, "  %s\n", msg);
+        }
     }
     if (!lctl__sd_head(o, s, out))
         return lctl__status(s);

@@ -80,6 +80,23 @@ void lm_registry_destroy(struct lm_registry *reg)
     free(reg);
 }
 
+int lm_family_clear(struct lm_family *fam)
+{
+    if (!fam || fam->nlabels == 0)
+        return -EINVAL;
+    pthread_mutex_lock(&fam->reg->mu);
+    struct lm_series *s = fam->first;
+    fam->first = fam->last = NULL;
+    fam->nseries = 0;
+    pthread_mutex_unlock(&fam->reg->mu);
+    while (s) {
+        struct lm_series *next = s->next;
+        lm__series_free(s);
+        s = next;
+    }
+    return 0;
+}
+
 int lm_registry_collect_set(struct lm_registry *reg, lm_collect_fn fn, void *ctx)
 {
     pthread_mutex_lock(&reg->collect_mu);

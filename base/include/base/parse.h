@@ -36,6 +36,15 @@ int base_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *v_p, cha
  * -ERANGE: the bytes do not fit in 64 bits. */
 int base_parse_size(const char *s, uint64_t *v_p, char *err, size_t err_len);
 
+/* base_parse_size's flags. STRICT: stagingd's spellings only (its config
+ * and command lines, docs/shard-format.md): decimal digits, then nothing, B,
+ * K, KiB, M, MiB, G, GiB, T or TiB, in that case. */
+#define BASE_PARSE_SIZE_STRICT 0x1u
+
+/* base_parse_size with @flags (0: as base_parse_size). */
+int base_parse_size_flags(const char *s, unsigned int flags, uint64_t *v_p, char *err,
+                          size_t err_len);
+
 /* yes/no, true/false, on/off, 1/0, in any case. */
 int base_parse_bool(const char *s, bool *v_p, char *err, size_t err_len);
 

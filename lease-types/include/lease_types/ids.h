@@ -35,13 +35,20 @@ struct lt_event_id {
     uint32_t gen;
 };
 
+/* A streaming ring (protocol 1.1, LT_CAP_STREAM): issued by the agent's
+ * executor like a stream, never {0, 0}. */
+struct lt_ring_id {
+    uint32_t slot;
+    uint32_t gen;
+};
+
 /* The generation after @gen; never 0. */
 static inline uint32_t lt_gen_next(uint32_t gen)
 {
     return gen == UINT32_MAX ? 1u : gen + 1u;
 }
 
-/* For each kind K in segment, lease, stream, event:
+/* For each kind K in segment, lease, stream, event, ring:
  *   struct lt_K_id lt_K_id_make(slot, gen)  builds one;
  *   int lt_K_id_eq(a, b)                    1 when slot and generation match;
  *   int lt_K_id_is_null(id)                 1 for {0, 0};
@@ -83,6 +90,7 @@ LT__ID_FUNCS(segment)
 LT__ID_FUNCS(lease)
 LT__ID_FUNCS(stream)
 LT__ID_FUNCS(event)
+LT__ID_FUNCS(ring)
 
 /* The default stream, {0, 0}. */
 static inline struct lt_stream_id lt_stream_id_default(void)
@@ -112,6 +120,7 @@ LT__ID_ASSERTS(segment);
 LT__ID_ASSERTS(lease);
 LT__ID_ASSERTS(stream);
 LT__ID_ASSERTS(event);
+LT__ID_ASSERTS(ring);
 
 LT_EXTERN_C_END
 

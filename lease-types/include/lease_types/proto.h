@@ -48,20 +48,24 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
-#define LT_CAP_WORDS (1u << 7)        /* the agent's words area: WORDS_REQUEST/WORDS_GRANT */
+#define LT_CAP_STREAM (1u << 5)       /* 1.1: streaming rings (RING_OPEN .. RING_CLOSED) */
+#define LT_CAP_WORDS (1u << 7)        /* 1.3: the agent's words area: WORDS_REQUEST/WORDS_GRANT */
+#define LT_CAP_INTROSPECT (1u << 8)   /* 1.4: LEASE_LIST and SEGMENT_LIST (leasectl) */
 /* Minor versions: version 1 stays the wire version; each later feature is a
  * minor version of it, negotiated by its own capability bit, so a peer that
  * does not know a bit never sees that feature's messages. Reserved, in order
  * (message types and error codes are appended in the same order):
- *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37)
+ *   bit 5  LT_CAP_STREAM  1.1  streaming rings behind doorbells (types 30-37;
+ *                              30-34 defined, 35-37 kept for it)
  *   bit 6  LT_CAP_LAUNCH  1.2  launch a loaded kernel on a lease (types 38-41)
  *   bit 7  LT_CAP_WORDS   1.3  agent-written completion words (types 42-45)
+ *   bit 8  LT_CAP_INTROSPECT 1.4 (types 46-49): lease and segment lists
  * A bit joins LT_CAP_CLIENT_KNOWN only in the change that implements it. */
-#define LT_PROTO_MINOR 3u /* the highest minor this build implements (1.3: LT_CAP_WORDS) */
+#define LT_PROTO_MINOR 4u /* the highest minor this build implements */
 #define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
-    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_LAUNCH |      \
-     LT_CAP_WORDS)
+    (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM |        \
+     LT_CAP_LAUNCH | LT_CAP_WORDS | LT_CAP_INTROSPECT)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -102,16 +106,28 @@ enum lt_msg_type {
     LT_MSG_STATS_REPLY = 27,
     LT_MSG_ERROR = 28,
     LT_MSG_RELEASE_COMPLETE_BATCH = 29, /* only to a client granted LT_CAP_RC_BATCH */
-    /* 30..37: LT_CAP_STREAM (1.1). */
+    /* 1.1, only with LT_CAP_STREAM granted (docs/streaming.md); 35..37 reserved for it */
+    LT_MSG_RING_OPEN = 30,
+    LT_MSG_RING_OPENED = 31,
+    LT_MSG_RING_SHARD = 32, /* answered by a COMPLETION */
+    LT_MSG_RING_CLOSE = 33,
+    LT_MSG_RING_CLOSED = 34,
     LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
     LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
     /* 40, 41: reserved for LT_CAP_LAUNCH. */
     LT_MSG_WORDS_REQUEST = 42, /* 1.3, only from a client granted LT_CAP_WORDS */
     LT_MSG_WORDS_GRANT = 43,   /* 1.3: carries exactly one fd: the words area's memfd */
     /* 44, 45: reserved for LT_CAP_WORDS. */
+    /* 1.4, only with LT_CAP_INTROSPECT granted (docs/operations.md, "Agent queries") */
+    LT_MSG_LEASE_LIST_REQUEST = 46,
+    LT_MSG_LEASE_LIST_REPLY = 47,
+    LT_MSG_SEGMENT_LIST_REQUEST = 48,
+    LT_MSG_SEGMENT_LIST_REPLY = 49,
 };
+/* Types run from FIRST to LAST with gaps (the reserved ranges): a type is
+ * defined when lt_msg_info names it (lt_msg_type_is_known). */
 #define LT_MSG_TYPE_FIRST 1
-#define LT_MSG_TYPE_LAST 29 /* the last of 1.0; later minors' types are known by range */
+#define LT_MSG_TYPE_LAST 49
 #define LT_MSG_LAUNCH_FIRST 38
 #define LT_MSG_LAUNCH_LAST 39
 #define LT_MSG_WORDS_FIRST 42
@@ -407,6 +423,90 @@ struct lt_msg_completion {
     union lt_op_result result;
 };
 
+/* ---- Streaming rings (1.1, LT_CAP_STREAM; docs/streaming.md) ----
+ *
+ * A ring is N slots of C bytes in one PINNED (or MAPPED) lease and, in one
+ * MAPPED lease, a sequence word and a done word per slot. Chunk s of the
+ * ring (s = 1, 2, ...) goes in slot s % N: the client fills the slot and
+ * release-stores s into its sequence word; the GPU, which waits for the
+ * word to reach s, copies the slot to the chunk's place in device memory
+ * and stores s into the slot's done word. The client refills the slot with
+ * chunk s + N once the done word reaches s. Per chunk there is no message.
+ * A RING_SHARD says once which next chunks form one shard's device image
+ * and what op runs on it; its COMPLETION carries the op's result. */
+
+#define LT_RING_SLOTS_MAX 256u              /* slots per ring */
+#define LT_RING_DEPTH_MAX 64u               /* shards a client may queue ahead on a ring */
+#define LT_RING_SLOT_ALIGN 4096u            /* slot sizes are multiples of this */
+#define LT_RING_SLOT_BYTES_MAX (1ull << 30) /* the largest slot */
+#define LT_RING_OPEN_F_KNOWN 0u             /* no RING_OPEN flags in 1.1 */
+#define LT_RING_SHARD_F_KNOWN 0u            /* no RING_SHARD flags in 1.1 */
+
+/* client -> agent: open a ring over two leases of this connection. Both
+ * stay pinned by the ring (a release of either completes only after the
+ * ring's work is done) until RING_CLOSED or the connection's end. The
+ * words must hold values below 1 (zero) when the ring opens. */
+struct lt_msg_ring_open {
+    struct lt_header hdr;
+    struct lt_lease_id slots; /* PINNED or MAPPED: slot i at [i * slot_bytes, +slot_bytes) */
+    struct lt_lease_id words; /* MAPPED: the sequence and done words (and scan hits) */
+    uint64_t slot_bytes;  /* C: nonzero LT_RING_SLOT_ALIGN multiple, <= LT_RING_SLOT_BYTES_MAX */
+    uint64_t seq_offset;  /* nslots u64 sequence words in @words, 8-aligned */
+    uint64_t done_offset; /* nslots u64 done words in @words, 8-aligned, apart from the seqs */
+    uint64_t max_shard_bytes; /* the largest image a RING_SHARD may name: nonzero */
+    uint32_t nslots;          /* N: 1..LT_RING_SLOTS_MAX */
+    uint32_t depth;           /* RING_SHARDs the client wants outstanding: 1..LT_RING_DEPTH_MAX */
+    uint32_t flags;           /* LT_RING_OPEN_F_KNOWN */
+    uint32_t reserved;
+};
+
+/* agent -> client: the ring is open. */
+struct lt_msg_ring_opened {
+    struct lt_header hdr;
+    struct lt_ring_id ring;   /* issued */
+    uint32_t depth;           /* RING_SHARDs it may have outstanding: 1..the asked depth */
+    uint32_t nslots;          /* the request's */
+    uint64_t max_shard_bytes; /* the request's */
+};
+
+/* client -> agent: the next ceil(length / slot_bytes) chunks of the ring,
+ * sequences first_seq, first_seq + 1, ..., form the device image of one
+ * shard of @length bytes (chunk i at image offset i * slot_bytes); once
+ * the last is on the device, @op runs on the image and a COMPLETION
+ * (request id this one's, lease the ring's slots lease) answers. @args'
+ * offsets are relative to the image, except VECTOR_SCAN's hits_offset,
+ * which is an offset in the ring's words lease (slots are reused; the hits
+ * come back to host memory). first_seq must continue the ring: 1 for the
+ * first RING_SHARD, then the last one's first_seq + chunks. At most the
+ * ring's depth may be outstanding. */
+struct lt_msg_ring_shard {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+    uint64_t first_seq; /* nonzero */
+    uint64_t length;    /* the image's bytes: nonzero, <= the ring's max_shard_bytes */
+    uint16_t op;        /* enum lt_op */
+    uint16_t reserved0;
+    uint32_t flags; /* LT_RING_SHARD_F_KNOWN */
+    union lt_op_args args;
+};
+
+/* client -> agent: the client stores no more sequence words of the ring.
+ * Shards whose chunks were all stored run and are answered; from the first
+ * shard with a chunk never stored on, they are answered LT_E_SHUTTING_DOWN
+ * (the agent stores the awaited sequences itself); then RING_CLOSED. */
+struct lt_msg_ring_close {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+};
+
+/* agent -> client: the ring's work has drained; its id is stale from now on. */
+struct lt_msg_ring_closed {
+    struct lt_header hdr;
+    struct lt_ring_id ring;
+    uint64_t shards; /* RING_SHARDs answered with the op's result */
+    uint64_t chunks; /* chunks copied to the device */
+};
+
 /* ---- Streams, events, device ---- */
 
 #define LT_STREAM_F_NONBLOCKING (1u << 0)   /* create: no implicit sync with stream 0 */
@@ -532,6 +632,85 @@ struct lt_msg_words_grant {
     struct lt_segment_id segment;
     uint64_t size; /* the bytes asked for */
     uint64_t reserved;
+};
+
+/* ---- Introspection (1.4, LT_CAP_INTROSPECT) ----
+ *
+ * What leasectl shows: the agent's leases and segments, a page at a time.
+ * A request names one client (its HELLO_REPLY client_id) or every client
+ * (0); the agent answers only a client granted LT_CAP_INTROSPECT, and
+ * lists other clients' entries only to a privileged peer (the agent's own
+ * uid or root; docs/operations.md). The cursor is the agent's: 0 starts,
+ * a reply with MORE gives the next; a list taken while entries come and go
+ * never repeats one and may miss one made meanwhile. */
+
+#define LT_LIST_MAX_ENTRIES 127   /* entries per reply: a full one fits LT_MSG_MAX_BYTES */
+#define LT_LIST_F_KNOWN 0u        /* request flags: none in 1.4 */
+#define LT_LIST_F_MORE (1u << 0)  /* reply: call again with next_cursor */
+#define LT_LIST_REPLY_F_KNOWN LT_LIST_F_MORE
+
+/* client -> agent, types LEASE_LIST_REQUEST and SEGMENT_LIST_REQUEST. */
+struct lt_msg_list_request {
+    struct lt_header hdr;
+    uint32_t client_id; /* 0: every client */
+    uint32_t flags;     /* LT_LIST_F_KNOWN */
+    uint64_t cursor;    /* 0: from the start; else a reply's next_cursor */
+};
+
+/* A lease's state in a list. */
+#define LT_LEASE_STATE_HELD 1u      /* granted, not released */
+#define LT_LEASE_STATE_RELEASING 2u /* LEASE_RELEASE received, waiting for its work */
+
+struct lt_lease_info {
+    struct lt_lease_id lease;
+    struct lt_segment_id segment;
+    uint32_t client_id;     /* the holder's HELLO_REPLY client_id */
+    uint32_t mem_class;     /* the class served */
+    uint64_t offset;        /* in the segment */
+    uint64_t length;        /* nonzero */
+    uint64_t age_ns;        /* since the grant, as the agent saw it */
+    uint32_t work_inflight; /* submits on it without their COMPLETION */
+    uint32_t state;         /* LT_LEASE_STATE_* */
+    uint64_t reserved;
+};
+
+/* agent -> client: up to LT_LIST_MAX_ENTRIES leases. */
+struct lt_msg_lease_list_reply {
+    struct lt_header hdr;
+    uint32_t count;       /* 0..LT_LIST_MAX_ENTRIES */
+    uint32_t flags;       /* LT_LIST_REPLY_F_KNOWN */
+    uint64_t next_cursor; /* nonzero with MORE, else 0 */
+    struct lt_lease_info entries[];
+};
+
+/* A segment's flags in a list. */
+#define LT_SEGMENT_INFO_F_REGISTERED (1u << 0) /* registered (pinned) now */
+#define LT_SEGMENT_INFO_F_DRAINING (1u << 1)   /* its client is gone: waiting for work */
+#define LT_SEGMENT_INFO_F_HUGE (1u << 2)       /* backed by pages larger than 4 KiB */
+#define LT_SEGMENT_INFO_F_KNOWN                                                                    \
+    (LT_SEGMENT_INFO_F_REGISTERED | LT_SEGMENT_INFO_F_DRAINING | LT_SEGMENT_INFO_F_HUGE)
+
+struct lt_segment_info {
+    struct lt_segment_id segment;
+    uint32_t client_id; /* the offering client's HELLO_REPLY client_id */
+    uint32_t mem_class; /* the segment's class */
+    uint64_t size;
+    uint64_t cookie;          /* the client's name for it (its offer's) */
+    uint64_t age_ns;          /* since accepted */
+    uint64_t registration_ns; /* how long registering it took (0: STAGED) */
+    uint32_t live_leases;     /* leases not yet release-complete */
+    uint32_t holds;           /* doorbell and done words in use by work */
+    uint32_t flags;           /* LT_SEGMENT_INFO_F_* */
+    uint32_t page_kib;        /* the backing pages' size in KiB: 4, 2048, ... (a power of two) */
+};
+
+/* agent -> client: up to LT_LIST_MAX_ENTRIES segments. */
+struct lt_msg_segment_list_reply {
+    struct lt_header hdr;
+    uint32_t count;       /* 0..LT_LIST_MAX_ENTRIES */
+    uint32_t flags;       /* LT_LIST_REPLY_F_KNOWN */
+    uint64_t next_cursor; /* nonzero with MORE, else 0 */
+    struct lt_segment_info entries[];
 };
 
 /* ---- Errors ---- */
@@ -701,6 +880,48 @@ LT_ASSERT_FIELD(lt_msg_submit, done_seq, 88);
 LT_ASSERT_FIELD(lt_msg_submit, args, 96);
 LT_ASSERT_SIZE(lt_msg_submit, 160);
 
+LT_ASSERT_FIELD(lt_msg_ring_open, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_open, slots, 24);
+LT_ASSERT_FIELD(lt_msg_ring_open, words, 32);
+LT_ASSERT_FIELD(lt_msg_ring_open, slot_bytes, 40);
+LT_ASSERT_FIELD(lt_msg_ring_open, seq_offset, 48);
+LT_ASSERT_FIELD(lt_msg_ring_open, done_offset, 56);
+LT_ASSERT_FIELD(lt_msg_ring_open, max_shard_bytes, 64);
+LT_ASSERT_FIELD(lt_msg_ring_open, nslots, 72);
+LT_ASSERT_FIELD(lt_msg_ring_open, depth, 76);
+LT_ASSERT_FIELD(lt_msg_ring_open, flags, 80);
+LT_ASSERT_FIELD(lt_msg_ring_open, reserved, 84);
+LT_ASSERT_SIZE(lt_msg_ring_open, 88);
+
+LT_ASSERT_FIELD(lt_msg_ring_opened, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_opened, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_opened, depth, 32);
+LT_ASSERT_FIELD(lt_msg_ring_opened, nslots, 36);
+LT_ASSERT_FIELD(lt_msg_ring_opened, max_shard_bytes, 40);
+LT_ASSERT_SIZE(lt_msg_ring_opened, 48);
+
+LT_ASSERT_FIELD(lt_msg_ring_shard, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_shard, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_shard, first_seq, 32);
+LT_ASSERT_FIELD(lt_msg_ring_shard, length, 40);
+LT_ASSERT_FIELD(lt_msg_ring_shard, op, 48);
+LT_ASSERT_FIELD(lt_msg_ring_shard, reserved0, 50);
+LT_ASSERT_FIELD(lt_msg_ring_shard, flags, 52);
+LT_ASSERT_FIELD(lt_msg_ring_shard, args, 56);
+LT_ASSERT_SIZE(lt_msg_ring_shard, 120);
+
+LT_ASSERT_FIELD(lt_msg_ring_close, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_close, ring, 24);
+LT_ASSERT_SIZE(lt_msg_ring_close, 32);
+
+LT_ASSERT_FIELD(lt_msg_ring_closed, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_ring_closed, ring, 24);
+LT_ASSERT_FIELD(lt_msg_ring_closed, shards, 32);
+LT_ASSERT_FIELD(lt_msg_ring_closed, chunks, 40);
+LT_ASSERT_SIZE(lt_msg_ring_closed, 48);
+LT_STATIC_ASSERT((uint64_t)LT_RING_SLOTS_MAX *LT_RING_SLOT_BYTES_MAX <= LT_SEGMENT_SIZE_MAX,
+                 "a full ring's slots fit the largest segment");
+
 LT_ASSERT_FIELD(lt_checksum_result, blocks_checked, 0);
 LT_ASSERT_FIELD(lt_checksum_result, first_bad_block, 8);
 LT_ASSERT_FIELD(lt_checksum_result, bad_blocks, 16);
@@ -810,6 +1031,50 @@ LT_ASSERT_FIELD(lt_msg_words_grant, segment, 24);
 LT_ASSERT_FIELD(lt_msg_words_grant, size, 32);
 LT_ASSERT_FIELD(lt_msg_words_grant, reserved, 40);
 LT_ASSERT_SIZE(lt_msg_words_grant, 48);
+LT_ASSERT_FIELD(lt_msg_list_request, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_list_request, client_id, 24);
+LT_ASSERT_FIELD(lt_msg_list_request, flags, 28);
+LT_ASSERT_FIELD(lt_msg_list_request, cursor, 32);
+LT_ASSERT_SIZE(lt_msg_list_request, 40);
+
+LT_ASSERT_FIELD(lt_lease_info, lease, 0);
+LT_ASSERT_FIELD(lt_lease_info, segment, 8);
+LT_ASSERT_FIELD(lt_lease_info, client_id, 16);
+LT_ASSERT_FIELD(lt_lease_info, mem_class, 20);
+LT_ASSERT_FIELD(lt_lease_info, offset, 24);
+LT_ASSERT_FIELD(lt_lease_info, length, 32);
+LT_ASSERT_FIELD(lt_lease_info, age_ns, 40);
+LT_ASSERT_FIELD(lt_lease_info, work_inflight, 48);
+LT_ASSERT_FIELD(lt_lease_info, state, 52);
+LT_ASSERT_FIELD(lt_lease_info, reserved, 56);
+LT_ASSERT_SIZE(lt_lease_info, 64);
+
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, count, 24);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, flags, 28);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, next_cursor, 32);
+LT_ASSERT_FIELD(lt_msg_lease_list_reply, entries, 40);
+LT_ASSERT_SIZE(lt_msg_lease_list_reply, 40);
+
+LT_ASSERT_FIELD(lt_segment_info, segment, 0);
+LT_ASSERT_FIELD(lt_segment_info, client_id, 8);
+LT_ASSERT_FIELD(lt_segment_info, mem_class, 12);
+LT_ASSERT_FIELD(lt_segment_info, size, 16);
+LT_ASSERT_FIELD(lt_segment_info, cookie, 24);
+LT_ASSERT_FIELD(lt_segment_info, age_ns, 32);
+LT_ASSERT_FIELD(lt_segment_info, registration_ns, 40);
+LT_ASSERT_FIELD(lt_segment_info, live_leases, 48);
+LT_ASSERT_FIELD(lt_segment_info, holds, 52);
+LT_ASSERT_FIELD(lt_segment_info, flags, 56);
+LT_ASSERT_FIELD(lt_segment_info, page_kib, 60);
+LT_ASSERT_SIZE(lt_segment_info, 64);
+
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, hdr, 0);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, count, 24);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, flags, 28);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, next_cursor, 32);
+LT_ASSERT_FIELD(lt_msg_segment_list_reply, entries, 40);
+LT_ASSERT_SIZE(lt_msg_segment_list_reply, 40);
 
 /* The largest message: a full lease request. */
 #define LT_MSG_MAX_BYTES (32u + LT_MAX_BATCH * 32u)
@@ -831,6 +1096,15 @@ LT_STATIC_ASSERT(sizeof(struct lt_msg_stats_reply) +
                          LT_MAX_STATS_CLIENTS * sizeof(struct lt_client_stats) <=
                      LT_MSG_MAX_BYTES,
                  "a full stats reply fits");
+LT_STATIC_ASSERT(sizeof(struct lt_msg_lease_list_reply) +
+                         LT_LIST_MAX_ENTRIES * sizeof(struct lt_lease_info) <=
+                     LT_MSG_MAX_BYTES,
+                 "a full lease list fits");
+LT_STATIC_ASSERT(sizeof(struct lt_msg_segment_list_reply) +
+                         LT_LIST_MAX_ENTRIES * sizeof(struct lt_segment_info) <=
+                     LT_MSG_MAX_BYTES,
+                 "a full segment list fits");
+LT_STATIC_ASSERT(LT_LIST_MAX_ENTRIES <= LT_MAX_BATCH, "list ids are checked unique as batches");
 LT_STATIC_ASSERT(LT_SEGMENT_SIZE_MAX % LT_SEGMENT_ALIGN == 0, "segment limits agree");
 
 /* An aligned receive buffer for any one message; recv() into .bytes with
@@ -864,7 +1138,8 @@ struct lt_msg_info {
     uint16_t reply;     /* the success reply's type to a request; 0 for replies */
 };
 
-/* The facts for @type; .name == NULL when @type is not defined in v1. */
+/* The facts for @type; .name == NULL when @type is not defined in v1 (or
+ * the minor versions this build implements). */
 static inline struct lt_msg_info lt_msg_info(uint32_t type)
 {
     struct lt_msg_info i;
@@ -1026,6 +1301,55 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.dir = LT_DIR_TO_CLIENT;
         i.fds = 1;
         break;
+    case LT_MSG_LEASE_LIST_REQUEST:
+        i.name = "LEASE_LIST_REQUEST";
+        i.fixed = sizeof(struct lt_msg_list_request);
+        i.reply = LT_MSG_LEASE_LIST_REPLY;
+        break;
+    case LT_MSG_LEASE_LIST_REPLY:
+        i.name = "LEASE_LIST_REPLY";
+        i.fixed = sizeof(struct lt_msg_lease_list_reply);
+        i.entry = sizeof(struct lt_lease_info);
+        i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        i.name = "SEGMENT_LIST_REQUEST";
+        i.fixed = sizeof(struct lt_msg_list_request);
+        i.reply = LT_MSG_SEGMENT_LIST_REPLY;
+        break;
+    case LT_MSG_SEGMENT_LIST_REPLY:
+        i.name = "SEGMENT_LIST_REPLY";
+        i.fixed = sizeof(struct lt_msg_segment_list_reply);
+        i.entry = sizeof(struct lt_segment_info);
+        i.max_count = LT_LIST_MAX_ENTRIES;
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_RING_OPEN:
+        i.name = "RING_OPEN";
+        i.fixed = sizeof(struct lt_msg_ring_open);
+        i.reply = LT_MSG_RING_OPENED;
+        break;
+    case LT_MSG_RING_OPENED:
+        i.name = "RING_OPENED";
+        i.fixed = sizeof(struct lt_msg_ring_opened);
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_RING_SHARD:
+        i.name = "RING_SHARD";
+        i.fixed = sizeof(struct lt_msg_ring_shard);
+        i.reply = LT_MSG_COMPLETION;
+        break;
+    case LT_MSG_RING_CLOSE:
+        i.name = "RING_CLOSE";
+        i.fixed = sizeof(struct lt_msg_ring_close);
+        i.reply = LT_MSG_RING_CLOSED;
+        break;
+    case LT_MSG_RING_CLOSED:
+        i.name = "RING_CLOSED";
+        i.fixed = sizeof(struct lt_msg_ring_closed);
+        i.dir = LT_DIR_TO_CLIENT;
+        break;
     case LT_MSG_LAUNCH:
         i.name = "LAUNCH";
         i.fixed = sizeof(struct lt_msg_launch);
@@ -1052,13 +1376,11 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
     return i;
 }
 
-/* 1 when @type is defined in v1 or a minor of it this build implements,
- * else 0. */
+/* 1 when @type is defined in v1 or a minor this build implements, else 0
+ * (the reserved ranges between are not). */
 static inline int lt_msg_type_is_known(uint32_t type)
 {
-    return (type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST) ||
-           (type >= LT_MSG_LAUNCH_FIRST && type <= LT_MSG_LAUNCH_LAST) ||
-           (type >= LT_MSG_WORDS_FIRST && type <= LT_MSG_WORDS_LAST);
+    return type >= LT_MSG_TYPE_FIRST && type <= LT_MSG_TYPE_LAST && lt_msg_info(type).name != NULL;
 }
 
 /* The type's name ("LEASE_GRANT"), or "UNKNOWN". Static storage. */

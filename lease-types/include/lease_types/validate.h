@@ -148,7 +148,9 @@ LT_STATIC_ASSERT(offsetof(struct lt_msg_lease_request, count) == 24 &&
                      offsetof(struct lt_msg_lease_grant, count) == 24 &&
                      offsetof(struct lt_msg_lease_release, count) == 24 &&
                      offsetof(struct lt_msg_stats_reply, client_count) == 24 &&
-                     offsetof(struct lt_msg_release_complete_batch, count) == 24,
+                     offsetof(struct lt_msg_release_complete_batch, count) == 24 &&
+                     offsetof(struct lt_msg_lease_list_reply, count) == 24 &&
+                     offsetof(struct lt_msg_segment_list_reply, count) == 24,
                  "every batch keeps its count at offset 24");
 
 /* ---- The words area (LT_CAP_WORDS) ---- */
@@ -607,6 +609,130 @@ static inline enum lt_error lt_validate_completion(const void *buf, size_t len)
     return lt_validate_op_result(m->op, &m->result);
 }
 
+/* ---- Streaming rings (1.1, LT_CAP_STREAM) ---- */
+
+/* @count u64 words at @offset: 8-aligned, inside LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt__words_check(uint64_t offset, uint32_t count)
+{
+    enum lt_error e = lt_range_check(offset, 8ull * count, LT_SEGMENT_SIZE_MAX);
+    if (e != LT_OK)
+        return e;
+    return offset % 8 == 0 ? LT_OK : LT_E_MISALIGNED;
+}
+
+/* RING_OPEN: two issued leases, not the same one (DUPLICATE_ID); known
+ * flags, reserved zero; slot_bytes a nonzero LT_RING_SLOT_ALIGN multiple
+ * up to LT_RING_SLOT_BYTES_MAX; nslots 1..LT_RING_SLOTS_MAX and depth
+ * 1..LT_RING_DEPTH_MAX (BAD_VALUE); the sequence and done arrays of nslots
+ * words each 8-aligned, inside LT_SEGMENT_SIZE_MAX and not overlapping
+ * (BAD_VALUE); max_shard_bytes nonzero, at most LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt_validate_ring_open(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_open *m = (const struct lt_msg_ring_open *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_OPEN, LT_MSG_RING_OPEN);
+    if (e != LT_OK)
+        return e;
+    if (!lt_lease_id_is_issued(m->slots) || !lt_lease_id_is_issued(m->words))
+        return LT_E_BAD_ID;
+    if (lt_lease_id_eq(m->slots, m->words))
+        return LT_E_DUPLICATE_ID;
+    if ((m->flags & ~LT_RING_OPEN_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    if (m->reserved != 0)
+        return LT_E_RESERVED_NONZERO;
+    if (m->slot_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->slot_bytes % LT_RING_SLOT_ALIGN != 0)
+        return LT_E_MISALIGNED;
+    if (m->slot_bytes > LT_RING_SLOT_BYTES_MAX)
+        return LT_E_OUT_OF_RANGE;
+    if (m->nslots == 0 || m->nslots > LT_RING_SLOTS_MAX || m->depth == 0 ||
+        m->depth > LT_RING_DEPTH_MAX)
+        return LT_E_BAD_VALUE;
+    if ((e = lt__words_check(m->seq_offset, m->nslots)) != LT_OK ||
+        (e = lt__words_check(m->done_offset, m->nslots)) != LT_OK)
+        return e;
+    /* both arrays end below 2^40 (checked above): the sums cannot wrap */
+    if (m->seq_offset < m->done_offset + 8ull * m->nslots &&
+        m->done_offset < m->seq_offset + 8ull * m->nslots)
+        return LT_E_BAD_VALUE;
+    if (m->max_shard_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->max_shard_bytes > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
+/* RING_OPENED: an issued ring; depth 1..LT_RING_DEPTH_MAX and nslots
+ * 1..LT_RING_SLOTS_MAX (BAD_VALUE); max_shard_bytes nonzero, at most
+ * LT_SEGMENT_SIZE_MAX. */
+static inline enum lt_error lt_validate_ring_opened(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_opened *m = (const struct lt_msg_ring_opened *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_OPENED, LT_MSG_RING_OPENED);
+    if (e != LT_OK)
+        return e;
+    if (!lt_ring_id_is_issued(m->ring))
+        return LT_E_BAD_ID;
+    if (m->depth == 0 || m->depth > LT_RING_DEPTH_MAX || m->nslots == 0 ||
+        m->nslots > LT_RING_SLOTS_MAX)
+        return LT_E_BAD_VALUE;
+    if (m->max_shard_bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->max_shard_bytes > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
+/* RING_SHARD: an issued ring, a nonzero first_seq (BAD_VALUE), a nonzero
+ * length within LT_SEGMENT_SIZE_MAX, a defined op, reserved zero, known
+ * flags, valid args (as a SUBMIT's, lt_validate_op_args). What the ring
+ * knows (the chunk size, the next sequence, the depth, max_shard_bytes,
+ * the ranges inside the image and the words lease) is the agent's to
+ * check. */
+static inline enum lt_error lt_validate_ring_shard(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_shard *m = (const struct lt_msg_ring_shard *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_SHARD, LT_MSG_RING_SHARD);
+    if (e != LT_OK)
+        return e;
+    if (!lt_ring_id_is_issued(m->ring))
+        return LT_E_BAD_ID;
+    if (m->first_seq == 0)
+        return LT_E_BAD_VALUE;
+    if (m->length == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->length > LT_SEGMENT_SIZE_MAX)
+        return LT_E_OUT_OF_RANGE;
+    if (m->op < LT_OP_FIRST || m->op > LT_OP_LAST)
+        return LT_E_BAD_OP;
+    if (m->reserved0 != 0)
+        return LT_E_RESERVED_NONZERO;
+    if ((m->flags & ~LT_RING_SHARD_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    return lt_validate_op_args(m->op, &m->args);
+}
+
+/* RING_CLOSE: an issued ring. */
+static inline enum lt_error lt_validate_ring_close(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_close *m = (const struct lt_msg_ring_close *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_CLOSE, LT_MSG_RING_CLOSE);
+    if (e != LT_OK)
+        return e;
+    return lt_ring_id_is_issued(m->ring) ? LT_OK : LT_E_BAD_ID;
+}
+
+/* RING_CLOSED: an issued ring; the counters are any value. */
+static inline enum lt_error lt_validate_ring_closed(const void *buf, size_t len)
+{
+    const struct lt_msg_ring_closed *m = (const struct lt_msg_ring_closed *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_RING_CLOSED, LT_MSG_RING_CLOSED);
+    if (e != LT_OK)
+        return e;
+    return lt_ring_id_is_issued(m->ring) ? LT_OK : LT_E_BAD_ID;
+}
+
 /* ---- Streams, events, device ---- */
 
 /* STREAM_CREATE .. STREAM_DESTROY: flags known on CREATE and 0 elsewhere,
@@ -763,6 +889,97 @@ static inline enum lt_error lt_validate_stats_reply(const void *buf, size_t len)
     return lt__keys_unique(m->clients, sizeof(struct lt_client_stats), 4, m->client_count);
 }
 
+/* ---- Introspection (1.4) ---- */
+
+/* LEASE_LIST_REQUEST, SEGMENT_LIST_REQUEST: known flags (none); the client
+ * id (0: every client) and the cursor are any value. */
+static inline enum lt_error lt_validate_list_request(const void *buf, size_t len)
+{
+    const struct lt_msg_list_request *m = (const struct lt_msg_list_request *)buf;
+    enum lt_error e = lt_validate_header(buf, len);
+    uint16_t t;
+    if (e != LT_OK)
+        return e;
+    /* Two types, not a range: the reply between them is not this one's. */
+    t = m->hdr.type == LT_MSG_SEGMENT_LIST_REQUEST ? LT_MSG_SEGMENT_LIST_REQUEST
+                                                   : LT_MSG_LEASE_LIST_REQUEST;
+    if ((e = lt__frame(buf, len, t, t)) != LT_OK)
+        return e;
+    if ((m->flags & ~LT_LIST_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    return LT_OK;
+}
+
+/* The fixed part both list replies share: known flags, and a next cursor
+ * that is nonzero exactly when MORE is set. */
+static inline enum lt_error lt__list_reply_check(uint32_t flags, uint64_t next_cursor)
+{
+    if ((flags & ~LT_LIST_REPLY_F_KNOWN) != 0)
+        return LT_E_UNKNOWN_FLAGS;
+    if ((flags & LT_LIST_F_MORE) && next_cursor == 0)
+        return LT_E_BAD_VALUE;
+    if (!(flags & LT_LIST_F_MORE) && next_cursor != 0)
+        return LT_E_RESERVED_NONZERO;
+    return LT_OK;
+}
+
+/* LEASE_LIST_REPLY: count 0..LT_LIST_MAX_ENTRIES matching the length, the
+ * fixed part as above; per entry issued lease and segment ids, a nonzero
+ * client id, a valid class, a nonzero non-wrapping range within
+ * LT_SEGMENT_SIZE_MAX, a known state, reserved zero; no lease twice. */
+static inline enum lt_error lt_validate_lease_list_reply(const void *buf, size_t len)
+{
+    const struct lt_msg_lease_list_reply *m = (const struct lt_msg_lease_list_reply *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_LEASE_LIST_REPLY, LT_MSG_LEASE_LIST_REPLY);
+    if (e != LT_OK)
+        return e;
+    if ((e = lt__list_reply_check(m->flags, m->next_cursor)) != LT_OK)
+        return e;
+    for (uint32_t k = 0; k < m->count; k++) {
+        const struct lt_lease_info *en = &m->entries[k];
+        if (!lt_lease_id_is_issued(en->lease) || !lt_segment_id_is_issued(en->segment) ||
+            en->client_id == 0)
+            return LT_E_BAD_ID;
+        if (!lt_class_is_valid(en->mem_class))
+            return LT_E_BAD_CLASS;
+        if ((e = lt_range_check(en->offset, en->length, LT_SEGMENT_SIZE_MAX)) != LT_OK)
+            return e;
+        if (en->state != LT_LEASE_STATE_HELD && en->state != LT_LEASE_STATE_RELEASING)
+            return LT_E_BAD_VALUE;
+        if (en->reserved != 0)
+            return LT_E_RESERVED_NONZERO;
+    }
+    return lt__keys_unique(m->entries, sizeof(struct lt_lease_info), 8, m->count);
+}
+
+/* SEGMENT_LIST_REPLY: count 0..LT_LIST_MAX_ENTRIES matching the length,
+ * the fixed part as above; per entry an issued segment id, a nonzero
+ * client id, a valid class, a valid segment size, known flags, page_kib a
+ * power of two of at least 4; no segment twice. */
+static inline enum lt_error lt_validate_segment_list_reply(const void *buf, size_t len)
+{
+    const struct lt_msg_segment_list_reply *m = (const struct lt_msg_segment_list_reply *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_SEGMENT_LIST_REPLY, LT_MSG_SEGMENT_LIST_REPLY);
+    if (e != LT_OK)
+        return e;
+    if ((e = lt__list_reply_check(m->flags, m->next_cursor)) != LT_OK)
+        return e;
+    for (uint32_t k = 0; k < m->count; k++) {
+        const struct lt_segment_info *en = &m->entries[k];
+        if (!lt_segment_id_is_issued(en->segment) || en->client_id == 0)
+            return LT_E_BAD_ID;
+        if (!lt_class_is_valid(en->mem_class))
+            return LT_E_BAD_CLASS;
+        if ((e = lt_segment_size_check(en->size)) != LT_OK)
+            return e;
+        if ((en->flags & ~LT_SEGMENT_INFO_F_KNOWN) != 0)
+            return LT_E_UNKNOWN_FLAGS;
+        if (en->page_kib < 4 || (en->page_kib & (en->page_kib - 1)) != 0)
+            return LT_E_BAD_VALUE;
+    }
+    return lt__keys_unique(m->entries, sizeof(struct lt_segment_info), 8, m->count);
+}
+
 /* ---- Errors ---- */
 
 /* ERROR: a known code other than LT_OK, err in -4095..-1, reserved zero,
@@ -877,6 +1094,31 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
     case LT_MSG_WORDS_GRANT:
         e = lt_validate_words_grant(buf, len);
         break;
+    case LT_MSG_LEASE_LIST_REQUEST:
+    case LT_MSG_SEGMENT_LIST_REQUEST:
+        e = lt_validate_list_request(buf, len);
+        break;
+    case LT_MSG_LEASE_LIST_REPLY:
+        e = lt_validate_lease_list_reply(buf, len);
+        break;
+    case LT_MSG_SEGMENT_LIST_REPLY:
+        e = lt_validate_segment_list_reply(buf, len);
+        break;
+    case LT_MSG_RING_OPEN:
+        e = lt_validate_ring_open(buf, len);
+        break;
+    case LT_MSG_RING_OPENED:
+        e = lt_validate_ring_opened(buf, len);
+        break;
+    case LT_MSG_RING_SHARD:
+        e = lt_validate_ring_shard(buf, len);
+        break;
+    case LT_MSG_RING_CLOSE:
+        e = lt_validate_ring_close(buf, len);
+        break;
+    case LT_MSG_RING_CLOSED:
+        e = lt_validate_ring_closed(buf, len);
+        break;
     case LT_MSG_LAUNCH:
         e = lt_validate_launch(buf, len);
         break;
@@ -929,7 +1171,10 @@ static inline enum lt_error lt_validate_fd_count(uint32_t type, size_t nfds)
  * type; echoed fields agree (BAD_VALUE), a grant's count equals the
  * request's (BAD_LENGTH), a release-complete names a released lease, and
  * so does every entry of a RELEASE_COMPLETE_BATCH (which answers a release
- * too, for a client granted LT_CAP_RC_BATCH). */
+ * too, for a client granted LT_CAP_RC_BATCH), a list asked for one client
+ * holds that client's entries only, a RING_OPENED echoes the slots and
+ * max_shard_bytes and grants at most the depth asked for, a RING_SHARD's
+ * COMPLETION its op and a RING_CLOSED its ring. */
 static inline enum lt_error lt_validate_reply_matches(const void *req, const void *reply)
 {
     const struct lt_header *q = (const struct lt_header *)req;
@@ -994,9 +1239,24 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
         return LT_E_BAD_VALUE;
     }
     case LT_MSG_COMPLETION: {
-        const struct lt_msg_submit *o = (const struct lt_msg_submit *)req;
         const struct lt_msg_completion *a = (const struct lt_msg_completion *)reply;
+        if (q->type == LT_MSG_RING_SHARD) /* its lease is the ring's, which the client knows */
+            return a->op == ((const struct lt_msg_ring_shard *)req)->op ? LT_OK : LT_E_BAD_VALUE;
+        const struct lt_msg_submit *o = (const struct lt_msg_submit *)req;
         return lt_lease_id_eq(a->lease, o->lease) && a->op == o->op ? LT_OK : LT_E_BAD_VALUE;
+    }
+    case LT_MSG_RING_OPENED: {
+        const struct lt_msg_ring_open *o = (const struct lt_msg_ring_open *)req;
+        const struct lt_msg_ring_opened *a = (const struct lt_msg_ring_opened *)reply;
+        return a->nslots == o->nslots && a->max_shard_bytes == o->max_shard_bytes &&
+                       a->depth <= o->depth
+                   ? LT_OK
+                   : LT_E_BAD_VALUE;
+    }
+    case LT_MSG_RING_CLOSED: {
+        const struct lt_msg_ring_close *o = (const struct lt_msg_ring_close *)req;
+        const struct lt_msg_ring_closed *a = (const struct lt_msg_ring_closed *)reply;
+        return lt_ring_id_eq(a->ring, o->ring) ? LT_OK : LT_E_BAD_VALUE;
     }
     case LT_MSG_CTL_REPLY:
         return ((const struct lt_msg_ctl_reply *)reply)->request_type == q->type ? LT_OK
@@ -1006,6 +1266,22 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
                        ((const struct lt_msg_words_request *)req)->bytes
                    ? LT_OK
                    : LT_E_BAD_VALUE;
+    case LT_MSG_LEASE_LIST_REPLY:
+    case LT_MSG_SEGMENT_LIST_REPLY: {
+        /* A list of one client names only that client. */
+        uint32_t want = ((const struct lt_msg_list_request *)req)->client_id;
+        const struct lt_msg_lease_list_reply *a = (const struct lt_msg_lease_list_reply *)reply;
+        const struct lt_msg_segment_list_reply *b =
+            (const struct lt_msg_segment_list_reply *)reply;
+        for (uint32_t k = 0; want != 0 && k < a->count; k++) {
+            uint32_t got = r->type == LT_MSG_LEASE_LIST_REPLY ? a->entries[k].client_id
+                                                              : b->entries[k].client_id;
+            if (got != want)
+                return LT_E_BAD_VALUE;
+        }
+        return LT_OK;
+    }
+        break;
     case LT_MSG_LAUNCH_COMPLETION: /* no more result than the area asked for */
         return ((const struct lt_msg_launch_completion *)reply)->result_bytes <=
                        ((const struct lt_msg_launch *)req)->result_bytes

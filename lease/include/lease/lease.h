@@ -414,6 +414,50 @@ int lease_client_stats(struct lease_service *svc, struct lease_client_id client,
  * full text needs, as snprintf does, or -EINVAL. */
 int lease_stats_format(struct lease_service *svc, char *buf, size_t len);
 
+/* ---- listing (list.c): what leasectl's lists show ---------------------- */
+
+struct lease_list_lease {
+    struct lt_lease_id lease;
+    struct lease_client_id client;
+    struct lt_segment_id segment;
+    uint64_t offset;
+    uint64_t length;
+    enum lt_class cls;     /* served */
+    uint32_t released;     /* released, waiting for its pending work */
+    uint64_t pending_work; /* lease_work_pin tickets not done */
+    uint64_t granted_ns;   /* base_now_ns() at the grant */
+};
+
+struct lease_list_segment {
+    struct lt_segment_id segment;
+    struct lease_client_id client;
+    enum lt_class cls;
+    uint64_t size;
+    uint64_t page_size;       /* of the pages backing it */
+    uint32_t registered;      /* 1 while registered */
+    uint32_t dropping;        /* its client was dropped: the segment waits for work */
+    uint64_t leases;          /* not yet release-complete */
+    uint64_t holds;           /* lease_segment_hold calls not yet undone */
+    uint64_t added_ns;        /* base_now_ns() once accepted */
+    uint64_t registration_ns; /* its first registration took this long (0: STAGED) */
+};
+
+/* Copies up to @max (>= 1) leases not yet release-complete into @out_p,
+ * those of @client only unless client.value is 0 (every client), in id
+ * table order from @cursor (0: the start; else a *@next_cursor_p this
+ * returned). *@next_cursor_p is 0 when nothing follows, else where the
+ * next call resumes: a walk never repeats an entry and may miss one made
+ * meanwhile. One lock hold per call. Returns the count, or -EINVAL. */
+int lease_service_leases_list(struct lease_service *svc, struct lease_client_id client,
+                              uint64_t cursor, struct lease_list_lease *out_p, size_t max,
+                              uint64_t *next_cursor_p);
+
+/* The same for segments (removed ones are gone at once; a dropped client's
+ * are listed until its drain finishes). */
+int lease_service_segments_list(struct lease_service *svc, struct lease_client_id client,
+                                uint64_t cursor, struct lease_list_segment *out_p, size_t max,
+                                uint64_t *next_cursor_p);
+
 LT_EXTERN_C_END
 
 #endif /* LEASE_LEASE_H */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "gpu/exec_cuda.h"
 
 #define CU_OK(call)                                                                                \
@@ -83,20 +84,13 @@ static inline int tu_logged(const char *text)
     return found;
 }
 
-static inline uint64_t tu_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Waits up to @timeout_ms for the host word @w to reach @want (as GEQ does);
  * returns 1 when it did. */
 static inline int tu_wait_word(const uint64_t *w, uint64_t want, unsigned int timeout_ms)
 {
-    uint64_t until = tu_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t until = base_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while ((int64_t)(ga_doorbell_peek(w) - want) < 0) {
-        if (tu_now_ns() > until)
+        if (base_now_ns() > until)
             return 0;
         struct timespec pause = {0, 20000};
         nanosleep(&pause, NULL);

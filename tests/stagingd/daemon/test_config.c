@@ -301,6 +301,31 @@ START_TEST(file_lines_longer_than_the_buffer_are_refused)
 }
 END_TEST
 
+START_TEST(streaming_keys_take_their_values)
+{
+    struct sd_config c;
+    sd_config_default(&c);
+    ck_assert_int_eq(c.job.path, SD_JOB_PATH_AUTO);
+    ck_assert_uint_eq(c.job.chunk_size, SD_JOB_CHUNK_DEFAULT);
+    ck_assert_uint_eq(c.job.ring_slots, SD_JOB_RING_SLOTS_DEFAULT);
+    ck_assert_uint_eq(c.job.ring_depth, SD_JOB_RING_DEPTH_DEFAULT);
+    ck_assert_int_eq(set1(&c, "path", "stream"), 0);
+    ck_assert_int_eq(c.job.path, SD_JOB_PATH_STREAM);
+    ck_assert_int_eq(set1(&c, "path", "whole"), 0);
+    ck_assert_int_eq(c.job.path, SD_JOB_PATH_WHOLE);
+    ck_assert_int_eq(set1(&c, "path", "ring"), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "stream"));
+    ck_assert_int_eq(set1(&c, "chunk-size", "4MiB"), 0);
+    ck_assert_uint_eq(c.job.chunk_size, 4u << 20);
+    ck_assert_int_eq(set1(&c, "ring-slots", "0"), -EINVAL);
+    ck_assert_int_eq(set1(&c, "ring-slots", "257"), -EINVAL);
+    ck_assert_int_eq(set1(&c, "ring-depth", "8"), 0);
+    ck_assert_uint_eq(c.job.ring_depth, 8);
+    ck_assert_int_eq(set1(&c, "cpu-verify-threads", "0"), 0);
+    ck_assert_uint_eq(c.job.cpu_verify_threads, 0);
+}
+END_TEST
+
 START_TEST(key_table_lists_every_settable_key_once)
 {
     struct sd_config_key_info k;
@@ -323,7 +348,7 @@ START_TEST(key_table_lists_every_settable_key_once)
             ck_assert_int_eq(set1(&c, k.name, "yes"), 0);
         }
     }
-    ck_assert_uint_eq(n, 23);
+    ck_assert_uint_eq(n, 28); /* 23, and the streaming path's five (docs/streaming.md) */
     ck_assert_uint_eq(flags, 3); /* cpu-verify, list and metrics-remote */
     ck_assert_int_eq(sd_config_key_get(n, &k), -ENOENT);
 
@@ -357,6 +382,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, file_errors_name_the_file_and_line_and_keep_earlier_lines);
     tcase_add_test(tc, file_lines_longer_than_the_buffer_are_refused);
     tcase_add_test(tc, key_table_lists_every_settable_key_once);
+    tcase_add_test(tc, streaming_keys_take_their_values);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -257,20 +257,25 @@ START_TEST(sizes_parse_with_binary_suffixes)
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 12345;
-        ck_assert_msg(sd_size_parse(ok[i].s, &v) == 0, "'%s' refused", ok[i].s);
+        ck_assert_msg(base_parse_size_flags(ok[i].s, BASE_PARSE_SIZE_STRICT, &v, NULL, 0) == 0,
+                      "'%s' refused", ok[i].s);
         ck_assert_uint_eq(v, ok[i].v);
     }
     static const char *const bad[] = {"",   "K",   "-1",   "+1",  " 1",   "1 K",  "1KB",
                                       "1k", "1MB", "1.5G", "1Gi", "0x10", "1GiBs"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 12345;
-        ck_assert_msg(sd_size_parse(bad[i], &v) == -EINVAL, "'%s' accepted", bad[i]);
+        ck_assert_msg(base_parse_size_flags(bad[i], BASE_PARSE_SIZE_STRICT, &v, NULL, 0) == -EINVAL,
+                      "'%s' accepted", bad[i]);
         ck_assert_uint_eq(v, 12345);
     }
     uint64_t v;
-    ck_assert_int_eq(sd_size_parse("18446744073709551616", &v), -ERANGE);
-    ck_assert_int_eq(sd_size_parse("16777216TiB", &v), -ERANGE);
-    ck_assert_int_eq(sd_size_parse("16777215TiB", &v), 0);
+    ck_assert_int_eq(
+        base_parse_size_flags("18446744073709551616", BASE_PARSE_SIZE_STRICT, &v, NULL, 0),
+        -ERANGE);
+    ck_assert_int_eq(base_parse_size_flags("16777216TiB", BASE_PARSE_SIZE_STRICT, &v, NULL, 0),
+                     -ERANGE);
+    ck_assert_int_eq(base_parse_size_flags("16777215TiB", BASE_PARSE_SIZE_STRICT, &v, NULL, 0), 0);
 }
 END_TEST
 

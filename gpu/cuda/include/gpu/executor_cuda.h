@@ -35,6 +35,11 @@ struct ga_executor_cuda_opts {
     void (*on_fault)(void *arg, int err);
     void *fault_arg;
     struct base_log_sink log; /* the front's lines ("exec"); zeroed: the process default */
+    /* Streaming rings (docs/streaming.md): 0 gives each ring its own CUDA
+     * stream; N (1..64) makes the rings share N streams, round robin, so a
+     * ring's wait for its words also holds the rings behind it on that
+     * stream. Measured on the device: bench/peers, --ring-streams. */
+    uint32_t ring_streams;
     struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
 };
 

@@ -17,9 +17,10 @@
  * completes the job or call.
  *
  * How later work fits (docs/gpu-exec.md, "The backend table"): a LAUNCH op
- * is one more op code that work_check and work_enqueue accept; a STREAMING
- * ring is a new pair ring_open/ring_close beside the stream ops, its slots
- * queued as standing work behind doorbell words on one backend stream. */
+ * is one more op code that work_check and work_enqueue accept. STREAMING
+ * rings (docs/streaming.md) are ring_open / ring_shard / ring_close at the
+ * end of the table: the front owns their ids, limits and sequences, the
+ * backend the per-chunk work queued behind their sequence words. */
 #ifndef GPU_EXEC_BACKEND_H
 #define GPU_EXEC_BACKEND_H
 
@@ -34,8 +35,30 @@ struct ga_exec_job;
 /* One accepted command (or a ga_exec_stream_when_done marker). */
 struct ga_exec_call;
 
-/* The work item @job carries (valid until it is done). */
+/* The work item @job carries (valid until it is done). For a ring's shard
+ * it holds the owner, op, args, image length (length), accepted_ns and the
+ * answer; host is NULL. */
 const struct ga_exec_work *ga_exec_job_work(const struct ga_exec_job *job);
+
+/* One streaming ring, the front's handle (gpu/executor.h). */
+struct ga_exec_ring;
+
+/* What a ring's shard is, beyond its work item. */
+struct ga_exec_shard_info {
+    uint64_t first_seq;  /* chunk i has sequence first_seq + i, in slot (first_seq + i) % nslots */
+    uint64_t chunks;     /* ceil(length / slot_bytes) */
+    unsigned char *hits; /* VECTOR_SCAN with k: where the hits go, else NULL */
+};
+
+/* The shard @job is, or NULL for a SUBMIT's job. */
+const struct ga_exec_shard_info *ga_exec_job_shard(const struct ga_exec_job *job);
+
+/* The backend let go of ring @r (its work drained, nothing of its spec
+ * held): after ring_close (@close the call it was given) or its owner's
+ * drop (@close NULL). Exactly once per ring_open that succeeded; any
+ * thread, no backend lock held. Answers the close, runs the spec's
+ * gone_fn, frees @r. */
+void ga_exec_ring_released(struct ga_exec_ring *r, struct ga_exec_call *close);
 
 /* Completes @job with @res; the front sets elapsed_ns and answers the
  * server. */
@@ -114,6 +137,22 @@ struct ga_exec_backend_ops {
     void (*shutdown)(void *be);
     /* Frees the backend (after shutdown). */
     void (*destroy)(void *be);
+
+    /* ---- streaming rings: NULL when the backend has none (no LT_CAP_STREAM) ---- */
+
+    /* A ring of @bo over @spec (copied; sync, no device call: what the
+     * device needs is made on first use). @r is the front's handle for
+     * ga_exec_ring_released. Its owner_drop releases it too. */
+    int (*ring_open)(void *be, void *bo, struct ga_exec_ring *r,
+                     const struct ga_exec_ring_spec *spec, void **br_p, struct lt_failure *why_p);
+    /* Queues @job's chunks and op behind what @br holds (async; completed
+     * with ga_exec_job_done). The front checked the sequence and depth. */
+    int (*ring_shard)(void *be, void *br, struct ga_exec_job *job, struct lt_failure *why_p);
+    /* The client stores no more sequence words: shards not wholly stored
+     * are answered LT_E_SHUTTING_DOWN, the rest run; once drained the
+     * backend frees the ring and calls ga_exec_ring_released(r, @close).
+     * Never fails. */
+    void (*ring_close)(void *be, void *br, struct ga_exec_call *close);
 };
 
 /* A backend: its table, its context and what it offers. */
@@ -125,9 +164,11 @@ struct ga_exec_backend {
 };
 
 struct ga_exec_config {
-    struct ga_exec_limits limits; /* max_streams (0: 64), max_events (0: 1024) per owner */
+    struct ga_exec_limits limits; /* max_streams (0: 64), max_events (0: 1024), max_rings
+                                     (0: 64) per owner */
     uint32_t table_streams;       /* ids of all owners at once; 0: no limit */
     uint32_t table_events;
+    uint32_t table_rings;
     /* LIFO: a destroyed stream's slot is reused first (warm); FIFO with
      * the whole table allocated up front: a kept id reads as stale for as
      * long as possible. */

@@ -90,6 +90,10 @@ struct ga_exec_ctl_result {
     struct lt_event_id event;       /* event record */
     uint32_t elapsed_ms_bits;       /* event elapsed: finite binary32 */
     char message[LT_ERROR_MSG_LEN]; /* when status is not LT_OK */
+    /* ring close: the ring, and what it ran (shards answered with a result,
+     * their chunks) */
+    struct lt_ring_id ring;
+    uint64_t ring_shards, ring_chunks;
 };
 
 typedef void (*ga_exec_ctl_done_fn)(void *arg, const struct ga_exec_ctl_result *res);
@@ -104,6 +108,7 @@ struct ga_exec_reply {
 struct ga_exec_client_stats {
     uint32_t streams; /* created and not destroyed (the default stream not counted) */
     uint32_t events;
+    uint32_t rings;     /* open (not yet closed) */
     uint64_t queued;    /* accepted work items not yet completed */
     uint64_t submitted; /* since client_add */
     uint64_t completed;
@@ -123,6 +128,7 @@ struct ga_exec_limits {
     uint32_t workers;     /* threads that run (host) or issue (CUDA) the work */
     uint32_t max_streams; /* per owner, besides the default stream */
     uint32_t max_events;  /* per owner */
+    uint32_t max_rings;   /* streaming rings per owner (0: 64) */
     struct ga_exec_launch_limits launch;
 };
 
@@ -134,6 +140,7 @@ struct ga_executor_info {
     uint32_t caps;        /* LT_CAP_* the server may grant (LT_CAP_HOST_BACKEND: no GPU) */
     uint32_t max_streams; /* per owner, besides the default stream */
     uint32_t max_events;  /* per owner */
+    uint32_t max_rings;   /* streaming rings per owner; 0: none (no LT_CAP_STREAM) */
 };
 
 const struct ga_executor_info *ga_executor_info(const struct ga_executor *ex);
@@ -236,6 +243,80 @@ int ga_exec_record_allocation(struct ga_executor *ex, struct lt_stream_id stream
                               struct lease_service *svc, struct lease_client_id client,
                               struct lt_lease_id lease, struct lt_failure *why_p);
 
+/* ---- streaming rings (protocol 1.1, LT_CAP_STREAM; docs/streaming.md) ----
+ *
+ * A ring: @nslots slots of @slot_bytes bytes of registered host memory and
+ * a sequence and a done word per slot. Chunk s (1, 2, ...) goes in slot
+ * s % nslots; the backend waits for seq[slot] >= s (wrap-safe), copies the
+ * slot to the chunk's place in the device image of the shard that chunk
+ * belongs to, and stores s into done[slot]. A shard says once which next
+ * chunks form its image and what op runs on it. The front owns the ring
+ * ids (owner-checked, like streams), the limits, the sequence bookkeeping
+ * and the depth; the backend the standing work. */
+
+struct ga_exec_ring_spec {
+    uint64_t owner;
+    unsigned char *slots; /* nslots * slot_bytes bytes in this process, registered */
+    uint64_t slot_bytes;
+    uint32_t nslots;
+    uint32_t depth; /* shards the client wants outstanding; the front grants at most its limit */
+    uint64_t max_shard_bytes;
+    uint64_t *seq; /* nslots words in this process (MAPPED) */
+    uint64_t seq_dev;
+    uint64_t *done;
+    uint64_t done_dev;
+    /* Runs exactly once, on any thread, once the ring's work has drained
+     * and the backend holds nothing of the above any more: after its
+     * close was answered, or after its owner was dropped. Only then may
+     * the caller let the memory go (lease_work_done). */
+    void (*gone_fn)(void *arg);
+    void *gone_arg;
+};
+
+/* The most shards a ring may have outstanding in this executor. */
+#define GA_EXEC_RING_DEPTH_MAX 8u
+
+/* Opens a ring (no device call: the backend makes what it needs on first
+ * use). Returns 0 with its id and the depth granted (1..min(spec->depth,
+ * GA_EXEC_RING_DEPTH_MAX)), after which spec->gone_fn runs exactly once;
+ * or a refusal (LT_E_LIMIT past max_rings; LT_E_UNSUPPORTED when the
+ * backend has no rings; LT_E_BAD_VALUE for a spec it cannot serve), after
+ * which it never runs. */
+int ga_exec_ring_open(struct ga_executor *ex, const struct ga_exec_ring_spec *spec,
+                      struct lt_ring_id *ring_p, uint32_t *depth_p, struct lt_failure *why_p);
+
+/* One RING_SHARD, resolved: the next chunks of @ring form an image of
+ * @length bytes, @op runs on it with @args (offsets relative to the image;
+ * a VECTOR_SCAN's k hits go to @hits, host memory the caller checked).
+ * Refused unless @first_seq continues the ring (LT_E_BAD_VALUE, with the
+ * sequence expected), @length is at most the ring's max_shard_bytes
+ * (LT_E_OUT_OF_RANGE) and fewer than the ring's depth are outstanding
+ * (LT_E_LIMIT). 0: done_cb runs exactly once, LT_E_SHUTTING_DOWN when the
+ * ring closed or its owner went before every chunk was stored. */
+struct ga_exec_shard {
+    uint64_t owner;
+    struct lt_ring_id ring;
+    uint64_t first_seq;
+    uint64_t length;
+    uint16_t op;
+    union lt_op_args args;
+    unsigned char *hits; /* VECTOR_SCAN with k > 0; else NULL */
+    uint64_t accepted_ns;
+    ga_exec_work_done_fn done_cb;
+    void *arg;
+};
+
+int ga_exec_ring_shard(struct ga_executor *ex, const struct ga_exec_shard *s,
+                       struct lt_failure *why_p);
+
+/* RING_CLOSE: the id retires at once (later shards naming it are stale);
+ * the client stores no more sequence words. Shards whose chunks were all
+ * stored still run; the others are answered LT_E_SHUTTING_DOWN. @reply
+ * runs once the ring's work has drained (ring, ring_shards, ring_chunks
+ * filled), before spec->gone_fn. */
+int ga_exec_ring_close(struct ga_executor *ex, uint64_t owner, struct lt_ring_id ring,
+                       const struct ga_exec_reply *reply, struct lt_failure *why_p);
+
 /* ---- LAUNCH (protocol 1.2, docs/launch.md) ------------------------------- */
 
 /* ga_exec_work.op of a LAUNCH: not a wire op (those are enum lt_op). It goes
@@ -279,6 +360,24 @@ struct ga_exec_launch {
 
 /* Log lines: the front's counters, then the backend's, snprintf-style. */
 int ga_exec_stats_format(struct ga_executor *ex, char *buf, size_t len);
+
+/* The front's counters, for /metrics (stats.c). */
+struct ga_exec_stats {
+    uint64_t clients;   /* owners not dropped */
+    uint64_t streams;   /* live, every owner's (default streams not counted) */
+    uint64_t events;    /* live */
+    uint64_t queued;    /* accepted work items not yet completed */
+    uint64_t in_flight; /* jobs and calls not yet answered */
+    uint64_t submitted; /* since start */
+    uint64_t completed;
+    uint64_t cancelled;
+    uint64_t failed;
+    uint64_t commands; /* stream, event and device commands */
+    uint32_t faulted;  /* 1 once the backend reported a fault */
+};
+
+/* Snapshot under the front's lock, from any thread. Returns 0 or -EINVAL. */
+int ga_exec_stats(struct ga_executor *ex, struct ga_exec_stats *stats_p);
 
 /* Stops: refuses new requests (-ESHUTDOWN), drops every owner (their work
  * answered LT_E_SHUTTING_DOWN), waits for running work; every answer has

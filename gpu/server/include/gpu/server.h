@@ -57,9 +57,10 @@ struct ga_server_config {
                                             it the client is disconnected; 0: 1 MiB */
     uint64_t max_segment_bytes;          /* largest segment offered; 0: LT_SEGMENT_SIZE_MAX */
     const char *agent_name;              /* in HELLO_REPLY; NULL: "ga-<executor name>" */
-    int handle_signals; /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop)
-                           and SIGUSR1 (stats to the log); the caller must have blocked
-                           them in every thread (pthread_sigmask before any thread) */
+    int handle_signals; /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop),
+                           SIGUSR1 (stats to the log) and SIGHUP (log_file reopened); the
+                           caller must have blocked them in every thread (pthread_sigmask
+                           before any thread) */
     /* Every line of the server (subsystem "server") and of its lease service
      * ("lease"); called on any thread. Zeroed: the process default
      * (base/log.h: standard error as "<program>: <level>: <subsys>: ..."). */
@@ -76,6 +77,12 @@ struct ga_server_config {
                                          memory within [64 GiB, 32 TiB] */
     uint64_t max_client_mapped_bytes; /* per client; 0: half of max_mapped_bytes */
     uint64_t max_client_staged_bytes; /* per client; 0: half of budget_staged */
+    /* The file the log sink writes, reopened at SIGHUP (logrotate moved
+     * it); not owned. NULL: nothing to reopen. */
+    struct base_log_file *log_file;
+    /* Nonzero: the loop tells the service manager STOPPING=1 when it stops
+     * (base/notify.h; a no-op outside a Type=notify unit). */
+    int notify;
     /* Adopt these instead of binding (ga_server_create checks that they are
      * the listening socket at the path and its held lock); NULL: bind. */
     const struct ga_server_listener *inherit;
@@ -117,6 +124,21 @@ void ga_server_stats_log(struct ga_server *srv);
 /* The socket path being served (valid until ga_server_destroy). */
 const char *ga_server_socket_path(const struct ga_server *srv);
 
+/* ---- /metrics (metrics.c; docs/operations.md lists the series) --------- */
+
+/* Serves Prometheus /metrics for @srv at @listen ("127.0.0.1:9464"; a
+ * non-loopback address only with @allow_remote) on lease_metrics' HTTP
+ * thread: the lease service's and the executor's counters read at each
+ * scrape, the clients' from a snapshot the loop thread takes when asked,
+ * events counted where they happen. Call before ga_server_run; it stops in
+ * ga_server_destroy. Returns 0, or lm_server_start's -errno (-ENOTSUP:
+ * built without libmicrohttpd, -EPERM: not loopback) with @err saying why. */
+int ga_server_metrics_start(struct ga_server *srv, const char *listen, int allow_remote, char *err,
+                            size_t errlen);
+
+/* "127.0.0.1:9464", the address bound; NULL when /metrics is off. */
+const char *ga_server_metrics_address(const struct ga_server *srv);
+
 /* Stops what ga_server_run did not, destroys the lease service (which
  * unregisters and closes every segment), removes the socket and the lock
  * file. NULL is a no-op. Must not run concurrently with ga_server_run. */
@@ -136,6 +158,13 @@ struct ga_server_cli {
     struct base_log_sink log_sink; /* ga_server_cli_log_setup's; cfg.log points here */
     int help;                      /* --help or -h seen: print the usage and exit 0 */
     int version;                   /* --version seen: print the version and exit 0 */
+    const char *log_file;          /* --log-file: NULL: standard error */
+    const char *metrics;           /* --metrics HOST:PORT: NULL or "": off */
+    int metrics_remote;            /* --metrics-remote: a non-loopback --metrics allowed */
+    const char *config;            /* --config FILE, read before the other options */
+    char *config_text;             /* the file's bytes: its values point in (ga_server_cli_fini) */
+    int in_config;                 /* applying the file's keys now */
+    int allow_cmdline;             /* a command-line --allow-uid replaced the file's */
     /* After ga_server_cli_serve: the listener the server kept
      * (ga_server_listener_keep), the caller's; listen_fd -1 when none. */
     struct ga_server_listener kept;
@@ -150,6 +179,42 @@ extern const size_t ga_server_cli_option_count;
 
 /* Zeroes @cli and sets the defaults that are not 0. */
 void ga_server_cli_init(struct ga_server_cli *cli);
+
+/* Frees what parsing a config file kept (cli->config_text). */
+void ga_server_cli_fini(struct ga_server_cli *cli);
+
+/* ---- the config file (cli_config.c; docs/config.md, "The agent") ------- */
+
+/* Applies one option of a program's table: @opt its val, @name its long
+ * name, @val the value (NULL for a bare flag). Returns 0, -EINVAL with @err,
+ * or -ENOENT when @opt is not the program's. */
+typedef int (*ga_server_cli_apply_fn)(void *ctx, int opt, const char *name, const char *val,
+                                      char *err, size_t errlen);
+
+/* The long options that are no config keys: help, version, config,
+ * ready-fd (NULL-terminated). A program adds its own (lease-agent: the
+ * self-test's). */
+extern const char *const ga_server_cli_cmdline_only[];
+
+/* Finds --config FILE in @argv with @table (getopt_long, nothing else
+ * applied); *@path_p stays NULL without one. Returns 0, or -EINVAL with
+ * @err for a --config without a value. */
+int ga_server_cli_config_find(int argc, char **argv, const struct option *table,
+                              const char **path_p, char *err, size_t errlen);
+
+/* Reads @path ("key = value" lines, '#' comments; docs/config.md) and hands
+ * each key of @table, except those in @cmdline_only (NULL-terminated; may
+ * be NULL), to @apply with cli->in_config set. The values point into
+ * cli->config_text, kept until ga_server_cli_fini. Returns 0, or -errno
+ * with @err as "FILE:LINE: what was expected, what was found". */
+int ga_server_cli_config_load(struct ga_server_cli *cli, const char *path,
+                              const struct option *table, const char *const *cmdline_only,
+                              ga_server_cli_apply_fn apply, void *ctx, char *err, size_t errlen);
+
+/* The keys a config file takes of the server's own options, in the order
+ * of ga_server_cli_options: up to @max names into @keys_p. Returns how many
+ * there are (for the documentation's test). */
+size_t ga_server_cli_config_keys(size_t max, const char **keys_p);
 
 /* Applies one option getopt_long returned from ga_server_cli_options (@opt
  * its val, @val its optarg, pointed to, not copied). Returns 0, -EINVAL with
@@ -175,13 +240,16 @@ void ga_server_cli_usage(FILE *f, const char *prog);
 /* "<prog> <version> (lease protocol N)", the --version line. */
 void ga_server_cli_version(FILE *f, const char *prog);
 
-/* Blocks SIGTERM, SIGINT and SIGUSR1 (the server's signalfd takes them) and
- * ignores SIGPIPE. Call before any thread starts. */
+/* Blocks SIGTERM, SIGINT, SIGUSR1 and SIGHUP (the server's signalfd takes
+ * them) and ignores SIGPIPE. Call before any thread starts. */
 void ga_server_cli_signals_block(void);
 
-/* Logs to standard error at --log-level under the program's own name, for
- * the server (cli->cfg.log) and as the process default; *file_p is the
- * caller's to destroy after the last line. Returns 0 or -ENOMEM. */
+/* Logs at --log-level to standard error as "<program>: <level>:
+ * <subsys>: ...", or with --log-file to that file (appended, each line
+ * stamped with the time and pid; SIGHUP reopens it), for the server
+ * (cli->cfg.log) and as the process default; *file_p is the caller's to
+ * destroy after the last line. Returns 0, -ENOMEM or open(2)'s -errno
+ * (the file: the caller says so). */
 int ga_server_cli_log_setup(struct ga_server_cli *cli, struct base_log_file **file_p);
 
 /* Half the physical memory, in bytes (UINT64_MAX when unknown). */
@@ -194,11 +262,13 @@ uint64_t ga_server_cli_half_memory(void);
 void ga_server_cli_budgets_default(struct ga_server_cli *cli, uint64_t cap, const char *what);
 
 /* The serve step of both agents: ga_server_create from cli->cfg (backend and
- * executor filled in; signals handled), the "ready" line to --ready-fd,
- * ga_server_run, ga_server_listener_take into cli->kept, ga_server_destroy. *@running_p (may be NULL) holds the
- * server while it runs, for a thread that must stop it (a GPU fault).
- * Returns the exit status: 0, or 1 when it did not start or the loop
- * failed (logged). */
+ * executor filled in; signals handled), /metrics with --metrics, the
+ * "ready" line to --ready-fd and READY=1 to the service manager
+ * (base/notify.h), ga_server_run (STOPPING=1 when it stops),
+ * ga_server_listener_take into cli->kept, ga_server_destroy. *@running_p
+ * (may be NULL) holds the server while it runs, for a thread that must stop
+ * it (a GPU fault). Returns the exit status: 0, or 1 when it did not start
+ * or the loop failed (logged). */
 int ga_server_cli_serve(struct ga_server_cli *cli, struct ga_server **running_p);
 
 #endif /* GPU_SERVER_H */

@@ -52,6 +52,27 @@ enum sd_doorbell_mode {
 /* The modes' names, for base_parse_enum: auto, on, off. */
 extern const struct base_enum sd_job_doorbell_names[];
 
+/* How a shard's bytes reach the GPU (docs/streaming.md). */
+enum sd_job_path {
+    /* stream where every agent ready at the start grants LT_CAP_STREAM and
+     * the op is verify or scan (each shard crosses the ring once); whole
+     * otherwise */
+    SD_JOB_PATH_AUTO = 0,
+    /* each staging thread reads its shards chunk by chunk into a small ring
+     * of pinned slots the GPU copies out behind sequence words */
+    SD_JOB_PATH_STREAM = 1,
+    /* each shard whole into a pool buffer, one lease and submit per op */
+    SD_JOB_PATH_WHOLE = 2,
+};
+
+/* The paths' names, for base_parse_enum: auto, stream, whole. */
+extern const struct base_enum sd_job_path_names[];
+
+/* Streaming defaults (docs/streaming.md says why). */
+#define SD_JOB_CHUNK_DEFAULT (2ull << 20)
+#define SD_JOB_RING_SLOTS_DEFAULT 4u
+#define SD_JOB_RING_DEPTH_DEFAULT 2u
+
 /* A job's settings (the daemon's config holds one: docs/stagingd.md lists
  * the keys). */
 struct sd_job_config {
@@ -64,6 +85,16 @@ struct sd_job_config {
     uint64_t rate_limit; /* staged bytes per second at most; 0: unbounded */
     unsigned agent_timeout_s;
     int list; /* a result row per shard, not only for failures */
+    /* streaming (appended; 0 is each one's default) */
+    enum sd_job_path path;
+    uint64_t chunk_size; /* bytes per ring slot (a multiple of 4 KiB) */
+    unsigned ring_slots; /* slots per ring */
+    unsigned ring_depth; /* shards each ring has queued on the agent at once */
+    unsigned rings;      /* rings (one staging thread each); 0: the reader's thread count */
+    /* --cpu-verify: 0 checks each chunk on the staging thread that read it
+     * (stream) or each shard after its read (whole); N > 0 hands every
+     * shard to N check threads, off the staging path */
+    unsigned cpu_verify_threads;
     /* The scan's queries from a file (`stagingd job --query`), borrowed:
      * they outlive the job. nqueries 0: the one query query_seed makes.
      * Each shard is staged once and scanned once per query. */
@@ -158,6 +189,8 @@ void sd_job_on_completion(struct sd_job *job, const struct leasec_client_complet
 void sd_job_on_release(struct sd_job *job, const struct leasec_client_release *r);
 void sd_job_on_error(struct sd_job *job, const struct leasec_client_error *e);
 void sd_job_on_disconnect(struct sd_job *job, unsigned agent);
+/* Replies to the job's ring requests (RING_OPEN, RING_CLOSE). */
+void sd_job_on_reply(struct sd_job *job, const struct leasec_client_reply *r);
 
 /* ---- results ---- */
 

@@ -30,7 +30,7 @@
  * a client is driven by one thread at a time, and its callbacks run there.
  *
  * The library's one header by design (issue #14): every call with its
- * ownership and errnos, hence its length (over 800 lines).
+ * ownership and errnos, hence its length (over 900 lines).
  *
  * Link with `pkg-config --cflags --libs lease-client` (shared) or
  * `pkg-config --static ...` against the archive. Either exports only the
@@ -300,6 +300,7 @@ LEASEC_API int leasec_pool_segment_find(const struct leasec_pool *pool, uint32_t
 #define LEASEC_CAP_TIMING (1u << 2)       /* timing events and EVENT_ELAPSED */
 #define LEASEC_CAP_HOST_BACKEND (1u << 3) /* granted only: no GPU, the host backend serves */
 #define LEASEC_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
+#define LEASEC_CAP_STREAM (1u << 5)       /* streaming rings (protocol 1.1, docs/streaming.md) */
 #define LEASEC_CAP_LAUNCH (1u << 6)       /* 1.2: leasec_client_launch (granted when the agent
                                              has launchable kernels) */
 /* The agent's words area (leasec_client_words): memory the agent owns and
@@ -371,6 +372,9 @@ enum leasec_request {
     LEASEC_REQ_EVENT_ELAPSED = 23,
     LEASEC_REQ_DEVICE_SYNCHRONIZE = 24,
     LEASEC_REQ_STATS = 26,
+    LEASEC_REQ_RING_OPEN = 30,  /* needs LEASEC_CAP_STREAM */
+    LEASEC_REQ_RING_SHARD = 32, /* answered by on_completion */
+    LEASEC_REQ_RING_CLOSE = 33,
 };
 
 /* "LEASE_REQUEST", "SUBMIT", ... for any message type number; "UNKNOWN"
@@ -510,6 +514,57 @@ struct leasec_ctl {
     struct lt_event_id end;
 };
 
+/* ---- streaming rings (LEASEC_CAP_STREAM; docs/streaming.md) ----
+ *
+ * A ring is @slots slots of @slot_bytes bytes in one PINNED lease and, in
+ * one MAPPED lease, a sequence word and a done word per slot. Chunk s
+ * (s = 1, 2, ...) goes in slot s % slots: fill the slot, then
+ * leasec_client_ring(&seq[slot], s); refill it with chunk s + slots once
+ * leasec_client_done_word_read(&done[slot]) >= s. No message per chunk:
+ * one leasec_client_ring_shard says which next chunks form one shard's
+ * device image and what op runs on it, and its on_completion carries the
+ * op's result. Both leases stay pinned by the ring until its close is
+ * answered (a release of either completes only after that). */
+
+#define LEASEC_RING_SLOTS_MAX 256u   /* slots per ring */
+#define LEASEC_RING_DEPTH_MAX 64u    /* shards outstanding per ring, asked at most */
+#define LEASEC_RING_SLOT_ALIGN 4096u /* slot sizes are multiples of this */
+
+/* A ring's shape. Zero it, then fill every field. */
+struct leasec_ring_config {
+    uint32_t slots;           /* 1..LEASEC_RING_SLOTS_MAX */
+    uint32_t depth;           /* RING_SHARDs to keep outstanding, 1..LEASEC_RING_DEPTH_MAX */
+    uint64_t slot_bytes;      /* a nonzero multiple of LEASEC_RING_SLOT_ALIGN, up to 1 GiB */
+    uint64_t seq_offset;      /* @slots u64 sequence words in the words lease, 8-aligned */
+    uint64_t done_offset;     /* @slots u64 done words in the words lease, apart from those */
+    uint64_t max_shard_bytes; /* the largest shard image */
+};
+
+/* An open ring: a value the caller keeps (from the on_reply of its
+ * RING_OPEN) and passes back. It belongs to one connection (@epoch); after
+ * a reconnect it is refused with -ESTALE. */
+struct leasec_ring {
+    struct lt_ring_id id;
+    unsigned agent;
+    uint32_t epoch;
+    uint32_t slots;
+    uint32_t depth; /* granted: RING_SHARDs that may be outstanding */
+    uint64_t slot_bytes;
+    uint64_t max_shard_bytes;
+    struct lt_lease_id slots_lease, words_lease;
+};
+
+/* One shard on a ring. Zero it, then fill what the op needs. */
+struct leasec_ring_shard {
+    uint64_t first_seq; /* 1 for a ring's first shard, then the last one's + its chunks */
+    uint64_t length;    /* the image's bytes; it takes leasec_ring_chunks(ring, length) chunks */
+    uint16_t op;        /* enum leasec_op */
+    /* Offsets relative to the image, except a VECTOR_SCAN's hits_offset:
+     * an offset in the words lease (slots are reused; the hits come back
+     * to host memory, before on_completion). */
+    union leasec_op_args args;
+};
+
 /* ---- what callbacks receive (valid only during the callback) ---- */
 
 struct leasec_client_grant_entry {
@@ -618,6 +673,9 @@ struct leasec_client_reply {
     struct lt_event_id event;               /* EVENT_RECORD: the recorded event */
     float elapsed_ms;                       /* EVENT_ELAPSED */
     const struct leasec_agent_stats *stats; /* STATS: the counters; else NULL */
+    struct leasec_ring ring;                /* RING_OPEN: the ring; RING_CLOSE: its id */
+    uint64_t ring_shards;                   /* RING_CLOSE: shards answered with a result */
+    uint64_t ring_chunks;                   /* RING_CLOSE: chunks copied to the device */
 };
 
 struct leasec_client_launch_done; /* below, with leasec_client_launch */
@@ -841,6 +899,43 @@ LEASEC_API int leasec_client_ctl_call(struct leasec_client *c, unsigned agent,
 /* leasec_client_stats_send and its answer, as leasec_client_ctl_call. */
 LEASEC_API int leasec_client_stats_call(struct leasec_client *c, unsigned agent, uint32_t flags,
                                         int timeout_ms, struct leasec_agent_stats *stats_p);
+
+/* ---- streaming rings ---- */
+
+/* Opens a ring over @slots (a PINNED lease holding cfg->slots slots) and
+ * @words (a MAPPED lease with the words, all 0), both held on the ring's
+ * agent and connection. Answered by on_reply (request_type
+ * LEASEC_REQ_RING_OPEN, ring filled) or on_error. Returns -EOPNOTSUPP when
+ * the agent did not grant LEASEC_CAP_STREAM; -ESTALE, -ENOENT, -EBUSY for
+ * a lease as leasec_client_submit; -EINVAL for leases of two agents, a
+ * lease of the wrong class or a bad config (the reason in last_error);
+ * -ERANGE when the slots or words do not fit their leases; -ENOTCONN;
+ * -ENOMEM; -ECONNRESET. */
+LEASEC_API int leasec_client_ring_open(struct leasec_client *c,
+                                       const struct leasec_client_lease *slots,
+                                       const struct leasec_client_lease *words,
+                                       const struct leasec_ring_config *cfg, uint64_t tag,
+                                       uint64_t *request_id_p);
+
+/* Sends one RING_SHARD on @ring: answered by on_completion (its lease the
+ * ring's slots lease) or on_error. Returns -ESTALE for a ring of an older
+ * connection; -ENOENT for a ring not open; -EBUSY for one being closed;
+ * -EINVAL for a bad shard; -ENOTCONN; -ENOMEM; -ECONNRESET. */
+LEASEC_API int leasec_client_ring_shard(struct leasec_client *c, const struct leasec_ring *ring,
+                                        const struct leasec_ring_shard *shard, uint64_t tag,
+                                        uint64_t *request_id_p);
+
+/* Closes @ring: the caller stores no more of its sequence words. Shards
+ * whose chunks were all stored are answered with their results, the rest
+ * LT_E_SHUTTING_DOWN; then on_reply (request_type LEASEC_REQ_RING_CLOSE,
+ * ring_shards, ring_chunks) once the ring's work has drained, or on_error.
+ * Errors as leasec_client_ring_shard. */
+LEASEC_API int leasec_client_ring_close(struct leasec_client *c, const struct leasec_ring *ring,
+                                        uint64_t tag, uint64_t *request_id_p);
+
+/* The chunks a shard image of @length bytes takes on @ring:
+ * ceil(length / slot_bytes); 0 for length 0. */
+LEASEC_API uint64_t leasec_ring_chunks(const struct leasec_ring *ring, uint64_t length);
 
 /* ---- doorbells and done words ---- */
 

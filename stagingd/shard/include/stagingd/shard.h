@@ -323,9 +323,4 @@ int sd_gen_store(const struct sd_gen_opts *o, char *err, size_t err_len,
 void sd_gen_seed(uint64_t seed, uint64_t shard, uint64_t state[4]);
 void sd_gen_records(uint64_t state[4], uint32_t type, uint32_t dim, uint64_t n, void *out);
 
-/* Parses a byte count: digits with an optional suffix B, K, M, G, T or
- * KiB, MiB, GiB, TiB (all powers of 1024). Returns 0, -EINVAL for a bad
- * string, -ERANGE on overflow. */
-int sd_size_parse(const char *s, uint64_t *v_p);
-
 #endif /* STAGINGD_SHARD_H */

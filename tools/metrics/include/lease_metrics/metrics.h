@@ -85,6 +85,13 @@ struct lm_family *lm_family_find(struct lm_registry *reg, const char *name);
  * family without labels); -ENOSPC past LM_SERIES_MAX; -ENOMEM. */
 int lm_series_get(struct lm_family *fam, const char *const *values, struct lm_series **s_p);
 
+/* Drops every series of @fam, a family with labels, for series that mirror
+ * a set that changes (connected clients), remade at each collect: pointers
+ * to its series become invalid, so only the collect callback should hold
+ * them. Returns 0, or -EINVAL for a family without labels (its one series
+ * stays). */
+int lm_family_clear(struct lm_family *fam);
+
 /* Called before each render on the rendering thread (a scrape), with no
  * lock of the registry's held: it may update and make series. One at a
  * time; NULL @fn removes it. Returns 0. */

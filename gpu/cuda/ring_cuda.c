@@ -1,0 +1,563 @@
+/* The CUDA backend's streaming rings (gpu/exec_backend.h, docs/streaming.md).
+ *
+ * A ring's work is queued ahead on one CUDA stream, its own (the default)
+ * or one of --ring-streams shared ones: for each chunk s of a shard,
+ * cuStreamWaitValue64(seq[slot] >= s), cuMemcpyHtoDAsync of the slot to
+ * the chunk's place in the shard's device image, cuStreamWriteValue64(done
+ * [slot], s) (ga_doorbell_queue: wait, work, word); then the op's kernels
+ * on the image, read in place as the MAPPED path reads a lease, and a
+ * completion. The client's thread refills a slot when its done word says
+ * so; nothing per chunk reaches the agent's threads. The images live in
+ * device memory allocated once per ring, on its first shard (depth images,
+ * reused in turn: the stream orders a reuse after the kernels that read
+ * it), and freed in stream order when the ring is released. A shard of
+ * ring A stalls only A's stream (or the rings sharing it); the agent raises
+ * CUDA_DEVICE_MAX_CONNECTIONS so streams waiting on words keep their own
+ * hardware queues (device.c).
+ *
+ * Closing: the client stores no more words, so the chunks still awaited
+ * are rung here (the GPU copies whatever the slots hold) and their shards,
+ * from the first chunk never stored on, are answered cancelled. A drop
+ * does the same for every shard. The release runs behind the ring's
+ * stream; the fault path releases what is left. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "cu_call.h"
+#include "device_internal.h"
+#include "kernels/blockhash_ref.h"
+#include "kernels/scan.h"
+#include "lease_types/validate.h"
+
+#define CX_RING_ALIGN(v) (((v) + 255u) & ~(uint64_t)255u)
+#define CX_RING_DMEM_MAX (64ull << 30) /* device memory one ring may hold */
+
+struct cx_ring {
+    struct cx *x;
+    struct cx_owner *o;
+    struct cx_ring *onext;         /* the owner's rings (x->mu) */
+    struct cx_ring *xnext, *xprev; /* every ring of the backend (x->mu) */
+    struct ga_exec_ring *r;
+    struct ga_exec_ring_spec spec; /* depth: the granted one */
+    uint32_t idx;                  /* for picking a shared stream */
+    /* on the serving worker */
+    CUstream st;
+    bool own_stream;
+    CUdeviceptr dmem;
+    uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
+    uint64_t shards_issued;
+    struct cx_scratch *scratch; /* f16 queries are widened through it */
+    /* x->mu */
+    struct cx_cmd *pend_head, *pend_tail; /* issued shards not answered, in order */
+    struct cx_cmd *close_cmd;             /* allocated at open: closing never fails */
+    struct ga_exec_call *close_call;
+    bool releasing, released;
+};
+
+/* The pieces a shard's copies and query need while they are queued. */
+struct cx_ring_copy {
+    CUdeviceptr dst;
+    const unsigned char *src;
+    uint64_t len;
+};
+
+/* ---- the table's ops (the caller's thread, no CUDA) ------------------------- */
+
+int cx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_exec_ring_spec *spec,
+                  void **br_p, struct lt_failure *why_p)
+{
+    struct cx *x = ctx;
+    struct cx_owner *o = bo;
+    if (spec->seq_dev == 0 || spec->done_dev == 0 || spec->seq_dev % 8 || spec->done_dev % 8)
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, 0,
+                              "RING_OPEN: the words need 8-aligned device addresses (MAPPED)");
+    const uint64_t image = CX_RING_ALIGN(spec->max_shard_bytes) + CX_QUERY_BYTES_MAX;
+    if (image > CX_RING_DMEM_MAX / spec->depth)
+        return lt_failure_set(why_p, LT_E_LIMIT, 0,
+                              "RING_OPEN: %" PRIu32 " images of %" PRIu64
+                              " bytes: at most %llu bytes of device memory per ring",
+                              spec->depth, image, (unsigned long long)CX_RING_DMEM_MAX);
+    struct cx_ring *rg = calloc(1, sizeof(*rg));
+    struct cx_cmd *close = calloc(1, sizeof(*close));
+    if (!rg || !close) {
+        free(rg);
+        free(close);
+        return lt_failure_set(why_p, LT_E_SYSTEM, 0, "RING_OPEN: out of memory");
+    }
+    rg->x = x;
+    rg->o = o;
+    rg->r = r;
+    rg->spec = *spec;
+    rg->image_bytes = image;
+    close->kind = CX_RING_CLOSE;
+    close->slot = UINT32_MAX;
+    close->ring = rg;
+    rg->close_cmd = close;
+    pthread_mutex_lock(&x->mu);
+    rg->idx = x->ring_rr++;
+    rg->onext = o->rings;
+    o->rings = rg;
+    rg->xnext = x->rings;
+    if (x->rings)
+        x->rings->xprev = rg;
+    x->rings = rg;
+    o->refs++;
+    x->ninflight++; /* until released: shutdown waits for it */
+    x->st.rings_opened++;
+    pthread_mutex_unlock(&x->mu);
+    *br_p = rg;
+    return 0;
+}
+
+int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failure *why_p)
+{
+    struct cx *x = ctx;
+    struct cx_ring *rg = br;
+    const struct ga_exec_shard_info *sh = ga_exec_job_shard(job);
+    struct cx_cmd *cmd = calloc(1, sizeof(*cmd));
+    if (!cmd)
+        return lt_failure_set(why_p, LT_E_SYSTEM, 0, "RING_SHARD: out of memory");
+    cmd->kind = CX_RING_SHARD;
+    cmd->job = job;
+    cmd->w = *ga_exec_job_work(job);
+    cmd->ring = rg;
+    cmd->first_seq = sh->first_seq;
+    cmd->nseq = sh->chunks;
+    cmd->hits_host = sh->hits;
+    cmd->image = true;
+    cmd->slot = UINT32_MAX;
+    /* Planned as the MAPPED path (the kernels read the image in place);
+     * its address is known once the image is: an aligned stand-in now. */
+    cmd->w.mem_class = LT_CLASS_MAPPED;
+    cmd->w.dev = 256;
+    uint32_t code = LT_OK;
+    char msg[LT_ERROR_MSG_LEN];
+    if (cx__op_plan(x, cmd, &code, msg, sizeof msg) < 0) {
+        free(cmd);
+        return lt_failure_set(why_p, code, 0, "%s", msg);
+    }
+    int rc = 0;
+    pthread_mutex_lock(&x->mu);
+    if (cmd->w.op != LT_OP_COPY_H2D) {
+        if (x->nfree == 0)
+            rc = lt_failure_set(
+                why_p, LT_E_LIMIT, 0,
+                "%" PRIu32 " checksum and scan submits in flight, the agent's limit", x->nresult);
+        else
+            cmd->slot = x->free_slots[--x->nfree];
+    }
+    if (rc == 0 && (rc = cx__push(x, rg->o, cmd)) < 0)
+        rc = lt_failure_set(why_p, LT_E_SYSTEM, 0,
+                            "RING_SHARD: the worker pool refused the work (%s)", strerror(-rc));
+    if (rc == 0) {
+        x->ninflight++;
+        x->st.ring_shards++;
+        x->st.ring_chunks += cmd->nseq;
+        x->st.ring_bytes += cmd->w.length;
+    } else if (cmd->slot != UINT32_MAX) {
+        x->free_slots[x->nfree++] = cmd->slot;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (rc < 0)
+        free(cmd);
+    return rc;
+}
+
+void cx__ring_close(void *ctx, void *br, struct ga_exec_call *close)
+{
+    struct cx *x = ctx;
+    struct cx_ring *rg = br;
+    pthread_mutex_lock(&x->mu);
+    rg->close_call = close;
+    struct cx_cmd *cmd = rg->close_cmd;
+    rg->close_cmd = NULL;
+    int rc = cx__push(x, rg->o, cmd);
+    if (rc < 0)
+        rg->close_cmd = cmd;
+    pthread_mutex_unlock(&x->mu);
+    if (rc < 0)
+        ga__err("CUDA executor: client %#" PRIx64 ": the pool refused a ring's close; it goes "
+                "with the client",
+                rg->o->id);
+}
+
+/* ---- words -------------------------------------------------------------------- */
+
+void cx__ring_pending_add(struct cx *x, struct cx_cmd *cmd)
+{
+    (void)x;
+    struct cx_ring *rg = cmd->ring;
+    cmd->rnext = NULL;
+    if (rg->pend_tail)
+        rg->pend_tail->rnext = cmd;
+    else
+        rg->pend_head = cmd;
+    rg->pend_tail = cmd;
+}
+
+static void cx__ring_pending_del(struct cx_ring *rg, struct cx_cmd *cmd)
+{
+    for (struct cx_cmd **pp = &rg->pend_head; *pp; pp = &(*pp)->rnext) {
+        if (*pp != cmd)
+            continue;
+        *pp = cmd->rnext;
+        if (rg->pend_tail == cmd) {
+            struct cx_cmd *t = rg->pend_head;
+            while (t && t->rnext)
+                t = t->rnext;
+            rg->pend_tail = t;
+        }
+        cmd->rnext = NULL;
+        return;
+    }
+}
+
+/* Locked: nobody stores @rg's words any more. From the first shard with a
+ * chunk not stored on, shards are cancelled (@all: every one) and every
+ * chunk they wait for is rung, so the stream runs through. */
+static void cx__ring_ring_out(struct cx_ring *rg, bool all)
+{
+    bool cancel = all;
+    for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
+        for (uint64_t i = 0; i < cmd->nseq && !cancel; i++) {
+            uint64_t s = cmd->first_seq + i;
+            if ((int64_t)(ga_doorbell_peek(&rg->spec.seq[s % rg->spec.nslots]) - s) < 0)
+                cancel = true;
+        }
+        if (!cancel)
+            continue;
+        cmd->cancelled = true;
+        for (uint64_t i = 0; i < cmd->nseq; i++) {
+            uint64_t s = cmd->first_seq + i;
+            uint64_t *w = &rg->spec.seq[s % rg->spec.nslots];
+            if ((int64_t)(ga_doorbell_peek(w) - s) < 0)
+                ga_doorbell_ring(w, s);
+        }
+    }
+}
+
+void cx__rings_cancel(struct cx *x, struct cx_owner *o)
+{
+    (void)x;
+    for (struct cx_ring *rg = o->rings; rg; rg = rg->onext)
+        cx__ring_ring_out(rg, true);
+}
+
+/* ---- issuing (a worker, the context current) ------------------------------------ */
+
+static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
+{
+    if (rg->st)
+        return 0;
+    if (x->nring_streams == 0) {
+        int rc = ga_stream_new(x->streams, &rg->st);
+        if (rc == 0)
+            rg->own_stream = true;
+        return rc;
+    }
+    /* Shared streams are made on first need by whichever worker gets there. */
+    uint32_t k = rg->idx % x->nring_streams;
+    pthread_mutex_lock(&x->mu);
+    CUstream st = x->ring_streams[k];
+    pthread_mutex_unlock(&x->mu);
+    if (!st) {
+        CUstream made = NULL;
+        int rc = ga_stream_new(x->streams, &made);
+        if (rc < 0)
+            return rc;
+        pthread_mutex_lock(&x->mu);
+        if (!x->ring_streams[k])
+            x->ring_streams[k] = made;
+        else
+            ga_stream_free(x->streams, made); /* another worker was first */
+        st = x->ring_streams[k];
+        pthread_mutex_unlock(&x->mu);
+    }
+    rg->st = st;
+    return 0;
+}
+
+static int cx__ring_copy(void *arg, struct CUstream_st *stream)
+{
+    const struct cx_ring_copy *c = arg;
+    return GA_CU(cuMemcpyHtoDAsync(c->dst, c->src, (size_t)c->len, stream));
+}
+
+/* A stream host function: the f16 query, copied back from the image into
+ * the ring's pinned scratch, widened to f32 behind it (no CUDA here). */
+static void cx__ring_widen(void *arg)
+{
+    const struct cx_piece *p = arg;
+    float *out = p->dst;
+    const unsigned char *in = p->src;
+    for (uint64_t i = 0; i < p->len / 2; i++) {
+        uint16_t h;
+        memcpy(&h, in + 2 * i, 2);
+        out[i] = kn_f16_to_f32(h);
+    }
+}
+
+/* The f16 query at @img + query_offset as f32 at @to, through the scratch. */
+static int cx__ring_query_f16(struct cx *x, struct cx_ring *rg, struct cx_cmd *cmd, CUdeviceptr img,
+                              CUdeviceptr to)
+{
+    const struct lt_op_vector_scan *a = &cmd->w.args.scan;
+    if (!rg->scratch) {
+        pthread_mutex_lock(&x->mu);
+        struct cx_scratch *sc = x->scratch_free;
+        if (sc)
+            x->scratch_free = sc->next;
+        pthread_mutex_unlock(&x->mu);
+        if (!sc) {
+            sc = calloc(1, sizeof(*sc));
+            if (!sc)
+                return -ENOMEM;
+            int rc = GA_CU(cuMemHostAlloc(&sc->host, CX_SCRATCH_BYTES, 0));
+            if (rc < 0) {
+                free(sc);
+                return rc;
+            }
+            pthread_mutex_lock(&x->mu);
+            sc->next = x->scratch_all; /* freed at destroy */
+            x->scratch_all = sc;
+            pthread_mutex_unlock(&x->mu);
+        }
+        rg->scratch = sc;
+    }
+    cmd->pieces = calloc(1, sizeof(*cmd->pieces));
+    if (!cmd->pieces)
+        return -ENOMEM;
+    cmd->piece_cap = cmd->npieces = 1;
+    unsigned char *h16 = rg->scratch->host;
+    float *h32 = (float *)(void *)(h16 + CX_QUERY_BYTES_MAX / 2);
+    const uint64_t n16 = (uint64_t)a->dim * 2;
+    *cmd->pieces = (struct cx_piece){.dst = h32, .src = h16, .len = n16, .f16 = 1};
+    int rc = GA_CU(cuMemcpyDtoHAsync(h16, img + a->query_offset, (size_t)n16, rg->st));
+    if (rc == 0)
+        rc = GA_CU(cuLaunchHostFunc(rg->st, cx__ring_widen, cmd->pieces));
+    if (rc == 0)
+        rc = GA_CU(cuMemcpyHtoDAsync(to, h32, (size_t)n16 * 2, rg->st));
+    return rc;
+}
+
+/* The chunks' copies into the image at @img, each behind its word. */
+static int cx__ring_chunks(struct cx *x, struct cx_ring *rg, const struct cx_cmd *cmd,
+                           CUdeviceptr img)
+{
+    const uint64_t C = rg->spec.slot_bytes;
+    for (uint64_t i = 0; i < cmd->nseq; i++) {
+        const uint64_t s = cmd->first_seq + i;
+        const uint32_t slot = (uint32_t)(s % rg->spec.nslots);
+        const uint64_t n = cmd->w.length - i * C < C ? cmd->w.length - i * C : C;
+        struct cx_ring_copy c = {
+            .dst = img + i * C, .src = rg->spec.slots + (uint64_t)slot * C, .len = n};
+        struct ga_doorbell_req req = {
+            .bell_dev = rg->spec.seq_dev + 8ull * slot,
+            .seq = s,
+            .work = cx__ring_copy,
+            .work_arg = &c,
+            .done_dev = rg->spec.done_dev + 8ull * slot,
+        };
+        int rc = ga_doorbell_queue(x->streams, rg->st, &req);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* On the completion thread: the stream passed the shard. */
+static void cx__ring_shard_done(void *arg)
+{
+    struct cx_cmd *cmd = arg;
+    struct cx *x = cmd->x;
+    pthread_mutex_lock(&x->mu);
+    cx__ring_pending_del(cmd->ring, cmd);
+    pthread_mutex_unlock(&x->mu);
+    if (cx__cmd_answer(x, cmd, LT_OK, NULL, NULL))
+        cx__cmd_free(x, cmd);
+}
+
+void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
+{
+    struct cx_ring *rg = cmd->ring;
+    int rc = cx__ring_stream(x, rg);
+    if (rc == 0 && !rg->dmem)
+        rc = GA_CU(cuMemAllocAsync(&rg->dmem, (size_t)(rg->image_bytes * rg->spec.depth), rg->st));
+    if (rc < 0) {
+        /* Nothing was queued: no chunk is copied and no done word written,
+         * so the client's thread waits for a slot; the job sees the error
+         * and closes the ring, which rings the words. */
+        ga__err("CUDA executor: client %#" PRIx64 ": a ring's %s could not be made (%s)",
+                cmd->o->id, rg->st ? "device memory" : "stream", strerror(-rc));
+        pthread_mutex_lock(&x->mu);
+        cx__ring_pending_del(rg, cmd);
+        pthread_mutex_unlock(&x->mu);
+        if (cx__cmd_answer(x, cmd, LT_E_SYSTEM, "the ring's stream or memory", NULL))
+            cx__cmd_free(x, cmd);
+        return;
+    }
+    const CUdeviceptr img = rg->dmem + (rg->shards_issued++ % rg->spec.depth) * rg->image_bytes;
+    cmd->w.dev = img;
+    rc = cx__ring_chunks(x, rg, cmd, img);
+    if (rc == 0 && cmd->w.op == LT_OP_VECTOR_SCAN) {
+        if (cmd->w.args.scan.elem == LT_ELEM_F32) {
+            cmd->query_dev = img + cmd->w.args.scan.query_offset;
+        } else {
+            cmd->query_dev = img + CX_RING_ALIGN(rg->spec.max_shard_bytes);
+            rc = cx__ring_query_f16(x, rg, cmd, img, cmd->query_dev);
+        }
+    }
+    if (rc == 0)
+        rc = cx__op_queue_device(x, cmd, rg->st);
+    if (rc < 0)
+        ga__err("CUDA executor: client %#" PRIx64 ": a ring's shard could not be queued (%s); it "
+                "completes with an error once the stream passes what was queued",
+                cmd->o->id, strerror(-rc));
+    cmd->rc = rc;
+    rc = ga_stream_when_done(x->streams, rg->st, cx__ring_shard_done, cmd);
+    if (rc == 0)
+        return;
+    if (rc == -EIO || rc == -ENODEV) {
+        cx__fault(x, rc);
+        return;
+    }
+    pthread_mutex_lock(&x->mu);
+    cx__ring_pending_del(rg, cmd);
+    pthread_mutex_unlock(&x->mu);
+    if (cx__cmd_answer(x, cmd, LT_E_SYSTEM, "the completion could not be queued", NULL))
+        cx__cmd_free(x, cmd);
+}
+
+/* ---- release ---------------------------------------------------------------------- */
+
+/* The ring's work is done: it goes (the completion thread or a worker; the
+ * fault path keeps the memory, which a late completion may still read). */
+static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
+{
+    struct cx *x = rg->x;
+    struct cx_owner *o = rg->o;
+    pthread_mutex_lock(&x->mu);
+    if (rg->released) {
+        pthread_mutex_unlock(&x->mu);
+        return;
+    }
+    rg->released = true;
+    for (struct cx_ring **pp = &o->rings; *pp; pp = &(*pp)->onext)
+        if (*pp == rg) {
+            *pp = rg->onext;
+            break;
+        }
+    if (rg->xprev)
+        rg->xprev->xnext = rg->xnext;
+    else
+        x->rings = rg->xnext;
+    if (rg->xnext)
+        rg->xnext->xprev = rg->xprev;
+    if (rg->scratch) {
+        rg->scratch->next = x->scratch_free;
+        x->scratch_free = rg->scratch;
+    }
+    struct ga_exec_call *close = rg->close_call;
+    pthread_mutex_unlock(&x->mu);
+    if (rg->own_stream && !x->faulted)
+        ga_stream_free(x->streams, rg->st);
+    ga_exec_ring_released(rg->r, close);
+    pthread_mutex_lock(&x->mu);
+    cx__owner_unref(x, o);
+    if (--x->ninflight == 0)
+        pthread_cond_broadcast(&x->idle_cv);
+    pthread_mutex_unlock(&x->mu);
+    if (!free_it)
+        return;
+    free(rg->close_cmd); /* never queued: a drop released the ring */
+    free(rg);
+}
+
+static void cx__ring_released(void *arg)
+{
+    cx__ring_let_go(arg, true);
+}
+
+/* Queues @rg's release behind its work (a worker). */
+static void cx__ring_release_queue(struct cx *x, struct cx_ring *rg)
+{
+    pthread_mutex_lock(&x->mu);
+    bool already = rg->releasing || rg->released;
+    rg->releasing = true;
+    pthread_mutex_unlock(&x->mu);
+    if (already)
+        return;
+    if (!rg->st) {
+        cx__ring_released(rg); /* it never queued anything */
+        return;
+    }
+    if (rg->dmem)
+        GA_CU(cuMemFreeAsync(rg->dmem, rg->st));
+    if (ga_stream_when_done(x->streams, rg->st, cx__ring_released, rg) < 0)
+        cx__ring_released(rg); /* the device is gone: nothing will run behind it */
+}
+
+void cx__ring_close_issue(struct cx *x, struct cx_ring *rg)
+{
+    pthread_mutex_lock(&x->mu);
+    cx__ring_ring_out(rg, false);
+    pthread_mutex_unlock(&x->mu);
+    cx__ring_release_queue(x, rg);
+}
+
+void cx__rings_release(struct cx *x, struct cx_owner *o)
+{
+    for (;;) {
+        struct cx_ring *pick = NULL;
+        pthread_mutex_lock(&x->mu);
+        for (struct cx_ring *rg = o->rings; rg && !pick; rg = rg->onext)
+            if (!rg->releasing && !rg->released)
+                pick = rg;
+        pthread_mutex_unlock(&x->mu);
+        if (!pick)
+            return;
+        cx__ring_release_queue(x, pick);
+    }
+}
+
+void cx__rings_fault(struct cx *x)
+{
+    for (;;) {
+        pthread_mutex_lock(&x->mu);
+        struct cx_ring *rg = x->rings;
+        pthread_mutex_unlock(&x->mu);
+        if (!rg)
+            return;
+        /* The context is gone: its stream will run nothing more. */
+        cx__ring_let_go(rg, false);
+    }
+}
+
+/* ---- a mismatch's block, read back ------------------------------------------------- */
+
+int cx__ring_block_sums(const struct cx *x, const struct cx_cmd *cmd, uint64_t block,
+                        uint64_t *expected_p, uint64_t *actual_p)
+{
+    const struct lt_op_checksum_verify *a = &cmd->w.args.checksum;
+    const uint64_t off = block * a->block_size;
+    const size_t len = (size_t)(a->length - off < a->block_size ? a->length - off : a->block_size);
+    unsigned char *bytes = malloc(len ? len : 1);
+    if (!bytes)
+        return -ENOMEM;
+    uint64_t expected = 0;
+    int rc = ga_device_make_current(x->dev);
+    if (rc == 0)
+        rc = GA_CU(cuMemcpyDtoH(&expected, cmd->w.dev + a->sums_offset + 8 * block, 8));
+    if (rc == 0)
+        rc = GA_CU(cuMemcpyDtoH(bytes, cmd->w.dev + a->offset + off, len));
+    if (rc == 0) {
+        *expected_p = expected;
+        *actual_p = kr_block_checksum(bytes, len);
+    }
+    free(bytes);
+    return rc;
+}

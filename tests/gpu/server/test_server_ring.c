@@ -1,0 +1,521 @@
+/* Streaming rings on the socket (protocol 1.1, docs/streaming.md), end to
+ * end against a real agent: lease-agent-host, or lease-agent under the
+ * fake CUDA driver (the _cuda build of this file). The test is the client:
+ * it fills the slots, stores the sequence words and waits for the done
+ * words itself, as stagingd's staging threads do. Covered: a shard of each
+ * op through a ring (a bad block named, hits written into the words lease),
+ * every RING_OPEN and RING_SHARD refusal, the depth, a close with work
+ * queued (stored shards answered, the rest cancelled, then RING_CLOSED), a
+ * lease release held by an open ring, and a client that dies with a ring
+ * waiting for words it will never store. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "kernels/blockhash_ref.h"
+#include "kernels/scan_ref.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define CAPS (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_STREAM)
+#define SLOTS 4u
+#define SLOT_BYTES (64 * KiB)
+#define WORDS_BYTES 4096u
+#define SEQ_OFF 0u
+#define DONE_OFF (8u * SLOTS)
+#define HITS_OFF 1024u
+
+static struct th_agent ag;
+
+static void agent_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+#ifdef RING_TEST_SHARED_STREAMS
+    static const char *const extra[] = {"--ring-streams", "1", NULL};
+    th_agent_start(&ag, NULL, extra);
+#else
+    th_agent_start(&ag, NULL, NULL);
+#endif
+}
+
+static void agent_teardown(void)
+{
+    int st = ag.pid > 0 ? th_agent_stop(&ag) : 0;
+    th_agent_cleanup(&ag);
+    ck_assert_msg(st == 0, "the agent exited with status %d", st);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* One client with a slots segment and a words segment, leased. */
+struct rc {
+    int c;
+    unsigned char *slots;
+    volatile uint64_t *words;
+    struct lt_segment_id slots_seg, words_seg;
+    struct lt_lease_id slots_lease, words_lease;
+};
+
+static void rc_make(struct rc *r, uint32_t caps)
+{
+    memset(r, 0, sizeof *r);
+    r->c = th_hello(ag.sock, caps, NULL);
+    void *p = NULL;
+    int fd = th_memfd(MiB, TH_GOOD_SEALS, 5, &p);
+    r->slots = p;
+    r->slots_seg = th_offer(r->c, fd, MiB, LT_CLASS_PINNED, 1);
+    close(fd);
+    fd = th_memfd(WORDS_BYTES, 0, 1, &p);
+    memset(p, 0, WORDS_BYTES);
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, TH_GOOD_SEALS), 0);
+    r->words = p;
+    r->words_seg = th_offer(r->c, fd, WORDS_BYTES, LT_CLASS_MAPPED, 2);
+    close(fd);
+    struct lt_lease_grant_entry g =
+        th_lease(r->c, r->slots_seg, 0, SLOTS * SLOT_BYTES, LT_CLASS_PINNED);
+    ck_assert_uint_eq(g.status, LT_OK);
+    r->slots_lease = g.lease;
+    g = th_lease(r->c, r->words_seg, 0, WORDS_BYTES, LT_CLASS_MAPPED);
+    ck_assert_uint_eq(g.status, LT_OK);
+    r->words_lease = g.lease;
+}
+
+static void rc_done(struct rc *r)
+{
+    munmap(r->slots, MiB);
+    munmap((void *)r->words, WORDS_BYTES);
+    close(r->c);
+}
+
+static void ring_open_msg(const struct rc *r, struct lt_msg_ring_open *m, uint32_t depth,
+                          uint64_t max_shard)
+{
+    lt_msg_init(m, sizeof *m, LT_MSG_RING_OPEN, th_rid());
+    m->slots = r->slots_lease;
+    m->words = r->words_lease;
+    m->slot_bytes = SLOT_BYTES;
+    m->seq_offset = SEQ_OFF;
+    m->done_offset = DONE_OFF;
+    m->max_shard_bytes = max_shard;
+    m->nslots = SLOTS;
+    m->depth = depth;
+}
+
+static struct lt_ring_id ring_open(const struct rc *r, uint32_t depth, uint32_t *granted_p)
+{
+    struct lt_msg_ring_open m;
+    union lt_msg_buffer buf;
+    ring_open_msg(r, &m, depth, 512 * KiB);
+    ck_assert_int_eq(th_send(r->c, &m, sizeof m, NULL, 0), 0);
+    th_expect(r->c, &buf, LT_MSG_RING_OPENED);
+    const struct lt_msg_ring_opened *a = (const void *)buf.bytes;
+    ck_assert_int_eq(lt_validate_reply_matches(&m, a), LT_OK);
+    ck_assert_uint_eq(a->nslots, SLOTS);
+    ck_assert_uint_ge(a->depth, 1);
+    ck_assert_uint_le(a->depth, depth);
+    if (granted_p)
+        *granted_p = a->depth;
+    return a->ring;
+}
+
+/* An image: @len bytes of data (seeded) then its 16 KiB-block checksums at
+ * an 8-aligned offset; returns its length and the table's offset. */
+static uint64_t image_verify(unsigned char *img, uint64_t len, uint64_t seed, uint64_t *sums_off_p)
+{
+    th_fill(img, len, seed);
+    uint64_t so = (len + 7) / 8 * 8;
+    memset(img + len, 0, so - len);
+    long n = kr_block_checksums(img, len, 16 * KiB, (uint64_t *)(void *)(img + so));
+    ck_assert_int_gt(n, 0);
+    *sums_off_p = so;
+    return so + 8ull * (uint64_t)n;
+}
+
+static uint64_t shard_send(const struct rc *r, struct lt_ring_id ring, uint64_t first, uint64_t len,
+                           uint16_t op, const union lt_op_args *args)
+{
+    struct lt_msg_ring_shard m;
+    lt_msg_init(&m, sizeof m, LT_MSG_RING_SHARD, th_rid());
+    m.ring = ring;
+    m.first_seq = first;
+    m.length = len;
+    m.op = op;
+    m.args = *args;
+    ck_assert_int_eq(th_send(r->c, &m, sizeof m, NULL, 0), 0);
+    return m.hdr.request_id;
+}
+
+static uint64_t chunks_of(uint64_t len)
+{
+    return (len + SLOT_BYTES - 1) / SLOT_BYTES;
+}
+
+/* Stores chunks [@from, @to) of @img (whose first chunk is sequence @first)
+ * as a staging thread would: wait for the slot, fill it, store the word. */
+static void chunks_store(struct rc *r, const unsigned char *img, uint64_t len, uint64_t first,
+                         uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i < to; i++) {
+        uint64_t s = first + i;
+        uint32_t slot = (uint32_t)(s % SLOTS);
+        for (int t = 0; s > SLOTS && __atomic_load_n(&r->words[DONE_OFF / 8 + slot],
+                                                     __ATOMIC_ACQUIRE) < s - SLOTS;
+             t++) {
+            ck_assert_msg(t < 10000, "slot %u: chunk %" PRIu64 " was never copied out", slot,
+                          s - SLOTS);
+            sleep_ms(1);
+        }
+        uint64_t n = len - i * SLOT_BYTES < SLOT_BYTES ? len - i * SLOT_BYTES : SLOT_BYTES;
+        memcpy(r->slots + (uint64_t)slot * SLOT_BYTES, img + i * SLOT_BYTES, (size_t)n);
+        __atomic_store_n(&r->words[SEQ_OFF / 8 + slot], s, __ATOMIC_RELEASE);
+    }
+}
+
+static const struct lt_msg_completion *completion_expect(struct rc *r, union lt_msg_buffer *buf,
+                                                         uint64_t rid)
+{
+    th_expect(r->c, buf, LT_MSG_COMPLETION);
+    const struct lt_msg_completion *m = (const void *)buf->bytes;
+    ck_assert_uint_eq(m->hdr.request_id, rid);
+    ck_assert(lt_lease_id_eq(m->lease, r->slots_lease));
+    return m;
+}
+
+static const struct lt_msg_ring_closed *ring_close(struct rc *r, struct lt_ring_id ring,
+                                                   union lt_msg_buffer *buf)
+{
+    struct lt_msg_ring_close m;
+    lt_msg_init(&m, sizeof m, LT_MSG_RING_CLOSE, th_rid());
+    m.ring = ring;
+    ck_assert_int_eq(th_send(r->c, &m, sizeof m, NULL, 0), 0);
+    th_expect(r->c, buf, LT_MSG_RING_CLOSED);
+    const struct lt_msg_ring_closed *a = (const void *)buf->bytes;
+    ck_assert_int_eq(lt_validate_reply_matches(&m, a), LT_OK);
+    return a;
+}
+
+/* ---- each op through a ring ------------------------------------------------- */
+
+START_TEST(test_ring_runs_each_op_on_its_image)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char *img = malloc(512 * KiB);
+    ck_assert_ptr_nonnull(img);
+    uint64_t seq = 1;
+
+    /* verify: clean, then one bit flipped in block 5 (shards of 7 chunks:
+     * the slots go round more than once) */
+    for (int bad = 0; bad < 2; bad++) {
+        uint64_t so = 0, len = image_verify(img, 400 * KiB, 77, &so);
+        if (bad)
+            img[5 * 16 * KiB + 3] ^= 0x10;
+        union lt_op_args a = {
+            .checksum = {
+                .offset = 0, .length = 400 * KiB, .sums_offset = so, .block_size = 16 * KiB}};
+        uint64_t rid = shard_send(&r, ring, seq, len, LT_OP_CHECKSUM_VERIFY, &a);
+        chunks_store(&r, img, len, seq, 0, chunks_of(len));
+        seq += chunks_of(len);
+        const struct lt_msg_completion *c = completion_expect(&r, &buf, rid);
+        ck_assert_uint_eq(c->result.checksum.blocks_checked, 25);
+        if (!bad) {
+            ck_assert_uint_eq(c->status, LT_OK);
+            continue;
+        }
+        ck_assert_uint_eq(c->status, LT_E_CHECKSUM_MISMATCH);
+        ck_assert_uint_eq(c->result.checksum.first_bad_block, 5);
+        ck_assert_uint_eq(c->result.checksum.bad_blocks, 1);
+        const uint64_t *sums = (const uint64_t *)(const void *)(img + so);
+        ck_assert_uint_eq(c->result.checksum.expected, sums[5]);
+        ck_assert_uint_eq(c->result.checksum.actual,
+                          kr_block_checksum(img + 5 * 16 * KiB, 16 * KiB));
+    }
+
+    /* scan: f32 records of dim 64, the query behind them, 8 hits into the
+     * words lease */
+    const uint32_t dim = 64, nrec = 1500;
+    const uint64_t rec_bytes = (uint64_t)nrec * dim * 4, qo = (rec_bytes + 63) / 64 * 64;
+    float *f = (float *)(void *)img;
+    uint64_t s = 99;
+    for (uint64_t i = 0; i < (uint64_t)nrec * dim + dim; i++)
+        f[i < (uint64_t)nrec * dim ? i : qo / 4 + (i - (uint64_t)nrec * dim)] =
+            (float)((int64_t)(th_rand(&s) % 2001) - 1000) / 1000.0f;
+    const uint64_t slen = qo + dim * 4;
+    union lt_op_args a = {.scan = {.offset = 0,
+                                   .length = rec_bytes,
+                                   .query_offset = qo,
+                                   .dim = dim,
+                                   .elem = LT_ELEM_F32,
+                                   .metric = LT_SCAN_DOT,
+                                   .hits_offset = HITS_OFF,
+                                   .k = 8}};
+    uint64_t rid = shard_send(&r, ring, seq, slen, LT_OP_VECTOR_SCAN, &a);
+    chunks_store(&r, img, slen, seq, 0, chunks_of(slen));
+    seq += chunks_of(slen);
+    const struct lt_msg_completion *c = completion_expect(&r, &buf, rid);
+    ck_assert_uint_eq(c->status, LT_OK);
+    ck_assert_uint_eq(c->result.scan.records_scanned, nrec);
+    struct kn_scan_hit want[8];
+    ck_assert_int_eq(kr_scan_topk(img, LT_ELEM_F32, nrec, dim, f + qo / 4, 8, want), 8);
+    const struct lt_scan_hit *hits = (const void *)((const unsigned char *)r.words + HITS_OFF);
+    /* The host backend ranks with the C reference bit for bit; the GPU's
+     * kernels sum in their own order, so their scores agree to rounding. */
+    for (int i = 0; i < 8; i++) {
+        ck_assert_uint_eq(hits[i].index, want[i].index);
+        float got = lt_f32_from_bits(hits[i].score_bits);
+        ck_assert_msg(got - want[i].score < 1e-3f && want[i].score - got < 1e-3f,
+                      "hit %d: score %.9g, the reference's %.9g", i, (double)got,
+                      (double)want[i].score);
+    }
+    ck_assert_uint_eq(c->result.scan.best_index, want[0].index);
+
+    /* copy: the chunks' copies are the op */
+    a = (union lt_op_args){.copy = {.offset = 0, .length = 130 * KiB}};
+    rid = shard_send(&r, ring, seq, 130 * KiB, LT_OP_COPY_H2D, &a);
+    chunks_store(&r, img, 130 * KiB, seq, 0, chunks_of(130 * KiB));
+    seq += chunks_of(130 * KiB);
+    c = completion_expect(&r, &buf, rid);
+    ck_assert_uint_eq(c->status, LT_OK);
+    ck_assert_uint_eq(c->result.copy.bytes_copied, 130 * KiB);
+
+    const struct lt_msg_ring_closed *cl = ring_close(&r, ring, &buf);
+    ck_assert_uint_eq(cl->shards, 4);
+    ck_assert_uint_eq(cl->chunks, seq - 1);
+    free(img);
+    rc_done(&r);
+}
+END_TEST
+
+/* ---- refusals ------------------------------------------------------------------ */
+
+START_TEST(test_ring_refusals_say_what_was_wrong)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    struct lt_msg_ring_open m;
+
+    /* without the capability */
+    rc_make(&r, LT_CAP_DOORBELL | LT_CAP_DONE_WORD);
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_UNSUPPORTED);
+    rc_done(&r);
+
+    rc_make(&r, CAPS);
+    /* more slots than the slots lease holds */
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    m.nslots = SLOTS + 1;
+    m.done_offset = 8u * (SLOTS + 1);
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_OUT_OF_RANGE);
+    /* the words in a PINNED lease: the GPU cannot reach them */
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    m.words = th_lease(r.c, r.slots_seg, SLOTS * SLOT_BYTES, 4096, LT_CLASS_PINNED).lease;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_BAD_CLASS);
+    /* the slots served STAGED */
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    m.slots = th_lease(r.c, r.slots_seg, 512 * KiB, SLOTS * SLOT_BYTES, LT_CLASS_STAGED).lease;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_BAD_CLASS);
+    /* words not zero */
+    r.words[DONE_OFF / 8 + 2] = 7;
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    const struct lt_msg_error *e = th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_BAD_VALUE);
+    ck_assert_ptr_nonnull(strstr(e->message, "slot 2"));
+    r.words[DONE_OFF / 8 + 2] = 0;
+
+    uint32_t depth = 0;
+    struct lt_ring_id ring = ring_open(&r, 2, &depth);
+    ck_assert_uint_eq(depth, 2);
+    union lt_op_args a = {.copy = {.offset = 0, .length = 4096}};
+    /* the first shard must start at sequence 1 */
+    uint64_t rid = shard_send(&r, ring, 2, 4096, LT_OP_COPY_H2D, &a);
+    e = th_expect_error(r.c, &buf, rid, LT_E_BAD_VALUE);
+    ck_assert_ptr_nonnull(strstr(e->message, "expected 1"));
+    /* larger than the ring's images */
+    union lt_op_args big = {.copy = {.offset = 0, .length = 4096}};
+    rid = shard_send(&r, ring, 1, 512 * KiB + 1, LT_OP_COPY_H2D, &big);
+    th_expect_error(r.c, &buf, rid, LT_E_OUT_OF_RANGE);
+    /* an op range past the image */
+    union lt_op_args past = {.copy = {.offset = 4096, .length = 4096}};
+    rid = shard_send(&r, ring, 1, 4096, LT_OP_COPY_H2D, &past);
+    th_expect_error(r.c, &buf, rid, LT_E_OUT_OF_RANGE);
+    /* hits over the ring's own words */
+    union lt_op_args sc = {.scan = {.offset = 0,
+                                    .length = 4096,
+                                    .query_offset = 4096,
+                                    .dim = 16,
+                                    .elem = LT_ELEM_F32,
+                                    .metric = LT_SCAN_DOT,
+                                    .hits_offset = DONE_OFF,
+                                    .k = 2}};
+    rid = shard_send(&r, ring, 1, 4096 + 64, LT_OP_VECTOR_SCAN, &sc);
+    th_expect_error(r.c, &buf, rid, LT_E_BAD_VALUE);
+    /* the depth: two outstanding, the third refused (none stored yet) */
+    uint64_t r1 = shard_send(&r, ring, 1, 4096, LT_OP_COPY_H2D, &a);
+    uint64_t r2 = shard_send(&r, ring, 2, 4096, LT_OP_COPY_H2D, &a);
+    rid = shard_send(&r, ring, 3, 4096, LT_OP_COPY_H2D, &a);
+    th_expect_error(r.c, &buf, rid, LT_E_LIMIT);
+    /* a ring never issued */
+    struct lt_ring_id never = {ring.slot + 100, 1};
+    rid = shard_send(&r, never, 1, 4096, LT_OP_COPY_H2D, &a);
+    th_expect_error(r.c, &buf, rid, LT_E_NOT_FOUND);
+    unsigned char page[4096];
+    memset(page, 0x5a, sizeof page);
+    chunks_store(&r, page, 4096, 1, 0, 1);
+    chunks_store(&r, page, 4096, 2, 0, 1);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r2)->status, LT_OK);
+    ring_close(&r, ring, &buf);
+    /* a closed ring's id is stale */
+    rid = shard_send(&r, ring, 3, 4096, LT_OP_COPY_H2D, &a);
+    th_expect_error(r.c, &buf, rid, LT_E_STALE_ID);
+
+    /* another client's ring is not this one's */
+    struct rc o;
+    rc_make(&o, CAPS);
+    struct lt_ring_id theirs = ring_open(&o, 1, NULL);
+    rid = shard_send(&r, theirs, 1, 4096, LT_OP_COPY_H2D, &a);
+    th_expect_error(r.c, &buf, rid, LT_E_NOT_OWNER);
+    ring_close(&o, theirs, &buf);
+    rc_done(&o);
+    rc_done(&r);
+}
+END_TEST
+
+/* ---- close, release, death ------------------------------------------------------- */
+
+START_TEST(test_ring_close_answers_stored_shards_and_cancels_the_rest)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 3, NULL);
+    unsigned char *img = malloc(256 * KiB);
+    ck_assert_ptr_nonnull(img);
+    uint64_t so = 0, len = image_verify(img, 150 * KiB, 3, &so); /* 3 chunks */
+    union lt_op_args a = {
+        .checksum = {.offset = 0, .length = 150 * KiB, .sums_offset = so, .block_size = 16 * KiB}};
+    const uint64_t k = chunks_of(len);
+    uint64_t r1 = shard_send(&r, ring, 1, len, LT_OP_CHECKSUM_VERIFY, &a);
+    uint64_t r2 = shard_send(&r, ring, 1 + k, len, LT_OP_CHECKSUM_VERIFY, &a);
+    uint64_t r3 = shard_send(&r, ring, 1 + 2 * k, len, LT_OP_CHECKSUM_VERIFY, &a);
+    chunks_store(&r, img, len, 1, 0, k);
+    chunks_store(&r, img, len, 1 + k, 0, 1); /* the second shard only begun */
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    th_expect_silence(r.c, 100);
+    struct lt_msg_ring_close m;
+    lt_msg_init(&m, sizeof m, LT_MSG_RING_CLOSE, th_rid());
+    m.ring = ring;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r2)->status, LT_E_SHUTTING_DOWN);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r3)->status, LT_E_SHUTTING_DOWN);
+    th_expect(r.c, &buf, LT_MSG_RING_CLOSED);
+    const struct lt_msg_ring_closed *cl = (const void *)buf.bytes;
+    ck_assert_uint_eq(cl->shards, 1);
+    ck_assert_uint_eq(cl->chunks, k);
+    free(img);
+    rc_done(&r);
+}
+END_TEST
+
+START_TEST(test_ring_holds_its_leases_until_it_is_closed)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 1, NULL);
+    uint64_t rel = th_release_send(r.c, r.slots_lease);
+    th_expect_silence(r.c, 200); /* pinned by the ring */
+    struct lt_msg_ring_close m;
+    lt_msg_init(&m, sizeof m, LT_MSG_RING_CLOSE, th_rid());
+    m.ring = ring;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect(r.c, &buf, LT_MSG_RING_CLOSED);
+    th_expect(r.c, &buf, LT_MSG_RELEASE_COMPLETE);
+    const struct lt_msg_release_complete *rc = (const void *)buf.bytes;
+    ck_assert_uint_eq(rc->hdr.request_id, rel);
+    ck_assert_uint_eq(rc->status, LT_OK);
+    rc_done(&r);
+}
+END_TEST
+
+START_TEST(test_client_dying_with_a_ring_open_is_drained)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char page[8192];
+    memset(page, 1, sizeof page);
+    union lt_op_args a = {.copy = {.offset = 0, .length = 8192}};
+    uint64_t r1 = shard_send(&r, ring, 1, 8192, LT_OP_COPY_H2D, &a);
+    chunks_store(&r, page, 8192, 1, 0, 1);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    shard_send(&r, ring, 2, 8192, LT_OP_COPY_H2D, &a); /* waits for a word never stored */
+    shard_send(&r, ring, 3, 8192, LT_OP_COPY_H2D, &a);
+    rc_done(&r); /* dies with both shards queued */
+
+    /* The agent drains it: no client and no lease of it remain, and a new
+     * client streams as before. */
+    struct rc n;
+    rc_make(&n, CAPS);
+    int gone = 0;
+    for (int t = 0; t < 1000 && !gone; t++) {
+        th_stats(n.c, LT_STATS_F_ALL_CLIENTS, &buf);
+        const struct lt_msg_stats_reply *s = (const void *)buf.bytes;
+        gone = s->client_count == 1 && s->classes[LT_CLASS_PINNED].live_leases == 1 &&
+               s->classes[LT_CLASS_MAPPED].live_leases == 1;
+        if (!gone)
+            sleep_ms(10);
+    }
+    ck_assert_msg(gone, "the dead client's ring was not drained");
+    struct lt_ring_id ring2 = ring_open(&n, 1, NULL);
+    uint64_t r2 = shard_send(&n, ring2, 1, 8192, LT_OP_COPY_H2D, &a);
+    chunks_store(&n, page, 8192, 1, 0, 1);
+    ck_assert_uint_eq(completion_expect(&n, &buf, r2)->status, LT_OK);
+    ring_close(&n, ring2, &buf);
+    rc_done(&n);
+}
+END_TEST
+
+static Suite *ring_suite(void)
+{
+    Suite *s = suite_create("server_ring");
+    TCase *tc = tcase_create("rings");
+    tcase_add_checked_fixture(tc, agent_setup, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ring_runs_each_op_on_its_image);
+    tcase_add_test(tc, test_ring_refusals_say_what_was_wrong);
+    tcase_add_test(tc, test_ring_close_answers_stored_shards_and_cancels_the_rest);
+    tcase_add_test(tc, test_ring_holds_its_leases_until_it_is_closed);
+    tcase_add_test(tc, test_client_dying_with_a_ring_open_is_drained);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ring_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
