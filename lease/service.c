@@ -939,15 +939,17 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                            "lease class: expected 1 (STAGED), 2 (PINNED) or "
                            "3 (MAPPED), found %" PRIu32,
                            (uint32_t)req->cls);
-    if (req->flags & ~LEASE_GRANT_ALLOW_STAGED)
+    const uint32_t known = LEASE_GRANT_ALLOW_STAGED | LEASE_GRANT_ALLOW_WORDS;
+    if (req->flags & ~known)
         return lease__fail(svc, why, LT_E_UNKNOWN_FLAGS, -EINVAL,
-                           "lease flags: unknown bits %#" PRIx32,
-                           req->flags & ~LEASE_GRANT_ALLOW_STAGED);
+                           "lease flags: unknown bits %#" PRIx32, req->flags & ~known);
     struct lease__segment *seg = NULL;
     int rc = seg_get(svc, c, lt_segment_id_to_u64(req->segment), &seg, why);
     if (rc < 0)
         return rc;
-    if (!seg->leasable)
+    bool words_lease = !seg->words && (req->flags & LEASE_GRANT_ALLOW_WORDS) &&
+                       req->cls == LT_CLASS_MAPPED && seg->cls == LT_CLASS_MAPPED;
+    if (!seg->leasable && !words_lease)
         return lease__fail(svc, why, LT_E_SEGMENT_UNSEALED, -EPERM,
                            seg->words ? "segment %#" PRIx64 " is the agent's words area: it holds "
                                         "done words and scan hits, never leases"

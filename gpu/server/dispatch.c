@@ -239,7 +239,9 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
             .offset = e->offset,
             .length = e->length,
             .cls = e->mem_class,
-            .flags = (e->flags & LT_LEASE_F_ALLOW_STAGED) ? LEASE_GRANT_ALLOW_STAGED : 0u,
+            .flags = ((e->flags & LT_LEASE_F_ALLOW_STAGED) ? LEASE_GRANT_ALLOW_STAGED : 0u) |
+                     /* a ring's words lease: in an unsealed MAPPED segment */
+                     ((c->caps & LT_CAP_STREAM) ? LEASE_GRANT_ALLOW_WORDS : 0u),
         };
     }
     int granted;

@@ -75,14 +75,19 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
                  lt_class_name(seg->mem_class));
         return -1;
     }
-    /* The agent writes a done word: in its own words area, or in a segment
-     * it maps writable (one without F_SEAL_FUTURE_WRITE). */
-    if (strcmp(what, "done") == 0 && !seg->writable) {
+    /* The agent writes a done word (in its own words area, or in a segment
+     * it maps writable: one without F_SEAL_FUTURE_WRITE), and a doorbell
+     * too, to let the stream pass when the client goes (the CUDA backend):
+     * refused here, never a fault at the write. */
+    if (!seg->writable) {
         *code_p = LT_E_UNSUPPORTED;
         snprintf(msg, msglen,
-                 "done word in segment {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
-                 "the agent may only read it; use the words area (LT_CAP_WORDS)",
-                 w->segment.slot, w->segment.gen);
+                 "%s word in segment {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
+                 "the agent may only read it; %s",
+                 what, w->segment.slot, w->segment.gen,
+                 strcmp(what, "done") == 0
+                     ? "use the words area (LT_CAP_WORDS) or a MAPPED segment without that seal"
+                     : "ring it in a MAPPED segment without that seal");
         return -1;
     }
     if (w->offset > seg->size - 8) {

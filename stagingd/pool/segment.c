@@ -407,6 +407,7 @@ int leasec__segment_create(struct leasec__pool_ctx *ctx, struct leasec__segment 
      * (EINVAL); the agent then wants the other three only. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0 ||
         (!(ctx->flags & LEASEC_POOL_AGENT_WRITES) &&
+         !(mem_class == LT_CLASS_MAPPED && (ctx->flags & LEASEC_POOL_MAPPED_WRITABLE)) &&
          fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0 && errno != EINVAL) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
         rc = -errno;

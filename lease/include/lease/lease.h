@@ -284,6 +284,11 @@ int lease_segment_unhold(struct lease_service *svc, struct lt_segment_id seg,
 /* Serve the request as STAGED when the class budget (or RLIMIT_MEMLOCK)
  * leaves no room, instead of refusing it. */
 #define LEASE_GRANT_ALLOW_STAGED 0x1u
+/* May lease (as MAPPED) a MAPPED segment taken without F_SEAL_FUTURE_WRITE,
+ * otherwise words only: a ring's words lease (RING_OPEN), which the device
+ * writes and the service maps read-write. Its client can free those pages
+ * itself (every CPU access to them is guarded). */
+#define LEASE_GRANT_ALLOW_WORDS 0x2u
 
 struct lease_grant_req {
     struct lt_segment_id segment;

@@ -144,6 +144,11 @@ enum {
      * process can then free their pages under a lease: a strict agent (the
      * default) refuses such segments. */
     LEASEC_POOL_AGENT_WRITES = 1u << 1,
+    /* Leave F_SEAL_FUTURE_WRITE off the MAPPED segments only: the class a
+     * strict agent takes unsealed and maps read-write, for the words it and
+     * the device write (doorbells, done words, a ring's words lease). The
+     * other classes stay sealed. */
+    LEASEC_POOL_MAPPED_WRITABLE = 1u << 2,
 };
 
 struct leasec_pool_config {
@@ -156,7 +161,7 @@ struct leasec_pool_config {
     uint64_t segment_bytes;
     /* Threads that pre-fault each segment (1 = the calling thread only). */
     unsigned prefault_threads;
-    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH | LEASEC_POOL_AGENT_WRITES */
+    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH | LEASEC_POOL_AGENT_WRITES | ..._MAPPED_WRITABLE */
     enum leasec_pool_pages pages;
     /* Errors and notices, at warning level with subsystem "pool". */
     struct leasec_log log;
