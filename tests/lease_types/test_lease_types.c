@@ -754,7 +754,7 @@ START_TEST(header_corruptions_give_their_codes)
             do
                 unknown = (uint16_t)(LT_MSG_TYPE_LAST + 1 + rnd_below(0xffff - LT_MSG_TYPE_LAST));
             while (lt_msg_type_is_known(unknown));
-            const uint16_t types[] = {0, LT_MSG_TYPE_LAST + 1, unknown, 30};
+            const uint16_t types[] = {0, LT_MSG_TYPE_LAST + 1, unknown, 35};
             for (size_t k = 0; k < 4; k++) {
                 h->type = types[k];
                 ck_assert_int_eq(validator_for(t)(m.p, m.len), LT_E_UNKNOWN_TYPE);
@@ -959,7 +959,8 @@ static const struct corruption corruptions[] = {
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, version, 2, LT_E_BAD_VERSION),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved0, 1, LT_E_RESERVED_NONZERO),
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, reserved1, 1u << 31, LT_E_RESERVED_NONZERO),
-    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 7, LT_E_UNKNOWN_FLAGS), /* not yet defined */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, 1u << 10, LT_E_UNKNOWN_FLAGS), /* not yet defined */
+    CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_WORDS, LT_OK), /* bit 7: 1.3 */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_STREAM, LT_OK), /* bit 5: 1.1 */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_LAUNCH, LT_OK), /* bit 6: 1.2 */
     CW(LT_MSG_HELLO_REPLY, 0, lt_msg_hello_reply, caps, LT_CAP_RC_BATCH, LT_OK),
