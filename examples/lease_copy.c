@@ -226,6 +226,8 @@ int main(int argc, char **argv)
     pc.class_bytes[LT_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
+    /* The doorbell and done words' MAPPED segment: writable to the agent. */
+    pc.flags |= LEASEC_POOL_MAPPED_WRITABLE;
     /* Warnings and errors on standard error (a zeroed sink; here warnings
      * say when segments got 4 KiB pages instead of 2 MiB ones). */
     pc.log.max_level = LEASEC_LOG_WARN;

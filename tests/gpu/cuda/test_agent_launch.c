@@ -494,7 +494,8 @@ START_TEST(launches_in_flight_are_bounded_and_a_release_waits_for_them)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args); /* --max-launches 4 */
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 41);
+    /* bells: in a segment writable to the agent */
+    struct seg bells = seg_offer_sealed(fd, 4096, LT_CLASS_MAPPED, 41, TH_OLD_SEALS);
     uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
     __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
     struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 42);
@@ -540,7 +541,7 @@ START_TEST(a_fault_is_answered_and_the_agent_serves_again_on_its_socket)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 51);
+    struct seg bells = seg_offer_sealed(fd, 4096, LT_CLASS_MAPPED, 51, TH_OLD_SEALS);
     uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
     __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
     struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 52);
