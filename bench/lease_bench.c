@@ -40,6 +40,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
+#endif
+
 #include "base/fdpass.h"
 #include "base/time.h"
 #include "lease_types/validate.h"
@@ -205,7 +209,14 @@ static struct lt_segment_id lb_offer(struct lb_conn *c, uint64_t size, uint32_t 
         lb_die("mmap: %s", strerror(errno));
     memset(p, 0x5a, size);
     munmap(p, size);
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+    /* FUTURE_WRITE as well (a strict agent wants it; a kernel before 5.1
+     * refuses it, EINVAL), SEAL last. LB_OLD_SEALS=1 leaves it off, for an
+     * agent from before issue #12, which refuses it. */
+    const char *old_seals = getenv("LB_OLD_SEALS");
+    const int fw = !(old_seals && old_seals[0] == '1');
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0 ||
+        (fw && fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 && errno != EINVAL) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
         lb_die("seal: %s", strerror(errno));
     struct lt_msg_segment_offer o;
     lt_msg_init(&o, sizeof o, LT_MSG_SEGMENT_OFFER, c->next_rid++);

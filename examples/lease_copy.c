@@ -106,7 +106,8 @@ static int pump_until(struct leasec_client *c, const int *flag, const struct see
 static int run(const char *sock, uint64_t bytes, struct leasec_pool *pool, struct leasec_client *c,
                struct seen *s)
 {
-    /* One PINNED buffer for the data, one MAPPED line for the two words. */
+    /* One PINNED buffer for the data, one MAPPED line for the doorbell (ours
+     * to write; the agent only reads the pool's segments). */
     struct leasec_pool_buf data, words;
     int rc = leasec_pool_alloc(pool, LT_CLASS_PINNED, (size_t)bytes, &data);
     if (rc < 0)
@@ -116,9 +117,8 @@ static int run(const char *sock, uint64_t bytes, struct leasec_pool *pool, struc
         return fail_rc("pool alloc (MAPPED)", rc, NULL);
     for (uint64_t i = 0; i < bytes; i++)
         ((unsigned char *)data.base)[i] = (unsigned char)(i * 31u + 7u);
-    uint64_t *bell = words.base, *done = bell + 1;
+    uint64_t *bell = words.base;
     *bell = 0;
-    *done = 0;
 
     /* Offer every segment of the pool: the client has no pool type. */
     for (unsigned i = 0; i < leasec_pool_segment_count(pool); i++) {
@@ -156,11 +156,17 @@ static int run(const char *sock, uint64_t bytes, struct leasec_pool *pool, struc
     w.args.copy.offset = 0;
     w.args.copy.length = data.len;
     const int bells = (info.hello.caps & LEASEC_CAP_DOORBELL) != 0;
-    const int words_ok = (info.hello.caps & LEASEC_CAP_DONE_WORD) != 0;
+    /* The done word: the agent writes it in its own words area, which
+     * this process maps read-only (LEASEC_CAP_WORDS). */
+    const unsigned char *area = NULL;
+    uint64_t area_size = 0;
+    const int words_ok = (info.hello.caps & LEASEC_CAP_DONE_WORD) != 0 &&
+                         leasec_client_words(c, agent, &area, &area_size) == 0;
+    const uint64_t *done = words_ok ? (const uint64_t *)(const void *)area : NULL;
     if (bells)
         w.bell = (struct leasec_client_word){words.segment_id, words.offset, 1};
     if (words_ok)
-        w.done = (struct leasec_client_word){words.segment_id, words.offset + 8, 1};
+        w.done = (struct leasec_client_word){LEASEC_WORDS_KEY, 0, 1};
     if ((rc = leasec_client_submit(c, &s->lease, &w, 2, &rid)) < 0)
         return fail_rc("submit", rc, c);
     if (bells)
@@ -220,6 +226,8 @@ int main(int argc, char **argv)
     pc.class_bytes[LT_CLASS_MAPPED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
+    /* The doorbell and done words' MAPPED segment: writable to the agent. */
+    pc.flags |= LEASEC_POOL_MAPPED_WRITABLE;
     /* Warnings and errors on standard error (a zeroed sink; here warnings
      * say when segments got 4 KiB pages instead of 2 MiB ones). */
     pc.log.max_level = LEASEC_LOG_WARN;
@@ -232,6 +240,7 @@ int main(int argc, char **argv)
     memset(&s, 0, sizeof s);
     struct leasec_client_config cc;
     leasec_client_config_default(&cc);
+    cc.caps |= LEASEC_CAP_WORDS; /* the done word lives in the agent's words area */
     cc.name = "lease-copy";
     cc.cb.on_grant = on_grant;
     cc.cb.on_completion = on_completion;

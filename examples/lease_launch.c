@@ -5,7 +5,10 @@
  *
  * The agent must serve the launch test kernels: lease-agent --cubin-dir
  * with tests/gpu/cuda/launch_kernels.cubin and its launch_kernels.kdesc
- * (IMAGE, default "launch_kernels", is the cubin's name). It makes a
+ * (IMAGE, default "launch_kernels", is the cubin's name), and, since step 2
+ * has a kernel write the lease, run --seals legacy: the pool leaves
+ * F_SEAL_FUTURE_WRITE off (LEASEC_POOL_AGENT_WRITES), and an agent maps a
+ * segment sealed with it read-only (docs/reliability.md). It makes a
  * staging pool, offers its PINNED segment, leases a 1 MiB buffer, writes
  * known words into it, then
  *   1. launches k_launch_sum_u32 over the lease and waits for the answer
@@ -223,6 +226,7 @@ int main(int argc, char **argv)
     pc.class_bytes[LT_CLASS_PINNED] = 2 * MIB;
     pc.segment_bytes = 2 * MIB;
     pc.prefault_threads = 1;
+    pc.flags |= LEASEC_POOL_AGENT_WRITES; /* step 2's kernel writes the lease */
     pc.log.max_level = LEASEC_LOG_WARN;
     struct leasec_pool *pool = NULL;
     if ((rc = leasec_pool_create(&pc, &pool)) < 0)

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +26,21 @@ static int memlock_limit(uint64_t *limit_p, struct lt_failure *why_p)
                               strerror(errno));
     *limit_p = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
     return 0;
+}
+
+/* This process's locked memory as the kernel counts it (VmLck), 0 when
+ * unreadable. */
+static uint64_t vmlck_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %" SCNu64 " kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
 }
 
 static int host_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
@@ -50,11 +67,20 @@ static int host_register(void *ctx, void *base, uint64_t length, enum lt_class c
         rc = -errno;
         uint64_t locked = h->locked;
         pthread_mutex_unlock(&h->mu);
-        /* ENOMEM: the kernel's own memlock accounting said no. */
-        return lt_failure_set(why_p, rc == -ENOMEM ? LT_E_MEMLOCK : LT_E_SYSTEM, rc,
+        /* ENOMEM is RLIMIT_MEMLOCK only when the process's locked memory
+         * (VmLck) really would pass it; otherwise the range could not be
+         * faulted in or the mappings split (vm.max_map_count). */
+        uint64_t vmlck = vmlck_bytes();
+        bool memlock = rc == -ENOMEM && limit != UINT64_MAX && vmlck + length > limit;
+        return lt_failure_set(why_p, memlock ? LT_E_MEMLOCK : LT_E_SYSTEM, rc,
                               "host backend: mlock of %" PRIu64 " bytes failed: %s "
-                              "(%" PRIu64 " already locked)",
-                              length, strerror(-rc), locked);
+                              "(%" PRIu64 " locked here, VmLck %" PRIu64 ", RLIMIT_MEMLOCK %" PRIu64
+                              ")%s",
+                              length, strerror(-rc), locked, vmlck, limit,
+                              rc == -ENOMEM && !memlock
+                                  ? ": not the lock limit: pages that cannot be faulted in, "
+                                    "or vm.max_map_count"
+                                  : "");
     }
     h->locked += length;
     pthread_mutex_unlock(&h->mu);
@@ -105,6 +131,7 @@ int lease_host_backend_init(struct lease_backend *backend_p, struct lt_failure *
         .unregister_range = host_unregister,
         .capacity = host_capacity,
         .fini = host_fini,
+        .words_unregistered = 1, /* the CPU writes words areas through its own mapping */
     };
     return 0;
 }

@@ -65,11 +65,28 @@ int lease__fail_logged(const struct lease_service *svc, struct lt_failure *why_p
 
 /* ---- segments: fd checks and mapping (segment.c) ---------------------- */
 
-/* Validates @fd as described for lease_segment_add and maps it at a 2 MiB
- * boundary; *page_p gets the size of the pages backing it. A refusal fills
- * *why_p (not logged: the caller logs it). */
-int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p,
-                  struct lt_failure *why_p);
+/* What an fd's checks found. */
+struct lease__fd_kind {
+    uint64_t page;  /* the pages backing it (hugetlb: the huge page) */
+    bool read_only; /* sealed F_SEAL_FUTURE_WRITE: mapped PROT_READ */
+    bool leasable;  /* false: a MAPPED segment without F_SEAL_FUTURE_WRITE, taken
+                       for its doorbell and done words only (docs/lease-service.md) */
+};
+
+/* Whether this kernel has F_SEAL_FUTURE_WRITE (probed once). */
+bool lease__future_write_supported(void);
+
+/* Validates @fd as described for lease_segment_add under seal @policy and
+ * maps it at a 2 MiB boundary, read-only when it is sealed
+ * F_SEAL_FUTURE_WRITE; fills *kind_p. A refusal fills *why_p (not logged:
+ * the caller logs it). */
+int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy,
+                  void **base_p, struct lease__fd_kind *kind_p, struct lt_failure *why_p);
+/* Maps the agent's own words memfd @fd of @size bytes read-write, then
+ * seals it SHRINK|GROW|SEAL and FUTURE_WRITE (where the kernel has it), so
+ * the client it goes to can only read it and nobody can free its pages. */
+int lease__words_map(int fd, uint64_t size, void **base_p, struct lease__fd_kind *kind_p,
+                     struct lt_failure *why_p);
 /* Populating a segment's page tables (by read faults, which map shmem pages
  * writable) while it is being registered; changes no byte, reports nothing:
  * whatever is left unpopulated the registration faults in itself. */
@@ -89,6 +106,8 @@ struct lease__populate_thread {
 struct lease__populate {
     char *base;
     uint64_t len;
+    int err; /* the first -EFAULT / -ENOMEM a stripe met: pages that cannot be
+                faulted in (a hugetlb hole with no free page), atomic */
     struct lease__populate_thread threads[LEASE__POPULATE_THREADS];
 };
 
@@ -107,6 +126,8 @@ struct lease__client {
     uint64_t leases;
     uint64_t bytes;
     uint64_t segments;
+    uint64_t mapped; /* bytes of its segments mapped, every class */
+    uint64_t staged; /* of those, STAGED */
     uint32_t busy;  /* segment_add calls registering outside the lock */
     uint64_t holds; /* lease_segment_hold calls not yet undone, on any of its segments */
     bool dropping;
@@ -120,6 +141,9 @@ struct lease__segment {
     void *base;
     uint64_t size;
     uint64_t page_size; /* of the pages backing the fd (hugetlb: the huge page) */
+    bool read_only;     /* sealed F_SEAL_FUTURE_WRITE: the service's mapping is PROT_READ */
+    bool leasable;      /* false: words only (unsealed MAPPED, or the agent's words area) */
+    bool words;         /* the agent's own words area (lease_segment_add_words) */
     bool registered;
     uint32_t nchunks;
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
@@ -152,7 +176,7 @@ struct lease__class_acct {
 struct lease_service {
     pthread_mutex_t mu;
     struct lease_backend be;
-    struct lease_service_config cfg;
+    struct lease_service_config cfg; /* budgets resolved: no 0 left where 0 is "default" */
     struct base_idtab clients;
     struct base_idtab segs;
     struct base_idtab leases;
@@ -160,6 +184,9 @@ struct lease_service {
     struct lease__class_acct acct[LT_CLASS_SLOTS];
     struct lease_stats st;
     uint64_t tick;
+    uint64_t mapped;   /* bytes of every segment mapped (and being added) */
+    uint64_t staged;   /* of those, STAGED */
+    uint64_t segments; /* segments held (and being added): each holds an fd */
 };
 
 /* Backend chunking shared by service.c: registers/unregisters every chunk of

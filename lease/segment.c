@@ -1,5 +1,9 @@
 /* What a segment fd must be before the agent maps it: a read-write memfd of
- * the claimed size whose seals stop any peer from truncating it under us. */
+ * the claimed size whose seals stop any peer from truncating it under us
+ * and, where the kernel has F_SEAL_FUTURE_WRITE, from freeing its pages
+ * (docs/lease-service.md, "What a peer can and cannot do to shared
+ * memory"). A segment so sealed is mapped read-only: the seal leaves no
+ * other choice, and the agent writes only memory it owns. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -22,11 +26,28 @@
 #define MAP_ALIGN ((uint64_t)2 << 20)
 
 #define REQUIRED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-#ifdef F_SEAL_FUTURE_WRITE
-#define WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
-#else
-#define WRITE_SEALS F_SEAL_WRITE
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1; older headers lack it */
 #endif
+
+static pthread_once_t future_write_once = PTHREAD_ONCE_INIT;
+static bool future_write_ok;
+
+/* Whether this kernel has F_SEAL_FUTURE_WRITE: a memfd takes it or not. */
+static void future_write_probe(void)
+{
+    int fd = memfd_create("lease-seal-probe", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return;
+    future_write_ok = fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) == 0;
+    close(fd);
+}
+
+bool lease__future_write_supported(void)
+{
+    pthread_once(&future_write_once, future_write_probe);
+    return future_write_ok;
+}
 
 static const char *kind_of(mode_t mode)
 {
@@ -66,9 +87,7 @@ static void seal_names(int seals, char *buf, size_t len)
         {F_SEAL_GROW, "F_SEAL_GROW"},
         {F_SEAL_SEAL, "F_SEAL_SEAL"},
         {F_SEAL_WRITE, "F_SEAL_WRITE"},
-#ifdef F_SEAL_FUTURE_WRITE
         {F_SEAL_FUTURE_WRITE, "F_SEAL_FUTURE_WRITE"},
-#endif
     };
     size_t off = 0;
     buf[0] = '\0';
@@ -84,11 +103,13 @@ static void seal_names(int seals, char *buf, size_t len)
         snprintf(buf, len, "none");
 }
 
-/* Everything short of mapping: kind, access mode, seals, size. Writes the
- * size of the pages backing the fd to *page_p: the base page for a shmem
- * memfd, the huge page size for a hugetlb one (MFD_HUGETLB). The words name
- * no fd number: the agent's fd means nothing to the peer that offered it. */
-static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p, struct lt_failure *why_p)
+/* Everything short of mapping: kind, access mode, seals, size. Fills
+ * *kind_p: the size of the pages backing the fd (the base page for a shmem
+ * memfd, the huge page size for a hugetlb one, MFD_HUGETLB), and what the
+ * seals allow (lease__fd_map). The words name no fd number: the agent's fd
+ * means nothing to the peer that offered it. */
+static int check_fd(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy,
+                    struct lease__fd_kind *kind_p, struct lt_failure *why_p)
 {
     const uint32_t unsealed = LT_E_SEGMENT_UNSEALED; /* not a sealed memfd, in any way */
     char path[256];
@@ -139,7 +160,7 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p, struct lt_f
                               (fl & O_ACCMODE) == O_RDONLY ? "read-only" : "write-only");
 
     char found[128];
-    if (seals & WRITE_SEALS) {
+    if (seals & F_SEAL_WRITE) {
         seal_names(seals, found, sizeof(found));
         return lt_failure_set(why_p, unsealed, -EPERM,
                               "segment fd: found a write seal (seals %s); the daemon must be "
@@ -154,6 +175,22 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p, struct lt_f
                               "segment fd: missing seals %s (expected "
                               "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found %s)",
                               missing, found);
+    }
+    /* Without F_SEAL_FUTURE_WRITE anyone holding the fd may free its pages
+     * (fallocate PUNCH_HOLE, MADV_REMOVE) under a lease. Where the kernel
+     * has the seal, a leasable segment must carry it; a MAPPED segment
+     * without it is taken for its doorbell and done words only. */
+    struct lease__fd_kind k = {.read_only = (seals & F_SEAL_FUTURE_WRITE) != 0, .leasable = true};
+    if (!k.read_only && policy == LEASE_SEALS_STRICT && lease__future_write_supported()) {
+        if (cls != LT_CLASS_MAPPED) {
+            seal_names(seals, found, sizeof(found));
+            return lt_failure_set(why_p, unsealed, -EPERM,
+                                  "segment fd: missing seal F_SEAL_FUTURE_WRITE (found %s): "
+                                  "without it leased pages can be freed (PUNCH_HOLE, "
+                                  "MADV_REMOVE); add it after mapping, or run --seals legacy",
+                                  found);
+        }
+        k.leasable = false;
     }
 
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -179,23 +216,24 @@ static int check_fd(int fd, uint64_t claimed_size, uint64_t *page_p, struct lt_f
         return lt_failure_set(why_p, LT_E_SEGMENT_SIZE, -EINVAL,
                               "segment fd: size %" PRIu64 " exceeds the address space",
                               claimed_size);
-    *page_p = page;
+    k.page = page;
+    *kind_p = k;
     return 0;
 }
 
 /* mmap of the whole fd at an @align-aligned address: a PROT_NONE
  * reservation one alignment larger, the fd mapped over its aligned part,
  * the rest given back. */
-static void *map_aligned(int fd, size_t size, size_t align)
+static void *map_aligned(int fd, size_t size, size_t align, int prot)
 {
     if (size < align)
-        return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        return mmap(NULL, size, prot, MAP_SHARED, fd, 0);
     size_t span = size + align;
     char *area = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (area == MAP_FAILED)
         return MAP_FAILED;
     uintptr_t start = ((uintptr_t)area + align - 1) & ~(uintptr_t)(align - 1);
-    char *base = mmap((void *)start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    char *base = mmap((void *)start, size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
     if (base == MAP_FAILED) {
         int e = errno;
         munmap(area, span);
@@ -210,32 +248,83 @@ static void *map_aligned(int fd, size_t size, size_t align)
     return base;
 }
 
-int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p,
-                  struct lt_failure *why_p)
+/* Maps @size bytes of @fd (@prot) at @align and marks the mapping
+ * MADV_DONTFORK. A refusal is explained in *why_p: an mmap ENOMEM is the
+ * address space (or, for hugetlb, the pages to reserve), never RLIMIT_MEMLOCK. */
+static int map_segment(int fd, uint64_t size, uint64_t page, int prot, void **base_p,
+                       struct lt_failure *why_p)
 {
-    uint64_t page = 0;
-    int rc = check_fd(fd, claimed_size, &page, why_p);
-    if (rc < 0)
-        return rc;
     /* hugetlb files map only at their own page's alignment (1 GiB pages
      * too); 2 MiB at least lets shmem THP folios map whole. */
-    void *base =
-        map_aligned(fd, (size_t)claimed_size, (size_t)(page > MAP_ALIGN ? page : MAP_ALIGN));
+    void *base = map_aligned(fd, (size_t)size, (size_t)(page > MAP_ALIGN ? page : MAP_ALIGN), prot);
     if (base == MAP_FAILED) {
-        rc = -errno;
+        int rc = -errno;
+        bool huge = page > (uint64_t)sysconf(_SC_PAGESIZE);
+        if (rc == -ENOMEM)
+            return lt_failure_set(why_p, huge ? LT_E_SYSTEM : LT_E_LIMIT, rc,
+                                  huge ? "segment fd: mmap of %" PRIu64
+                                         " bytes failed: no free huge pages to reserve"
+                                       : "segment fd: mmap of %" PRIu64
+                                         " bytes failed: the agent's address space is full "
+                                         "(or vm.max_map_count reached)",
+                                  size);
         return lt_failure_set(why_p, LT_E_SYSTEM, rc,
-                              "segment fd: mmap of %" PRIu64 " bytes failed: %s", claimed_size,
+                              "segment fd: mmap of %" PRIu64 " bytes failed: %s", size,
                               strerror(-rc));
     }
     /* A fork would otherwise make the pinned pages copy-on-write in the parent. */
-    if (madvise(base, (size_t)claimed_size, MADV_DONTFORK) < 0) {
-        rc = -errno;
-        munmap(base, (size_t)claimed_size);
+    if (madvise(base, (size_t)size, MADV_DONTFORK) < 0) {
+        int rc = -errno;
+        munmap(base, (size_t)size);
         return lt_failure_set(why_p, LT_E_SYSTEM, rc,
                               "segment fd: madvise(MADV_DONTFORK) failed: %s", strerror(-rc));
     }
     *base_p = base;
-    *page_p = page;
+    return 0;
+}
+
+int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy,
+                  void **base_p, struct lease__fd_kind *kind_p, struct lt_failure *why_p)
+{
+    struct lease__fd_kind k;
+    int rc = check_fd(fd, claimed_size, cls, policy, &k, why_p);
+    if (rc < 0)
+        return rc;
+    void *base = NULL;
+    rc = map_segment(fd, claimed_size, k.page, k.read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+                     &base, why_p);
+    if (rc < 0)
+        return rc;
+    *base_p = base;
+    *kind_p = k;
+    return 0;
+}
+
+int lease__words_map(int fd, uint64_t size, void **base_p, struct lease__fd_kind *kind_p,
+                     struct lt_failure *why_p)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size || size == 0 ||
+        size % (uint64_t)sysconf(_SC_PAGESIZE) != 0)
+        return lt_failure_set(why_p, LT_E_SYSTEM, -EINVAL,
+                              "words area: expected a memfd of %" PRIu64 " bytes", size);
+    void *base = NULL;
+    int rc = map_segment(fd, size, (uint64_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, &base,
+                         why_p);
+    if (rc < 0)
+        return rc;
+    /* Sealed after the agent's own mapping: it keeps writing, while the
+     * client can only map it read-only and nobody can free its pages. */
+    int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL |
+               (lease__future_write_supported() ? F_SEAL_FUTURE_WRITE : 0);
+    if (fcntl(fd, F_ADD_SEALS, want) < 0 || (fcntl(fd, F_GET_SEALS) & want) != want) {
+        rc = -errno ? -errno : -EPERM;
+        munmap(base, (size_t)size);
+        return lt_failure_set(why_p, LT_E_SYSTEM, rc, "words area: sealing failed: %s",
+                              strerror(-rc));
+    }
+    *base_p = base;
+    *kind_p = (struct lease__fd_kind){.page = (uint64_t)sysconf(_SC_PAGESIZE)};
     return 0;
 }
 
@@ -267,12 +356,20 @@ int lease__fd_map(int fd, uint64_t claimed_size, void **base_p, uint64_t *page_p
  * nothing and changes no byte. */
 #define POPULATE_STRIPE ((uint64_t)32 << 20)
 
-static void populate_range(char *base, uint64_t len)
+static void populate_range(struct lease__populate *job, char *base, uint64_t len)
 {
-    /* EINTR: try again; EINVAL: a kernel before 5.14; anything else: the
-     * registration faults what is left in itself, slower, still correct. */
-    while (madvise(base, (size_t)len, MADV_POPULATE_READ) != 0 && errno == EINTR)
+    /* EINTR: try again; EINVAL: a kernel before 5.14; EFAULT or ENOMEM:
+     * pages that cannot be faulted in (where the fault would be a SIGBUS:
+     * MADV_POPULATE_READ reports it instead), kept for the caller; anything
+     * else: the registration faults what is left in itself. */
+    int rc;
+    while ((rc = madvise(base, (size_t)len, MADV_POPULATE_READ)) != 0 && errno == EINTR)
         ;
+    if (rc != 0 && (errno == EFAULT || errno == ENOMEM)) {
+        int expected = 0;
+        __atomic_compare_exchange_n(&job->err, &expected, -errno, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+    }
 }
 
 /* Stripes index, index + count, index + 2 count, ... of the range. */
@@ -282,7 +379,7 @@ static void *populate_stripes(void *arg)
     for (uint64_t off = t->index * POPULATE_STRIPE; off < t->job->len;
          off += (uint64_t)LEASE__POPULATE_THREADS * POPULATE_STRIPE) {
         uint64_t n = t->job->len - off < POPULATE_STRIPE ? t->job->len - off : POPULATE_STRIPE;
-        populate_range(t->job->base + off, n);
+        populate_range(t->job, t->job->base + off, n);
     }
     return NULL;
 }
@@ -291,7 +388,7 @@ void lease__populate_start(struct lease__populate *job, void *base, uint64_t len
 {
     *job = (struct lease__populate){.base = base, .len = len};
     if (len < LEASE__POPULATE_SPLIT_MIN) {
-        populate_range(base, len);
+        populate_range(job, base, len);
         return;
     }
     for (unsigned i = 0; i < LEASE__POPULATE_THREADS; i++) {

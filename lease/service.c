@@ -17,6 +17,10 @@
 
 #define DEFAULT_MAX_LEASES 65536u
 #define DEFAULT_MAX_SEGMENTS 1024u
+/* The address space segments may take, all classes: 4x physical memory
+ * within these bounds (x86-64 user space is 128 TiB). */
+#define DEFAULT_MAPPED_MIN (64ull << 30)
+#define DEFAULT_MAPPED_MAX (32ull << 40)
 
 /* Callbacks gathered under the lock and run after it is dropped. */
 struct events {
@@ -89,6 +93,11 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
+    if (seg->words && svc->be.words_unregistered) {
+        for (uint32_t i = 0; i < seg->nchunks; i++)
+            seg->chunk_dev[i] = (uint64_t)(uintptr_t)(base + (uint64_t)i * chunk);
+        return 0;
+    }
     struct lease__populate populate = {0};
     if (populate_first)
         lease__populate_start(&populate, base, seg->size);
@@ -99,7 +108,10 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
         uint64_t off = (uint64_t)done * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
         uint64_t dev = 0;
-        rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev, &f);
+        if (seg->read_only && svc->be.register_range_ro)
+            rc = svc->be.register_range_ro(svc->be.ctx, base + off, len, seg->cls, &dev, &f);
+        else
+            rc = svc->be.register_range(svc->be.ctx, base + off, len, seg->cls, &dev, &f);
         if (rc < 0)
             break;
         seg->chunk_dev[done] = dev;
@@ -107,8 +119,20 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
     /* The threads touch the mapping: they finish before anyone may unmap it. */
     if (populate_first)
         lease__populate_wait(&populate);
-    if (rc == 0)
+    int perr = __atomic_load_n(&populate.err, __ATOMIC_RELAXED);
+    if (rc == 0 && perr == 0)
         return 0;
+    if (perr != 0) {
+        /* Pages that cannot be faulted in explain a refusal better than
+         * whatever the backend said about them; and if it pinned what was
+         * there, the holes would still fault later. */
+        rc = perr == -ENOMEM ? -ENOMEM : -EFAULT;
+        lt_failure_set(&f, LT_E_SEGMENT_GONE, -EFAULT,
+                       "segment of %" PRIu64 " bytes: its pages cannot be faulted in "
+                       "(MADV_POPULATE_READ: %s): holes with no free page to fill them",
+                       seg->size, strerror(-perr));
+        rc = -EFAULT;
+    }
     backend_why(&f, rc);
     /* Unwinding keeps the refusal's words: its own failures are only logged. */
     while (done-- > 0) {
@@ -131,6 +155,8 @@ void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segm
 {
     uint64_t chunk = chunk_of(svc, seg);
     char *base = seg->base;
+    if (seg->words && svc->be.words_unregistered)
+        return;
     for (uint32_t i = 0; i < seg->nchunks; i++) {
         uint64_t off = (uint64_t)i * chunk;
         uint64_t len = seg->size - off < chunk ? seg->size - off : chunk;
@@ -151,8 +177,11 @@ static void seg_unregister_locked(struct lease_service *svc, struct lease__segme
         return;
     lease__seg_backend_unregister(svc, seg);
     seg->registered = false;
-    svc->acct[seg->cls].registered -= seg->size;
-    svc->st.cls[seg->cls].bytes_registered -= seg->size;
+    /* Words areas are the agent's own memory, outside the clients' budget. */
+    if (!seg->words) {
+        svc->acct[seg->cls].registered -= seg->size;
+        svc->st.cls[seg->cls].bytes_registered -= seg->size;
+    }
     svc->st.cls[seg->cls].unregistrations++;
 }
 
@@ -160,7 +189,7 @@ static bool evictable(const struct lease__segment *seg, enum lt_class cls,
                       const struct lease__segment *except)
 {
     return seg && seg != except && seg->cls == cls && seg->registered && seg->reg_leases == 0 &&
-           seg->holds == 0;
+           seg->holds == 0 && !seg->words;
 }
 
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
@@ -228,11 +257,29 @@ static bool seg_huge(const struct lease__segment *seg)
     return seg->page_size > (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Locked. Gives back what a segment's mapping counts against. */
+static void seg_unaccount(struct lease_service *svc, struct lease__client *c, uint64_t size,
+                          enum lt_class cls)
+{
+    svc->mapped -= size;
+    svc->segments--;
+    if (c)
+        c->mapped -= size;
+    if (cls == LT_CLASS_STAGED) {
+        svc->staged -= size;
+        if (c)
+            c->staged -= size;
+    }
+}
+
+static struct lease__client *client_of(struct lease_service *svc, uint64_t client);
+
 static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
 {
     seg_unregister_locked(svc, seg);
     munmap(seg->base, (size_t)seg->size);
     close(seg->fd);
+    seg_unaccount(svc, client_of(svc, seg->client), seg->size, seg->cls);
     base_idtab_retire(&svc->segs, seg->id);
     svc->st.cls[seg->cls].segments--;
     if (seg_huge(seg))
@@ -388,6 +435,38 @@ static void limits_resolve(struct lease_client_limits *out, const struct lease_c
     out->max_segments = want && want->max_segments ? want->max_segments
                         : dflt->max_segments       ? dflt->max_segments
                                                    : DEFAULT_MAX_SEGMENTS;
+    out->max_mapped_bytes = want && want->max_mapped_bytes ? want->max_mapped_bytes
+                            : dflt->max_mapped_bytes       ? dflt->max_mapped_bytes
+                                                           : UINT64_MAX;
+    out->max_staged_bytes = want && want->max_staged_bytes ? want->max_staged_bytes
+                            : dflt->max_staged_bytes       ? dflt->max_staged_bytes
+                                                           : UINT64_MAX;
+}
+
+/* Physical memory in bytes, UINT64_MAX when unknown. */
+static uint64_t phys_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+/* The mapped-bytes budgets and their per-client halves, where left 0. */
+static void budgets_resolve(struct lease_service_config *cfg)
+{
+    uint64_t phys = phys_bytes();
+    if (!cfg->budget_staged)
+        cfg->budget_staged = phys;
+    if (!cfg->max_mapped_bytes) {
+        uint64_t want = phys > UINT64_MAX / 4 ? UINT64_MAX : 4 * phys;
+        want = want < DEFAULT_MAPPED_MIN ? DEFAULT_MAPPED_MIN : want;
+        cfg->max_mapped_bytes = want > DEFAULT_MAPPED_MAX ? DEFAULT_MAPPED_MAX : want;
+    }
+    if (!cfg->max_segments_total)
+        cfg->max_segments_total = UINT64_MAX;
+    if (!cfg->default_limits.max_mapped_bytes)
+        cfg->default_limits.max_mapped_bytes = cfg->max_mapped_bytes / 2;
+    if (!cfg->default_limits.max_staged_bytes)
+        cfg->default_limits.max_staged_bytes = cfg->budget_staged / 2;
 }
 
 /* Refuses budgets no backend or machine could honour, with the numbers. */
@@ -451,9 +530,27 @@ int lease_service_create(const struct lease_service_config *cfg,
         return lt_failure_set(why_p, LT_E_SYSTEM, -ENOMEM, "lease_service_create: out of memory");
     svc->cfg = *cfg;
     svc->be = *backend;
+    budgets_resolve(&svc->cfg);
     int rc = check_config(svc, why_p);
     if (rc < 0)
         goto fail_free;
+    if (svc->cfg.seals > LEASE_SEALS_LEGACY) {
+        rc = lease__fail(svc, why_p, LT_E_BAD_VALUE, -EINVAL,
+                         "seal policy: expected 0 (strict) or 1 (legacy), found %" PRIu32,
+                         svc->cfg.seals);
+        goto fail_free;
+    }
+    base_log(&svc->cfg.log, BASE_LOG_INFO, LEASE__SUBSYS,
+             "seals: %s; mapped bytes: at most %" PRIu64 " in all, %" PRIu64
+             " of them STAGED; per client %" PRIu64 " and %" PRIu64,
+             svc->cfg.seals == LEASE_SEALS_LEGACY
+                 ? "legacy (SHRINK|GROW|SEAL suffices: clients can free their own leased pages)"
+             : lease__future_write_supported()
+                 ? "strict (leasable segments need F_SEAL_FUTURE_WRITE)"
+                 : "strict, but this kernel has no F_SEAL_FUTURE_WRITE: SHRINK|GROW|SEAL "
+                   "suffices and the SIGBUS guard is the only defence",
+             svc->cfg.max_mapped_bytes, svc->cfg.budget_staged,
+             svc->cfg.default_limits.max_mapped_bytes, svc->cfg.default_limits.max_staged_bytes);
     rc = -pthread_mutex_init(&svc->mu, NULL);
     if (rc < 0) {
         lease__fail(svc, why_p, LT_E_SYSTEM, rc, "pthread_mutex_init failed: %s", strerror(-rc));
@@ -584,23 +681,64 @@ int lease_client_drop(struct lease_service *svc, struct lease_client_id client_i
 
 /* ---- segments --------------------------------------------------------- */
 
-int lease_segment_add(struct lease_service *svc, struct lease_client_id client_id, int fd,
-                      uint64_t claimed_size, enum lt_class cls, struct lt_segment_id *seg_id_p,
-                      struct lt_failure *why_p)
+/* Locked. Whether @c may map @size more bytes of @cls, under its own limits
+ * and the service's; reserves them when so. A refusal says which limit,
+ * with the numbers. */
+static int seg_account(struct lease_service *svc, struct lease__client *c, uint64_t size,
+                       enum lt_class cls, struct lt_failure *why_p)
 {
-    if (!svc || !seg_id_p)
-        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
-                              "lease_segment_add: expected service and output pointer");
+    const struct lease_service_config *cfg = &svc->cfg;
+    if (c->segments >= c->lim.max_segments)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "client %#" PRIx64 ": segment limit reached (%" PRIu64 " of %" PRIu64
+                           "): each holds a file descriptor in the agent",
+                           c->id, c->segments, c->lim.max_segments);
+    if (svc->segments >= cfg->max_segments_total)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "the agent's segment limit is reached (%" PRIu64 " of %" PRIu64
+                           " for all clients: each holds a file descriptor)",
+                           svc->segments, cfg->max_segments_total);
+    if (size > c->lim.max_mapped_bytes - c->mapped)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "client %#" PRIx64 ": mapped-bytes limit: %" PRIu64
+                           " bytes mapped of %" PRIu64 ", %" PRIu64 " more asked",
+                           c->id, c->mapped, c->lim.max_mapped_bytes, size);
+    if (size > cfg->max_mapped_bytes - svc->mapped)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "the agent's mapped-bytes budget: %" PRIu64 " bytes mapped of %" PRIu64
+                           " for all clients, %" PRIu64 " more asked",
+                           svc->mapped, cfg->max_mapped_bytes, size);
+    if (cls == LT_CLASS_STAGED && size > c->lim.max_staged_bytes - c->staged)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "client %#" PRIx64 ": STAGED mapped-bytes limit: %" PRIu64
+                           " bytes mapped of %" PRIu64 ", %" PRIu64 " more asked",
+                           c->id, c->staged, c->lim.max_staged_bytes, size);
+    if (cls == LT_CLASS_STAGED && size > cfg->budget_staged - svc->staged)
+        return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
+                           "the agent's STAGED mapped-bytes budget: %" PRIu64
+                           " bytes mapped of %" PRIu64 " for all clients, %" PRIu64 " more asked",
+                           svc->staged, cfg->budget_staged, size);
+    svc->mapped += size;
+    svc->segments++;
+    c->mapped += size;
+    if (cls == LT_CLASS_STAGED) {
+        svc->staged += size;
+        c->staged += size;
+    }
+    return 0;
+}
+
+/* lease_segment_add and lease_segment_add_words: @words picks the mapping. */
+static int segment_add(struct lease_service *svc, struct lease_client_id client_id, int fd,
+                       uint64_t claimed_size, enum lt_class cls, bool words,
+                       struct lt_segment_id *seg_id_p, struct lt_failure *why_p)
+{
     uint64_t client = client_id.value;
-    if (!lt_class_is_valid(cls))
-        return lease__fail(svc, why_p, LT_E_BAD_CLASS, -EINVAL,
-                           "segment class: expected 1 (STAGED), 2 (PINNED) or "
-                           "3 (MAPPED), found %d",
-                           (int)cls);
     void *base;
-    uint64_t page_size = 0;
+    struct lease__fd_kind kind;
     struct lt_failure f = {0};
-    int rc = lease__fd_map(fd, claimed_size, &base, &page_size, &f);
+    int rc = words ? lease__words_map(fd, claimed_size, &base, &kind, &f)
+                   : lease__fd_map(fd, claimed_size, cls, svc->cfg.seals, &base, &kind, &f);
     if (rc < 0)
         return lease__fail_logged(svc, why_p, &f);
     struct lease__segment *seg = calloc(1, sizeof(*seg));
@@ -612,8 +750,12 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     seg->cls = cls;
     seg->base = base;
     seg->size = claimed_size;
-    seg->page_size = page_size;
+    seg->page_size = kind.page;
+    seg->read_only = kind.read_only;
+    seg->leasable = kind.leasable && !words;
+    seg->words = words;
     seg->client = client;
+    uint64_t page_size = kind.page;
     uint64_t chunk = chunk_of(svc, seg);
     uint64_t nchunks = (claimed_size + chunk - 1) / chunk;
     if (nchunks > UINT32_MAX) {
@@ -634,15 +776,16 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     rc = client_get(svc, client, &c, why_p);
     if (rc < 0)
         goto fail_unlock;
-    if (c->segments >= c->lim.max_segments) {
-        rc = lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                         "client %#" PRIx64 ": segment limit reached (%" PRIu64 " of %" PRIu64 ")",
-                         client, c->segments, c->lim.max_segments);
+    rc = seg_account(svc, c, claimed_size, cls, why_p);
+    if (rc < 0)
         goto fail_unlock;
-    }
-    if (needs_reg(cls)) {
+    /* A words area (at most LT_WORDS_MAX_BYTES per client) is registered
+     * outside the class budget and never evicted: the agent's own memory. */
+    const bool budgeted = needs_reg(cls) && !words;
+    if (budgeted) {
         rc = make_room(svc, cls, claimed_size, NULL, &f);
         if (rc < 0) {
+            seg_unaccount(svc, c, claimed_size, cls);
             svc->st.cls[cls].budget_refusals++;
             lease__fail_logged(svc, why_p, &f);
             goto fail_unlock;
@@ -665,11 +808,14 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     pthread_mutex_lock(&svc->mu);
     c->busy--;
     if (needs_reg(cls)) {
-        svc->acct[cls].reserved -= claimed_size;
+        if (budgeted)
+            svc->acct[cls].reserved -= claimed_size;
         if (rc == 0) {
             seg->registered = true;
-            svc->acct[cls].registered += claimed_size;
-            svc->st.cls[cls].bytes_registered += claimed_size;
+            if (budgeted) {
+                svc->acct[cls].registered += claimed_size;
+                svc->st.cls[cls].bytes_registered += claimed_size;
+            }
             svc->st.cls[cls].registrations++;
             svc->st.cls[cls].registration_ns += t1 - t0;
         } else if (rc == -ENOMEM) {
@@ -690,6 +836,7 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     if (rc < 0) {
         seg_unregister_locked(svc, seg);
         c->segments--;
+        seg_unaccount(svc, c, claimed_size, cls);
         client_maybe_finalize(svc, c, &ev);
         pthread_mutex_unlock(&svc->mu);
         events_fire(svc, &ev);
@@ -706,9 +853,10 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
     pthread_mutex_unlock(&svc->mu);
     if (needs_reg(cls))
         base_log(&svc->cfg.log, BASE_LOG_INFO, LEASE__SUBSYS,
-                 "segment %#" PRIx64 " of client %#" PRIx64 ": %s, %" PRIu64 " bytes on %" PRIu64
+                 "segment %#" PRIx64 " of client %#" PRIx64 ": %s%s, %" PRIu64 " bytes on %" PRIu64
                  "-byte pages, registered in %.1f ms (%.1f GB/s)",
-                 id, client, lt_class_name(cls), claimed_size, page_size, (double)(t1 - t0) / 1e6,
+                 id, client, words ? "the agent's words area, " : "", lt_class_name(cls),
+                 claimed_size, page_size, (double)(t1 - t0) / 1e6,
                  t1 > t0 ? (double)claimed_size / (double)(t1 - t0) : 0.0);
     *seg_id_p = lt_segment_id_from_u64(id);
     return 0;
@@ -721,6 +869,31 @@ fail_free:
 fail_unmap:
     munmap(base, (size_t)claimed_size);
     return rc;
+}
+
+int lease_segment_add(struct lease_service *svc, struct lease_client_id client_id, int fd,
+                      uint64_t claimed_size, enum lt_class cls, struct lt_segment_id *seg_id_p,
+                      struct lt_failure *why_p)
+{
+    if (!svc || !seg_id_p)
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_add: expected service and output pointer");
+    if (!lt_class_is_valid(cls))
+        return lease__fail(svc, why_p, LT_E_BAD_CLASS, -EINVAL,
+                           "segment class: expected 1 (STAGED), 2 (PINNED) or "
+                           "3 (MAPPED), found %d",
+                           (int)cls);
+    return segment_add(svc, client_id, fd, claimed_size, cls, false, seg_id_p, why_p);
+}
+
+int lease_segment_add_words(struct lease_service *svc, struct lease_client_id client_id, int fd,
+                            uint64_t size, struct lt_segment_id *seg_id_p,
+                            struct lt_failure *why_p)
+{
+    if (!svc || !seg_id_p)
+        return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
+                              "lease_segment_add_words: expected service and output pointer");
+    return segment_add(svc, client_id, fd, size, LT_CLASS_MAPPED, true, seg_id_p, why_p);
 }
 
 int lease_segment_remove(struct lease_service *svc, struct lease_client_id client,
@@ -766,14 +939,24 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                            "lease class: expected 1 (STAGED), 2 (PINNED) or "
                            "3 (MAPPED), found %" PRIu32,
                            (uint32_t)req->cls);
-    if (req->flags & ~LEASE_GRANT_ALLOW_STAGED)
+    const uint32_t known = LEASE_GRANT_ALLOW_STAGED | LEASE_GRANT_ALLOW_WORDS;
+    if (req->flags & ~known)
         return lease__fail(svc, why, LT_E_UNKNOWN_FLAGS, -EINVAL,
-                           "lease flags: unknown bits %#" PRIx32,
-                           req->flags & ~LEASE_GRANT_ALLOW_STAGED);
+                           "lease flags: unknown bits %#" PRIx32, req->flags & ~known);
     struct lease__segment *seg = NULL;
     int rc = seg_get(svc, c, lt_segment_id_to_u64(req->segment), &seg, why);
     if (rc < 0)
         return rc;
+    bool words_lease = !seg->words && (req->flags & LEASE_GRANT_ALLOW_WORDS) &&
+                       req->cls == LT_CLASS_MAPPED && seg->cls == LT_CLASS_MAPPED;
+    if (!seg->leasable && !words_lease)
+        return lease__fail(svc, why, LT_E_SEGMENT_UNSEALED, -EPERM,
+                           seg->words ? "segment %#" PRIx64 " is the agent's words area: it holds "
+                                        "done words and scan hits, never leases"
+                                      : "segment %#" PRIx64 " is not sealed F_SEAL_FUTURE_WRITE: "
+                                        "its doorbell and done words may be used, its bytes not "
+                                        "leased",
+                           seg->id);
     if (req->length == 0 || req->offset > seg->size || req->length > seg->size - req->offset)
         return lease__fail(svc, why, LT_E_OUT_OF_RANGE, -ERANGE,
                            "lease range: expected 0 < length and offset + length <= %" PRIu64
@@ -891,8 +1074,13 @@ int lease_release(struct lease_service *svc, struct lease_client_id client, size
     if (!svc || (n && (!leases || !results_p)))
         return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
                               "lease_release: expected service, ids and results");
+    /* A wire batch (LT_MAX_BATCH ids at most) fits on the stack: no
+     * allocation per RELEASE on the agent's hot path. */
+    uint64_t done_stack[64];
     uint64_t *done = NULL;
-    if (n > 1) {
+    if (n > 1 && n <= sizeof done_stack / sizeof done_stack[0]) {
+        done = done_stack;
+    } else if (n > 1) {
         done = calloc(n, sizeof(*done));
         if (!done)
             return lease__fail(svc, why_p, LT_E_SYSTEM, -ENOMEM,
@@ -905,7 +1093,8 @@ int lease_release(struct lease_service *svc, struct lease_client_id client, size
     int rc = client_get(svc, client.value, &c, why_p);
     if (rc < 0) {
         pthread_mutex_unlock(&svc->mu);
-        free(done);
+        if (done != done_stack)
+            free(done);
         return rc;
     }
     int released = 0;
@@ -922,7 +1111,8 @@ int lease_release(struct lease_service *svc, struct lease_client_id client, size
     }
     pthread_mutex_unlock(&svc->mu);
     events_fire(svc, &ev);
-    free(done);
+    if (done != done_stack)
+            free(done);
     return released;
 }
 
@@ -1026,6 +1216,7 @@ int lease_query(struct lease_service *svc, struct lease_client_id client, struct
                 .pending_work = l->pending,
                 .host_addr = (char *)l->seg->base + l->offset,
                 .dev_ptr = l->dev_ptr,
+                .writable = !l->seg->read_only,
             };
         } else {
             struct lease__lease *unused = NULL;
@@ -1053,6 +1244,8 @@ static void seg_info_fill(const struct lease_service *svc, const struct lease__s
         .chunk_bytes = chunk,
         .leases = seg->leases,
         .holds = seg->holds,
+        .writable = !seg->read_only,
+        .words = seg->words,
     };
     if (seg->cls == LT_CLASS_MAPPED && seg->registered)
         info->dev_ptr = seg->chunk_dev[first] + (offset - first * chunk);

@@ -11,6 +11,12 @@ static void snapshot(const struct lease_service *svc, struct lease_stats *st)
 {
     *st = svc->st;
     st->clients = base_idtab_live(&svc->clients);
+    st->bytes_mapped = svc->mapped;
+    st->max_mapped_bytes = svc->cfg.max_mapped_bytes;
+    st->staged_mapped = svc->staged;
+    st->budget_staged = svc->cfg.budget_staged;
+    st->segments = svc->segments;
+    st->max_segments = svc->cfg.max_segments_total;
     for (int cls = LT_CLASS_STAGED; cls <= LT_CLASS_MAX; cls++)
         st->cls[cls].budget = lease__budget(svc, (enum lt_class)cls);
 }
@@ -53,6 +59,8 @@ int lease_client_stats(struct lease_service *svc, struct lease_client_id client,
         st.bytes = c->bytes;
         st.segments = c->segments;
         st.dropping = c->dropping;
+        st.mapped = c->mapped;
+        st.staged = c->staged;
         break;
     }
     }
@@ -92,8 +100,11 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
     struct lease_stats st;
     snapshot(svc, &st);
     put(&o,
-        "lease stats: clients=%" PRIu64 " draining_leases=%" PRIu64 " pending_work=%" PRIu64 "\n",
-        st.clients, st.draining_leases, st.pending_work);
+        "lease stats: clients=%" PRIu64 " draining_leases=%" PRIu64 " pending_work=%" PRIu64
+        " segments=%" PRIu64 " mapped=%" PRIu64 "/%" PRIu64 "B staged_mapped=%" PRIu64 "/%" PRIu64
+        "B\n",
+        st.clients, st.draining_leases, st.pending_work, st.segments, st.bytes_mapped,
+        st.max_mapped_bytes, st.staged_mapped, st.budget_staged);
     for (int cls = LT_CLASS_STAGED; cls <= LT_CLASS_MAX; cls++) {
         const struct lease_class_stats *c = &st.cls[cls];
         put(&o,
@@ -111,8 +122,10 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
         if (!c)
             continue;
         put(&o,
-            "  client %#" PRIx64 ": leases=%" PRIu64 " bytes=%" PRIu64 " segments=%" PRIu64 "%s\n",
-            c->id, c->leases, c->bytes, c->segments, c->dropping ? " (dropping)" : "");
+            "  client %#" PRIx64 ": leases=%" PRIu64 " bytes=%" PRIu64 " segments=%" PRIu64
+            " mapped=%" PRIu64 "B staged=%" PRIu64 "B%s\n",
+            c->id, c->leases, c->bytes, c->segments, c->mapped, c->staged,
+            c->dropping ? " (dropping)" : "");
     }
     pthread_mutex_unlock(&svc->mu);
     /* vsnprintf with a partial room already terminated; a zero room did not. */

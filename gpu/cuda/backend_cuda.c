@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "backend_cuda.h"
 #include "base/time.h"
 #include "cu_call.h"
@@ -103,11 +104,14 @@ static void cx__owner_cancel(struct cx *x, struct cx_owner *o)
     for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext) {
         if (cmd->o != o || cmd->kind != CX_WORK || !cmd->w.bell.host || cmd->cancelled)
             continue;
-        uint64_t now = ga_doorbell_peek(cmd->w.bell.host);
-        if ((int64_t)(now - cmd->w.bell.seq) >= 0)
+        /* The bell is in the client's words area (or, --seals legacy, a
+         * segment of its own it could punch): guarded, as all client memory. */
+        uint64_t now = 0;
+        if (base_guard_load_u64(cmd->w.bell.host, &now) == 0 &&
+            (int64_t)(now - cmd->w.bell.seq) >= 0)
             continue; /* rung: the work runs and reports its own result */
         cmd->cancelled = true;
-        ga_doorbell_ring(cmd->w.bell.host, cmd->w.bell.seq);
+        base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq);
     }
     cx__rings_cancel(x, o); /* its rings' words too: they are in its own segments */
     struct cx_cmd *drop = o->drop_cmd;

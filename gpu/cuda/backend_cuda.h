@@ -92,7 +92,8 @@ struct cx_piece {
     void *dst;
     const void *src;
     uint64_t len;
-    uint32_t f16; /* 1: convert @len bytes of f16 into f32 at dst */
+    uint32_t f16;  /* 1: convert @len bytes of f16 into f32 at dst */
+    uint32_t gone; /* set (atomically) when reading @src faulted: the client's pages went */
 };
 
 struct cx;

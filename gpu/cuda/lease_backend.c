@@ -41,11 +41,14 @@ static int cu_fail(struct lt_failure *why_p, const char *call, CUresult res, int
             return cu_fail(why_p, #call, res_, rc_, base, length);                                 \
     } while (0)
 
-static int cuda_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
-                         uint64_t *dev_ptr_p, struct lt_failure *why_p)
+/* @ro: the lease service mapped the range read-only (sealed
+ * F_SEAL_FUTURE_WRITE): without READ_ONLY the pin would ask for write
+ * access and fail, and with it the device can only read the pages. */
+static int cuda_register_flags(void *ctx, void *base, uint64_t length, enum lt_class cls, int ro,
+                               uint64_t *dev_ptr_p, struct lt_failure *why_p)
 {
     struct cuda_ctx *c = ctx;
-    unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
+    unsigned flags = CU_MEMHOSTREGISTER_PORTABLE | (ro ? CU_MEMHOSTREGISTER_READ_ONLY : 0u);
     if (cls == LT_CLASS_MAPPED)
         flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
     else if (cls != LT_CLASS_PINNED)
@@ -67,6 +70,18 @@ static int cuda_register(void *ctx, void *base, uint64_t length, enum lt_class c
     }
     *dev_ptr_p = (uint64_t)dev;
     return 0;
+}
+
+static int cuda_register(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                         uint64_t *dev_ptr_p, struct lt_failure *why_p)
+{
+    return cuda_register_flags(ctx, base, length, cls, 0, dev_ptr_p, why_p);
+}
+
+static int cuda_register_ro(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                            uint64_t *dev_ptr_p, struct lt_failure *why_p)
+{
+    return cuda_register_flags(ctx, base, length, cls, 1, dev_ptr_p, why_p);
 }
 
 static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class cls,
@@ -114,6 +129,7 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
         .unregister_range = cuda_unregister,
         .capacity = NULL,
         .fini = cuda_fini,
+        .register_range_ro = cuda_register_ro,
     };
     return 0;
 }

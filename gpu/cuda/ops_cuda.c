@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "cu_call.h"
 #include "device_internal.h"
 #include "backend_cuda.h"
@@ -146,8 +147,8 @@ int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *
 
 /* ---- building blocks ------------------------------------------------------ */
 
-/* A stream host function: the CPU half of a bounce copy. */
-static void cx__piece_run(void *arg)
+/* The copy itself, under the SIGBUS guard: the source is client memory. */
+static void cx__piece_copy(void *arg)
 {
     const struct cx_piece *p = arg;
     if (!p->f16) {
@@ -161,6 +162,26 @@ static void cx__piece_run(void *arg)
         memcpy(&h, in + 2 * i, 2);
         out[i] = kn_f16_to_f32(h);
     }
+}
+
+/* A stream host function: the CPU half of a bounce copy. A fault on the
+ * client's pages ends the copy inside base_guard_run, never across this
+ * function (no jump may leave a CUDA host function): the piece is marked
+ * and the op answered LT_E_SEGMENT_GONE. */
+static void cx__piece_run(void *arg)
+{
+    struct cx_piece *p = arg;
+    if (base_guard_run(p->src, (size_t)p->len, cx__piece_copy, p) == -EFAULT)
+        __atomic_store_n(&p->gone, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether a bounce copy of @cmd met a vanished page. */
+static bool cx__pieces_gone(const struct cx_cmd *cmd)
+{
+    for (uint32_t i = 0; i < cmd->npieces; i++)
+        if (__atomic_load_n(&cmd->pieces[i].gone, __ATOMIC_ACQUIRE))
+            return true;
+    return false;
 }
 
 static int cx__piece_add(struct cx_cmd *cmd, void *dst, const void *src, uint64_t len, int f16,
@@ -583,6 +604,24 @@ int cx__op_queue_device(struct cx *x, struct cx_cmd *cmd, CUstream st)
 
 /* ---- results ------------------------------------------------------------ */
 
+struct cx__mismatch {
+    const struct ga_exec_work *w;
+    uint64_t first;
+    uint64_t bs;
+    struct lt_checksum_result *c;
+};
+
+static void cx__mismatch_read(void *arg)
+{
+    struct cx__mismatch *m = arg;
+    const struct lt_op_checksum_verify *a = &m->w->args.checksum;
+    const uint64_t *sums = (const uint64_t *)(const void *)(m->w->host + a->sums_offset);
+    uint64_t off = m->first * m->bs;
+    size_t len = (size_t)(a->length - off < m->bs ? a->length - off : m->bs);
+    m->c->expected = sums[m->first];
+    m->c->actual = kr_block_checksum(m->w->host + a->offset + off, len);
+}
+
 static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
                                 struct ga_exec_result *res)
 {
@@ -625,12 +664,13 @@ static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
             res->status = LT_E_GPU_FAULT;
         return;
     }
-    /* Name the block with the sums from the lease and the bytes' own sum. */
-    const uint64_t *sums = (const uint64_t *)(const void *)(w->host + a->sums_offset);
-    uint64_t off = first * bs;
-    size_t len = (size_t)(a->length - off < bs ? a->length - off : bs);
-    c->expected = sums[first];
-    c->actual = kr_block_checksum(w->host + a->offset + off, len);
+    /* Name the block with the sums from the lease and the bytes' own sum,
+     * read by the CPU: under the SIGBUS guard. */
+    struct cx__mismatch mm = {.w = w, .first = first, .bs = bs, .c = c};
+    if (base_guard_run(w->host, (size_t)w->length, cx__mismatch_read, &mm) == -EFAULT) {
+        memset(&res->result, 0, sizeof res->result);
+        res->status = LT_E_SEGMENT_GONE;
+    }
 }
 
 _Static_assert(KN_SCAN_MAX_K * 8 <= CX_RESULT_SLOT_BYTES, "k scan keys fit a result slot");
@@ -676,11 +716,19 @@ static void cx__scan_result(const struct cx *x, const struct cx_cmd *cmd,
     /* Through the lease's host mapping (PINNED, MAPPED and STAGED alike),
      * before the result goes to the server, which only then sends the
      * COMPLETION. */
+    /* Into the client's words area (cmd->w.hits: the agent's own memory), a
+     * ring's words lease (hits_host) or, before LT_CAP_WORDS, the lease; the
+     * last two are a peer's memory, which the server admitted only where the
+     * agent maps it writable (docs/reliability.md): guarded against SIGBUS. */
     unsigned char *to = cmd->hits_host ? cmd->hits_host
+                        : cmd->w.hits  ? cmd->w.hits
                         : cmd->w.host  ? cmd->w.host + a->hits_offset
                                        : NULL;
-    if (a->k && to)
-        memcpy(to, hits, (size_t)a->k * sizeof hits[0]);
+    if (a->k && to && base_guard_copy(to, hits, (size_t)a->k * sizeof hits[0]) < 0) {
+        memset(&res->result, 0, sizeof res->result);
+        res->status = LT_E_SEGMENT_GONE;
+        return;
+    }
     res->status = LT_OK;
 }
 
@@ -697,6 +745,10 @@ void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_
     }
     if (cmd->rc < 0) {
         res->status = cmd->rc == -EIO ? LT_E_GPU_FAULT : LT_E_SYSTEM;
+        return;
+    }
+    if (cx__pieces_gone(cmd)) {
+        res->status = LT_E_SEGMENT_GONE;
         return;
     }
     switch (cmd->w.op) {

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "backend_cuda.h"
 #include "cu_call.h"
 #include "device_internal.h"
@@ -219,23 +220,27 @@ static void cx__ring_pending_del(struct cx_ring *rg, struct cx_cmd *cmd)
 /* Locked: nobody stores @rg's words any more. From the first shard with a
  * chunk not stored on, shards are cancelled (@all: every one) and every
  * chunk they wait for is rung, so the stream runs through. */
+/* The ring's words are its client's memory (an unsealed MAPPED segment,
+ * which RING_OPEN demands): every load and store guarded against SIGBUS; a
+ * word that faults reads as not rung and takes no store. */
 static void cx__ring_ring_out(struct cx_ring *rg, bool all)
 {
     bool cancel = all;
     for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
         for (uint64_t i = 0; i < cmd->nseq && !cancel; i++) {
-            uint64_t s = cmd->first_seq + i;
-            if ((int64_t)(ga_doorbell_peek(&rg->spec.seq[s % rg->spec.nslots]) - s) < 0)
+            uint64_t s = cmd->first_seq + i, v = 0;
+            if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
+                (int64_t)(v - s) < 0)
                 cancel = true;
         }
         if (!cancel)
             continue;
         cmd->cancelled = true;
         for (uint64_t i = 0; i < cmd->nseq; i++) {
-            uint64_t s = cmd->first_seq + i;
+            uint64_t s = cmd->first_seq + i, v = 0;
             uint64_t *w = &rg->spec.seq[s % rg->spec.nslots];
-            if ((int64_t)(ga_doorbell_peek(w) - s) < 0)
-                ga_doorbell_ring(w, s);
+            if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - s) < 0)
+                (void)base_guard_store_u64(w, s);
         }
     }
 }

@@ -40,6 +40,7 @@ struct hx_job {
     struct hx_barrier *bar;  /* MARK */
     struct ga_exec_job *job; /* WORK */
     struct ga_exec_result res;
+    bool bell_gone; /* WORK: reading its bell faulted (the page is gone) */
 };
 
 struct hx_stream {

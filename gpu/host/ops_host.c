@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "host_internal.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/scan_ref.h"
@@ -73,20 +74,16 @@ LT_STATIC_ASSERT(LT_SCAN_MAX_K == KN_SCAN_MAX_K, "the protocol's top-k limit is 
 
 /* The best records by dot product, from the C reference (kr_scan_topk with
  * the op's k, 1 when 0): the same ranking as the GPU's scan kernels. The
- * query is stored in the records' element type; it is widened to floats
- * first. With k > 0 the k hits go to the lease at hits_offset (the server
- * checked the range and alignment) before the result is returned. */
-static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
+ * query is stored in the records' element type; it is widened into @q
+ * (dim floats) first. With k > 0 the k hits go to w->hits, or to the lease
+ * at hits_offset (the server checked the range and alignment), before the
+ * result is returned. */
+static void hx__scan(const struct ga_exec_work *w, float *q, struct ga_exec_result *r)
 {
     const struct lt_op_vector_scan *a = &w->args.scan;
     struct lt_scan_result *s = &r->result.scan;
     const uint32_t es = a->elem == LT_ELEM_F16 ? 2u : 4u;
     const uint64_t n = a->length / ((uint64_t)a->dim * es);
-    float *q = malloc((size_t)a->dim * sizeof(float));
-    if (!q) {
-        r->status = LT_E_SYSTEM;
-        return;
-    }
     const unsigned char *qb = w->host + a->query_offset;
     for (uint32_t i = 0; i < a->dim; i++) {
         if (a->elem == LT_ELEM_F16) {
@@ -100,7 +97,6 @@ static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
     const uint32_t k = a->k ? a->k : 1;
     struct kn_scan_hit hits[KN_SCAN_MAX_K];
     long got = n ? kr_scan_topk(w->host + a->offset, a->elem, n, a->dim, q, k, hits) : 0;
-    free(q);
     if (got < 0) {
         r->status = LT_E_BAD_VALUE;
         return;
@@ -117,7 +113,8 @@ static void hx__scan(const struct ga_exec_work *w, struct ga_exec_result *r)
             memcpy(&h.score_bits, &hits[i].score, 4);
             h.index = hits[i].index;
         }
-        memcpy(w->host + a->hits_offset + (size_t)i * sizeof h, &h, sizeof h);
+        memcpy((w->hits ? w->hits : w->host + a->hits_offset) + (size_t)i * sizeof h, &h,
+               sizeof h);
     }
     r->status = LT_OK;
 }
@@ -137,25 +134,55 @@ static void hx__copy(const struct ga_exec_work *w, unsigned char *scratch, uint6
     r->status = LT_OK;
 }
 
+struct hx__op {
+    const struct ga_exec_work *w;
+    unsigned char *scratch;
+    uint64_t scratch_bytes;
+    float *q;
+    struct ga_exec_result *r;
+};
+
+/* The op itself, run under the SIGBUS guard: it only reads and writes
+ * memory, so abandoning it half-way leaves nothing behind. */
+static void hx__op_guarded(void *arg)
+{
+    struct hx__op *o = arg;
+    switch (o->w->op) {
+    case LT_OP_CHECKSUM_VERIFY:
+        hx__checksum(o->w, o->r);
+        break;
+    case LT_OP_COPY_H2D:
+        hx__copy(o->w, o->scratch, o->scratch_bytes, o->r);
+        break;
+    case LT_OP_VECTOR_SCAN:
+        hx__scan(o->w, o->q, o->r);
+        break;
+    default:
+        o->r->status = LT_E_UNSUPPORTED; /* refused by hx__op_check; kept for safety */
+        break;
+    }
+}
+
 void hx__op_run(const struct ga_exec_work *w, unsigned char *scratch, uint64_t scratch_bytes,
                 struct ga_exec_result *r)
 {
     memset(r, 0, sizeof *r);
-    switch (w->op) {
-    case LT_OP_CHECKSUM_VERIFY:
-        hx__checksum(w, r);
-        break;
-    case LT_OP_COPY_H2D:
-        hx__copy(w, scratch, scratch_bytes, r);
-        break;
-    case LT_OP_VECTOR_SCAN:
-        hx__scan(w, r);
-        break;
-    default:
-        r->status = LT_E_UNSUPPORTED; /* refused by hx__op_check; kept for safety */
-        break;
+    struct hx__op o = {.w = w, .scratch = scratch, .scratch_bytes = scratch_bytes, .r = r};
+    if (w->op == LT_OP_VECTOR_SCAN) {
+        o.q = malloc((size_t)w->args.scan.dim * sizeof(float));
+        if (!o.q) {
+            r->status = LT_E_SYSTEM;
+            return;
+        }
     }
+    /* The lease is the client's memory: if its pages went (a hole punched
+     * in a segment that could be punched), this op fails, not the agent. */
+    if (base_guard_run(w->host, (size_t)w->length, hx__op_guarded, &o) == -EFAULT) {
+        memset(r, 0, sizeof *r);
+        r->status = LT_E_SEGMENT_GONE;
+    }
+    free(o.q);
     /* As cuStreamWriteValue64 after the op: the done word says "ran". */
-    if (w->done.host)
-        __atomic_store_n(w->done.host, w->done.seq, __ATOMIC_RELEASE);
+    if (w->done.host && base_guard_store_u64(w->done.host, w->done.seq) < 0)
+        r->status = LT_E_SEGMENT_GONE;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "base/time.h"
 #include "host_internal.h"
 #include "lease_types/validate.h"
@@ -285,10 +286,20 @@ void hx__owner_cancel(struct hx *hx, struct hx_owner *o, struct hx_fire *f)
 
 /* ---- the workers and the doorbell poller ---------------------------------- */
 
-static bool hx__bell_rung(const struct hx_job *j)
+/* The bell is the client's word: a read that faults (its page gone) counts
+ * as rung, and the work then fails with LT_E_SEGMENT_GONE instead of
+ * running. */
+static bool hx__bell_rung(struct hx_job *j)
 {
     const struct ga_exec_word *b = &ga_exec_job_work(j->job)->bell;
-    return !b->host || __atomic_load_n(b->host, __ATOMIC_ACQUIRE) >= b->seq;
+    uint64_t v = 0;
+    if (!b->host)
+        return true;
+    if (base_guard_load_u64(b->host, &v) < 0) {
+        j->bell_gone = true;
+        return true;
+    }
+    return v >= b->seq;
 }
 
 /* Works through @s's head until it runs one work item, empties, or waits.
@@ -338,7 +349,10 @@ static void hx__stream_serve(struct hx_worker *wk, struct hx_stream *s, struct h
         /* Answer what this stream finished so far, then the work itself,
          * before the stream is handed on: its answers keep stream order. */
         hx__fire(f);
-        hx__op_run(ga_exec_job_work(j->job), wk->scratch, hx->scratch_bytes, &j->res);
+        if (j->bell_gone)
+            j->res = (struct ga_exec_result){.status = LT_E_SEGMENT_GONE};
+        else
+            hx__op_run(ga_exec_job_work(j->job), wk->scratch, hx->scratch_bytes, &j->res);
         ga_exec_job_done(j->job, &j->res);
         free(j);
         pthread_mutex_lock(&hx->mu);

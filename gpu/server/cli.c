@@ -39,6 +39,12 @@ enum {
     GA_OPT_LOG_LEVEL,
     GA_OPT_HELP,
     GA_OPT_VERSION,
+    GA_OPT_SEALS,
+    GA_OPT_STAGED_BUDGET,
+    GA_OPT_MAX_MAPPED_BYTES,
+    GA_OPT_MAX_CLIENT_MAPPED,
+    GA_OPT_MAX_CLIENT_STAGED,
+    GA_OPT_MAX_CLIENTS_PER_UID,
     GA_OPT_CONFIG,
     GA_OPT_LOG_FILE,
     GA_OPT_METRICS,
@@ -63,6 +69,12 @@ const struct option ga_server_cli_options[] = {
     {"log-level", required_argument, NULL, GA_OPT_LOG_LEVEL},
     {"help", no_argument, NULL, GA_OPT_HELP},
     {"version", no_argument, NULL, GA_OPT_VERSION},
+    {"seals", required_argument, NULL, GA_OPT_SEALS},
+    {"staged-budget", required_argument, NULL, GA_OPT_STAGED_BUDGET},
+    {"max-mapped-bytes", required_argument, NULL, GA_OPT_MAX_MAPPED_BYTES},
+    {"max-client-mapped", required_argument, NULL, GA_OPT_MAX_CLIENT_MAPPED},
+    {"max-client-staged", required_argument, NULL, GA_OPT_MAX_CLIENT_STAGED},
+    {"max-clients-per-uid", required_argument, NULL, GA_OPT_MAX_CLIENTS_PER_UID},
     {"config", required_argument, NULL, GA_OPT_CONFIG},
     {"log-file", required_argument, NULL, GA_OPT_LOG_FILE},
     {"metrics", required_argument, NULL, GA_OPT_METRICS},
@@ -96,7 +108,17 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "                         limit: RLIMIT_MEMLOCK for the host backend)\n"
             "  --workers N            executor threads (default: min(4, CPUs))\n"
             "  --max-clients N        connections at once (default 64)\n"
-            "  --max-segments N       segments per client (default 1024)\n"
+            "  --max-clients-per-uid N  connections one uid may hold (default: a quarter of\n"
+            "                         --max-clients when several uids are allowed, else all)\n"
+            "  --max-segments N       segments per client (default: its share of the fds\n"
+            "                         RLIMIT_NOFILE leaves for segments, at most 1024)\n"
+            "  --staged-budget SIZE   STAGED bytes mapped at once, all clients (default: RAM)\n"
+            "  --max-mapped-bytes SIZE  segment bytes mapped at once, every class (default:\n"
+            "                         4x RAM, within 64GiB..32TiB)\n"
+            "  --max-client-mapped SIZE / --max-client-staged SIZE  the same per client\n"
+            "                         (default: half of each)\n"
+            "  --seals strict|legacy  strict (default): leasable segments must be sealed\n"
+            "                         F_SEAL_FUTURE_WRITE; legacy: SHRINK|GROW|SEAL suffices\n"
             "  --max-streams N        streams per client (default 64)\n"
             "  --max-events N         events per client (default 1024)\n"
             "  --max-inflight N       unanswered submits and commands per client (default 4096)\n"
@@ -121,7 +143,8 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "Signals: SIGTERM/SIGINT stop cleanly (socket and lock file removed), SIGUSR1\n"
             "logs the counters, SIGHUP reopens --log-file. Under a Type=notify unit the\n"
             "agent says READY=1 once it serves and STOPPING=1 when it stops. Sizes take\n"
-            "K, M, G, T suffixes (binary: 1K = 1024).\n",
+            "K, M, G, T suffixes (binary: 1K = 1024). At start the soft RLIMIT_NOFILE is\n"
+            "raised to the hard one.\n",
             prog, def, GA_SERVER_MAX_ALLOW_UIDS);
 }
 
@@ -272,6 +295,29 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
     case GA_OPT_VERSION:
         cli->version = 1;
         return 0;
+    case GA_OPT_SEALS:
+        if (strcmp(val, "strict") == 0)
+            cli->cfg.seals = LEASE_SEALS_STRICT;
+        else if (strcmp(val, "legacy") == 0)
+            cli->cfg.seals = LEASE_SEALS_LEGACY;
+        else
+            return ga_cli__refuse(opt, "strict or legacy", val, err, errlen);
+        return 0;
+    case GA_OPT_STAGED_BUDGET:
+        return ga_cli__size(opt, val, 4096, "a size of at least 4K", &cli->cfg.budget_staged, err,
+                            errlen);
+    case GA_OPT_MAX_MAPPED_BYTES:
+        return ga_cli__size(opt, val, 4096, "a size of at least 4K", &cli->cfg.max_mapped_bytes,
+                            err, errlen);
+    case GA_OPT_MAX_CLIENT_MAPPED:
+        return ga_cli__size(opt, val, 4096, "a size of at least 4K",
+                            &cli->cfg.max_client_mapped_bytes, err, errlen);
+    case GA_OPT_MAX_CLIENT_STAGED:
+        return ga_cli__size(opt, val, 4096, "a size of at least 4K",
+                            &cli->cfg.max_client_staged_bytes, err, errlen);
+    case GA_OPT_MAX_CLIENTS_PER_UID:
+        return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients_per_uid, err,
+                           errlen);
     case GA_OPT_CONFIG: /* read before the other options (ga_server_cli_config_find) */
         if (!val[0])
             return ga_cli__refuse(opt, "a file", val, err, errlen);

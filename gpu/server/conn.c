@@ -2,6 +2,7 @@
  * messages, the client's segments and jobs, and closing it on peer death.
  * Below dispatch.c and server.c: it calls into nothing of theirs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,12 +40,43 @@ void ga_server__conn_kill(struct ga_server__conn *c, const char *why)
              "client %" PRIu32 " (pid %ld): disconnecting: %s", c->id, (long)c->pid, why);
 }
 
+/* The control message carrying one fd. */
+union ga_server__fd_cmsg {
+    struct cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int))];
+};
+
+static void ga_server__fd_attach(struct msghdr *mh, union ga_server__fd_cmsg *cm, int fd)
+{
+    memset(cm, 0, sizeof *cm);
+    mh->msg_control = cm->bytes;
+    mh->msg_controllen = sizeof cm->bytes;
+    struct cmsghdr *h = CMSG_FIRSTHDR(mh);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+}
+
+/* Queues @msg (with a dup of @fd when >= 0, the queue's to close). */
+static void ga_server__enqueue(struct ga_server__conn *c, const void *msg, uint32_t len, int fd);
+
 void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
+{
+    ga_server__send_fd(c, msg, len, -1);
+}
+
+void ga_server__send_fd(struct ga_server__conn *c, const void *msg, uint32_t len, int fd)
 {
     if (c->dead || c->closed)
         return;
     if (!c->oq_head && !c->corked) {
-        ssize_t n = send(c->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        union ga_server__fd_cmsg cm;
+        if (fd >= 0)
+            ga_server__fd_attach(&mh, &cm, fd);
+        ssize_t n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n == (ssize_t)len)
             return;
         if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
@@ -54,6 +86,11 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
             return;
         }
     }
+    ga_server__enqueue(c, msg, len, fd);
+}
+
+static void ga_server__enqueue(struct ga_server__conn *c, const void *msg, uint32_t len, int fd)
+{
     uint64_t limit = c->srv->cfg.max_queued_bytes;
     if (c->oq_bytes + len > limit) {
         base_log(&c->srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
@@ -65,12 +102,17 @@ void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len)
         return;
     }
     struct ga_server__out *o = malloc(sizeof(*o) + len);
-    if (!o) {
+    int dup_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (!o || (fd >= 0 && dup_fd < 0)) {
+        free(o);
+        if (dup_fd >= 0)
+            close(dup_fd);
         ga_server__conn_kill(c, "out of memory queueing a reply");
         return;
     }
     o->next = NULL;
     o->len = len;
+    o->fd = dup_fd;
     memcpy(o->data, msg, len);
     if (c->oq_tail)
         c->oq_tail->next = o;
@@ -87,11 +129,14 @@ void ga_server__flush(struct ga_server__conn *c)
 {
     struct mmsghdr mm[GA_SEND_BATCH];
     struct iovec iov[GA_SEND_BATCH];
+    union ga_server__fd_cmsg cm[GA_SEND_BATCH];
     while (c->oq_head && !c->dead) {
         unsigned n = 0;
         for (struct ga_server__out *o = c->oq_head; o && n < GA_SEND_BATCH; o = o->next, n++) {
             iov[n] = (struct iovec){.iov_base = o->data, .iov_len = o->len};
             mm[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
+            if (o->fd >= 0)
+                ga_server__fd_attach(&mm[n].msg_hdr, &cm[n], o->fd);
         }
         int sent = sendmmsg(c->fd, mm, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -110,6 +155,10 @@ void ga_server__flush(struct ga_server__conn *c)
             if (!c->oq_head)
                 c->oq_tail = NULL;
             c->oq_bytes -= o->len;
+            if (o->fd >= 0) {
+                close(o->fd);
+                ga_server__fd_freed(c->srv);
+            }
             free(o);
         }
         if ((unsigned)sent < n)
@@ -234,6 +283,8 @@ void ga_server__conn_close(struct ga_server__conn *c)
     while (c->oq_head) {
         struct ga_server__out *o = c->oq_head;
         c->oq_head = o->next;
+        if (o->fd >= 0)
+            close(o->fd);
         free(o);
     }
     c->oq_tail = NULL;
@@ -257,13 +308,27 @@ void ga_server__conn_close(struct ga_server__conn *c)
              "%" PRIu32 " job%s in flight",
              c->id, (long)c->pid, waiting < 0 ? 0 : waiting, waiting == 1 ? "" : "s", c->inflight,
              c->inflight == 1 ? "" : "s");
-    if (srv->accept_paused && srv->lfd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->src_listen};
-        if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0)
-            srv->accept_paused = false;
-    }
+    ga_server__fd_freed(srv);
     if (c->inflight == 0)
         ga_server__conn_free(c);
+}
+
+void ga_server__fd_freed(struct ga_server *srv)
+{
+    srv->fds_freed = true;
+}
+
+void ga_server__accept_resume(struct ga_server *srv)
+{
+    if (!srv->accept_paused || !srv->fds_freed || srv->lfd < 0)
+        return;
+    srv->fds_freed = false;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->src_listen};
+    if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0) {
+        srv->accept_paused = false;
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+                 "accepting again: file descriptors were freed");
+    }
 }
 
 void ga_server__sweep(struct ga_server *srv)

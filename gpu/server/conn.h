@@ -7,6 +7,9 @@
 
 /* Queues or sends one message to @c; a dead or closed client drops it. */
 void ga_server__send(struct ga_server__conn *c, const void *msg, uint32_t len);
+/* The same with @fd attached (SCM_RIGHTS); the caller keeps @fd (a queued
+ * message holds a dup of it). */
+void ga_server__send_fd(struct ga_server__conn *c, const void *msg, uint32_t len, int fd);
 /* Sends what is queued, up to a batch of messages per sendmmsg. */
 void ga_server__flush(struct ga_server__conn *c);
 /* Between these two, replies to @c are queued and then sent in as few
@@ -37,5 +40,9 @@ struct ga_server__conn *ga_server__conn_by_client(struct ga_server *srv,
 /* A job of @c finished: frees a closed client whose last job it was. */
 void ga_server__conn_put(struct ga_server__conn *c);
 void ga_server__seg_unref(struct ga_server__seg *seg);
+/* An fd of the agent's was closed: accepting may resume (it pauses on
+ * EMFILE). ga_server__accept_resume, from the loop, then re-arms it. */
+void ga_server__fd_freed(struct ga_server *srv);
+void ga_server__accept_resume(struct ga_server *srv);
 
 #endif /* GA_SERVER_CONN_H */

@@ -18,6 +18,7 @@
 #include "jobs.h"
 #include "ring.h"
 #include "server_metrics.h"
+#include "words.h"
 #include "work.h"
 
 static uint64_t ga_dispatch__rid(const void *buf)
@@ -80,7 +81,8 @@ static void ga_dispatch__hello(struct ga_server__conn *c, const struct lt_msg_he
      * whatever the executor. */
     const struct ga_executor_info *ex = ga_executor_info(srv->ex);
     r.caps = (m->caps & ex->caps & LT_CAP_CLIENT_KNOWN) |
-             (m->caps & (LT_CAP_RC_BATCH | LT_CAP_INTROSPECT)) | (ex->caps & LT_CAP_HOST_BACKEND);
+             (m->caps & (LT_CAP_RC_BATCH | LT_CAP_WORDS | LT_CAP_INTROSPECT)) |
+             (ex->caps & LT_CAP_HOST_BACKEND);
     r.client_id = c->id;
     r.max_lease_batch = LT_MAX_BATCH;
     r.max_streams = ex->max_streams;
@@ -138,6 +140,11 @@ static void ga_dispatch__offer(struct ga_server__conn *c, const struct lt_msg_se
 static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server__job *j)
 {
     struct ga_server *srv = c->srv;
+    if (j->rc < 0)
+        ga_server__fd_freed(srv); /* the registrar closed the refused fd */
+    struct lease_segment_info info = {0};
+    if (j->rc == 0 && !c->closed)
+        lease_segment_query(srv->svc, c->client, j->seg_id, 0, &info, NULL);
     if (j->rc == 0 && !c->closed) {
         struct ga_server__seg *seg = calloc(1, sizeof(*seg));
         uint64_t key = lt_segment_id_to_u64(j->seg_id);
@@ -152,7 +159,8 @@ static void ga_dispatch__offer_done(struct ga_server__conn *c, struct ga_server_
                                            .cookie = j->offer.cookie,
                                            .size = j->offer.size,
                                            .mem_class = j->offer.mem_class,
-                                           .refs = 1};
+                                           .refs = 1,
+                                           .writable = info.writable != 0};
             struct base_u64map_entry *e = base_u64map_find(&srv->seg_slots, j->seg_id.slot);
             if (e)
                 e->u64 = key;
@@ -200,8 +208,11 @@ static void ga_dispatch__retire(struct ga_server__conn *c, const struct lt_msg_s
         c->segments--;
         if (seg->mem_class != LT_CLASS_STAGED)
             c->seg_bytes_registered -= seg->size;
+        if (c->words == seg)
+            c->words = NULL;
         ga_server__seg_unref(seg);
     }
+    ga_server__fd_freed(srv); /* the segment's fd is closed */
     ga_server__send(c, &r, sizeof r);
 }
 
@@ -212,17 +223,15 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
 {
     struct ga_server *srv = c->srv;
     uint32_t n = m->count;
-    struct lease_grant_req *reqs = calloc(n, sizeof(*reqs));
-    struct lease_grant_result *res = calloc(n, sizeof(*res));
+    /* The loop's own scratch (the validator bounds n by LT_MAX_BATCH):
+     * lease_grant writes every result, and each carries a 264-byte struct
+     * lt_failure filled only on refusal, so neither array is zeroed. */
+    struct lease_grant_req *reqs = srv->grant_reqs;
+    struct lease_grant_result *res = srv->grant_res;
     union {
         uint64_t align;
         unsigned char bytes[LT_MSG_MAX_BYTES];
     } out;
-    if (!reqs || !res) {
-        ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, LT_E_SYSTEM, -ENOMEM,
-                              LT_INDEX_NONE, "agent out of memory");
-        goto out;
-    }
     for (uint32_t i = 0; i < n; i++) {
         const struct lt_lease_req_entry *e = &m->entries[i];
         reqs[i] = (struct lease_grant_req){
@@ -230,7 +239,9 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
             .offset = e->offset,
             .length = e->length,
             .cls = e->mem_class,
-            .flags = (e->flags & LT_LEASE_F_ALLOW_STAGED) ? LEASE_GRANT_ALLOW_STAGED : 0u,
+            .flags = ((e->flags & LT_LEASE_F_ALLOW_STAGED) ? LEASE_GRANT_ALLOW_STAGED : 0u) |
+                     /* a ring's words lease: in an unsealed MAPPED segment */
+                     ((c->caps & LT_CAP_STREAM) ? LEASE_GRANT_ALLOW_WORDS : 0u),
         };
     }
     int granted;
@@ -260,7 +271,7 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
             const struct lt_failure *w = &res[i].why;
             ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, w->code, w->err, i,
                                   "entry %" PRIu32 " refused, none granted: %s", i, w->message);
-            goto out;
+            return;
         }
         granted = (int)n;
     } else {
@@ -268,7 +279,7 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
         if (granted < 0) {
             ga_server__send_failure(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, LT_INDEX_NONE,
                                     &why);
-            goto out;
+            return;
         }
     }
     size_t len = sizeof(struct lt_msg_lease_grant) + n * sizeof(struct lt_lease_grant_entry);
@@ -286,9 +297,6 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
     }
     c->leases_granted += (uint64_t)granted;
     ga_server__send(c, g, (uint32_t)len);
-out:
-    free(reqs);
-    free(res);
 }
 
 static void ga_dispatch__release_complete(struct ga_server__conn *c, uint64_t rid,
@@ -323,6 +331,7 @@ void ga_server__on_release_complete(void *arg, struct lease_client_id client,
 void ga_server__on_client_drained(void *arg, struct lease_client_id client)
 {
     struct ga_server *srv = arg;
+    ga_server__fd_freed(srv); /* its segments' fds are closed */
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
              "lease client %#" PRIx64 " drained: its leases are complete and its segments "
              "unregistered, unmapped and closed",
@@ -335,11 +344,12 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
     struct ga_server *srv = c->srv;
     uint32_t n = m->count;
     uint64_t rid = m->hdr.request_id;
-    /* Every entry is written by lease_release: no need to zero them. */
-    struct lease_release_result *res = malloc(n * sizeof(*res));
-    unsigned char *mine = calloc(n, 1);
+    /* The loop's scratch: every entry is written by lease_release. */
+    struct lease_release_result *res = srv->release_res;
+    unsigned char *mine = srv->release_mine;
+    memset(mine, 0, n);
     struct lt_failure why;
-    int rc = res && mine ? 0 : lt_failure_set(&why, LT_E_SYSTEM, -ENOMEM, "agent out of memory");
+    int rc = 0;
     /* Record the request id first: a lease with no work completes inside
      * lease_release, whose callback looks it up. */
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
@@ -389,8 +399,6 @@ static void ga_dispatch__lease_release(struct ga_server__conn *c,
         }
     }
     ga_server__uncork(c);
-    free(res);
-    free(mine);
 }
 
 /* ---- stats -------------------------------------------------------------- */
@@ -473,6 +481,9 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
 {
     uint16_t type = 0;
     char msg[160];
+    struct ga_server *srv = c->srv;
+    if (nfds)
+        ga_server__fd_freed(srv); /* whatever is not kept below is closed */
     enum lt_error e = lt_validate_from_client(buf, len, &type);
     if (e != LT_OK) {
         const struct lt_header *h = buf;
@@ -488,6 +499,19 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
         return;
     }
     uint64_t rid = ga_dispatch__rid(buf);
+    if (type == LT_MSG_ERROR) {
+        /* A peer that refuses the conversation (or does not speak it) has
+         * nothing more to ask: say so in the log and close it. */
+        const struct lt_msg_error *em = buf;
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+                 "client %" PRIu32 " (pid %ld) sent an ERROR (%s for %s: %s): disconnecting", c->id,
+                 (long)c->pid, lt_error_name(em->code), lt_msg_type_name(em->failed_type),
+                 em->message);
+        ga_server__conn_kill(c, "it sent an ERROR");
+        return;
+    }
     if (lt_validate_fd_count(type, nfds) != LT_OK) {
         for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
@@ -526,6 +550,9 @@ void ga_server__dispatch(struct ga_server__conn *c, const void *buf, size_t len,
         break;
     case LT_MSG_STATS_REQUEST:
         ga_dispatch__stats(c, buf);
+        break;
+    case LT_MSG_WORDS_REQUEST:
+        ga_server__words_request(c, buf);
         break;
     case LT_MSG_LEASE_LIST_REQUEST:
     case LT_MSG_SEGMENT_LIST_REQUEST:

@@ -26,6 +26,7 @@ enum ga_server__src { GA_SRC_LISTEN = 1, GA_SRC_WAKE, GA_SRC_SIGNAL, GA_SRC_CONN
 struct ga_server__out {
     struct ga_server__out *next;
     uint32_t len;
+    int fd;          /* sent with the message (SCM_RIGHTS), then closed; -1: none */
     uint64_t data[]; /* the message, 8-aligned */
 };
 
@@ -42,6 +43,8 @@ struct ga_server__seg {
     uint64_t size;
     uint32_t mem_class; /* enum lt_class */
     uint32_t refs;      /* 1 while listed in srv->segs, +1 per job using a word in it */
+    bool writable;      /* the agent's mapping is writable: done words may go here */
+    bool words;         /* the client's words area, made by the agent (LT_CAP_WORDS) */
 };
 
 struct ga_server__conn {
@@ -71,6 +74,7 @@ struct ga_server__conn {
     struct lt_msg_release_complete_batch *rcb;
     uint64_t leases_granted;
     uint64_t submits;
+    struct ga_server__seg *words; /* its words area (WORDS_REQUEST), or NULL */
     struct base_u64map rings; /* ring id -> struct ga_server__ring (ring.c) */
 };
 
@@ -99,6 +103,7 @@ struct ga_server__job {
     uint32_t flags;
     struct ga_server__seg *bell_seg, *done_seg;
     struct lt_segment_id bell_hold, done_hold; /* held in the lease service; {0, 0}: none */
+    struct lt_segment_id hits_hold;            /* the words area, for a scan's hits */
     struct ga_exec_result res;
     /* GA_JOB_SHARD, GA_JOB_RING_GONE, and GA_JOB_CTL for RING_CLOSE */
     struct ga_server__ring *ring;
@@ -137,6 +142,15 @@ struct ga_server {
     struct base_u64map segs;      /* segment id -> struct ga_server__seg * */
     struct base_u64map seg_slots; /* slot -> the latest segment id in that slot (u64) */
     bool accept_paused;           /* out of fds: listening socket not polled */
+    bool fds_freed;               /* an fd was closed since accepting paused */
+    uint64_t nofile;              /* RLIMIT_NOFILE after raising the soft limit */
+    uint64_t segment_fds;         /* fds the lease service may hold for segments */
+    /* The loop's scratch for a LEASE_REQUEST / LEASE_RELEASE of up to
+     * LT_MAX_BATCH entries: nothing allocated or zeroed per batch. */
+    struct lease_grant_req *grant_reqs;
+    struct lease_grant_result *grant_res;
+    struct lease_release_result *release_res;
+    unsigned char *release_mine;
     bool dead_pending;
     bool created; /* create finished: the executor is ours to shut down */
     bool stopping;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "conn.h"
 #include "jobs.h"
 #include "ring.h"
@@ -106,6 +107,14 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
         code = LT_E_BAD_CLASS;
         snprintf(msg, sizeof msg, "ring words: expected a MAPPED lease, found %s",
                  lt_class_name(w->cls));
+    } else if (!w->writable) {
+        /* The GPU writes the done words (and a scan's hits), the agent
+         * reads them: never into a mapping it holds read-only. */
+        code = LT_E_UNSUPPORTED;
+        snprintf(msg, sizeof msg,
+                 "ring words lease {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
+                 "read-only to the agent; use an unsealed MAPPED segment",
+                 m->words.slot, m->words.gen);
     } else if (lt_range_check(m->seq_offset, words, w->length) != LT_OK ||
                lt_range_check(m->done_offset, words, w->length) != LT_OK) {
         code = LT_E_OUT_OF_RANGE;
@@ -127,9 +136,12 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
         const uint64_t *done =
             (const uint64_t *)(const void *)((unsigned char *)w->host_addr + m->done_offset);
         for (uint32_t i = 0; i < m->nslots && code == LT_OK; i++) {
-            uint64_t a = __atomic_load_n(&seq[i], __ATOMIC_ACQUIRE);
-            uint64_t b = __atomic_load_n(&done[i], __ATOMIC_ACQUIRE);
-            if (a != 0 || b != 0) {
+            uint64_t a = 0, b = 0;
+            if (base_guard_load_u64(&seq[i], &a) < 0 || base_guard_load_u64(&done[i], &b) < 0) {
+                code = LT_E_SEGMENT_GONE;
+                snprintf(msg, sizeof msg, "ring words: slot %" PRIu32 "'s words could not be read",
+                         i);
+            } else if (a != 0 || b != 0) {
                 code = LT_E_BAD_VALUE;
                 snprintf(msg, sizeof msg,
                          "ring words: expected every word 0 at open (chunks count from 1), "

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 
 #include "base/fdpass.h"
 #include "base/notify.h"
+#include "base/sigbus.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "jobs.h"
@@ -28,6 +30,11 @@
 
 #define GA_DEFAULT_MAX_CLIENTS 64u
 #define GA_DEFAULT_MAX_SEGMENTS 1024u
+/* Fds the agent keeps for itself (stdio, log, lock, sockets, epoll,
+ * eventfd, signalfd, the driver's); each client also holds its connection
+ * and its words area, and the rest is for segments. */
+#define GA_FD_RESERVE 128u
+#define GA_FDS_PER_CLIENT 2u
 #define GA_DEFAULT_MAX_INFLIGHT 4096u
 #define GA_DEFAULT_MAX_QUEUED (1ull << 20)
 #define GA_RECV_BURST 64 /* messages read from one client before serving others */
@@ -68,6 +75,21 @@ static void ga_server__accept_one(struct ga_server *srv, int fd)
                  "refused peer pid %ld uid %u: %" PRIu32 " clients connected, the limit", (long)pid,
                  (unsigned)uid, srv->nconns);
         ga_server__refuse_fd(srv, fd, LT_E_LIMIT, "too many clients connected");
+        return;
+    }
+    uint32_t same_uid = 0;
+    for (struct ga_server__conn *o = srv->conns; o; o = o->next)
+        same_uid += !o->closed && o->uid == uid;
+    if (same_uid >= srv->cfg.max_clients_per_uid) {
+        char text[LT_ERROR_MSG_LEN];
+        srv->refused++;
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "refused peer pid %ld uid %u: it holds %" PRIu32 " of %" PRIu32
+                 " connections, the per-uid limit (--max-clients-per-uid)",
+                 (long)pid, (unsigned)uid, same_uid, srv->cfg.max_clients_per_uid);
+        snprintf(text, sizeof text, "uid %u holds %" PRIu32 " connections, the per-uid limit",
+                 (unsigned)uid, same_uid);
+        ga_server__refuse_fd(srv, fd, LT_E_LIMIT, text);
         return;
     }
     struct ga_server__conn *c = calloc(1, sizeof(*c));
@@ -125,14 +147,16 @@ static void ga_server__accept(struct ga_server *srv)
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
         if (errno == EMFILE || errno == ENFILE) {
-            /* Level-triggered: stop polling until a client goes, or we spin. */
+            /* Level-triggered: stop polling until an fd frees, or we spin. */
             base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
-                     "accept: out of file descriptors (%s); not accepting until a client "
-                     "disconnects",
-                     strerror(errno));
+                     "accept: out of file descriptors (%s, RLIMIT_NOFILE %" PRIu64
+                     "); not accepting until one is freed",
+                     strerror(errno), srv->nofile);
             struct epoll_event ev = {.events = 0, .data.ptr = &srv->src_listen};
-            if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0)
+            if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->lfd, &ev) == 0) {
                 srv->accept_paused = true;
+                srv->fds_freed = false;
+            }
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
             base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS, "accept failed: %s",
                      strerror(errno));
@@ -141,11 +165,38 @@ static void ga_server__accept(struct ga_server *srv)
     }
 }
 
-static void ga_server__fds_close(int *fds, size_t n)
+static void ga_server__fds_close(struct ga_server *srv, int *fds, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    if (n)
+        ga_server__fd_freed(srv);
+}
+
+/* A packet whose fds the kernel could not install (MSG_CTRUNC): this
+ * process is out of file descriptors, which is not the peer's doing. A
+ * SEGMENT_OFFER is refused with LT_E_LIMIT and the numbers, the connection
+ * kept; anything else is served with what arrived. Returns 1 when answered. */
+static int ga_server__fds_dropped(struct ga_server__conn *c, const void *buf, size_t len)
+{
+    struct ga_server *srv = c->srv;
+    uint16_t type = 0;
+    if (lt_validate_from_client(buf, len, &type) != LT_OK || type != LT_MSG_SEGMENT_OFFER)
+        return 0;
+    struct lease_stats st = {0};
+    lease_service_stats(srv->svc, &st);
+    base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+             "client %" PRIu32 ": the fd of its SEGMENT_OFFER could not be received: out of file "
+             "descriptors (RLIMIT_NOFILE %" PRIu64 ", %" PRIu64 " segments held); answered "
+             "LT_E_LIMIT",
+             c->id, srv->nofile, st.segments);
+    ga_server__send_error(c, ((const struct lt_header *)buf)->request_id, LT_MSG_SEGMENT_OFFER,
+                          LT_E_LIMIT, 0, LT_INDEX_NONE,
+                          "agent out of file descriptors (limit %" PRIu64 ", %" PRIu64
+                          " segments held): retire one or retry",
+                          srv->nofile, st.segments);
+    return 1;
 }
 
 /* Reads one packet. Returns 1 when one was handled, 0 when none is waiting. */
@@ -166,15 +217,22 @@ static int ga_server__recv_one(struct ga_server__conn *c)
     }
     size_t nfds = info.nfds;
     if (n == 0) {
-        ga_server__fds_close(fds, nfds);
+        ga_server__fds_close(c->srv, fds, nfds);
         ga_server__conn_kill(c, nfds || info.nfds_closed ? "empty packet (with fds)"
                                                          : "peer closed the connection");
         return 0;
     }
-    /* More fds than any message carries, or some the kernel had to drop:
-     * the peer is broken either way. */
-    if (info.flags & (BASE_RECV_CTRUNC | BASE_RECV_EXTRA_FDS)) {
-        ga_server__fds_close(fds, nfds);
+    /* Fds the kernel had to drop: our fd table is full, not the peer's fault. */
+    if ((info.flags & BASE_RECV_CTRUNC) && !(info.flags & BASE_RECV_EXTRA_FDS) &&
+        !(info.flags & BASE_RECV_TRUNC) && (size_t)n <= LT_MSG_MAX_BYTES) {
+        if (ga_server__fds_dropped(c, buf.bytes, (size_t)n)) {
+            ga_server__fds_close(c->srv, fds, nfds);
+            return 1;
+        }
+    }
+    /* More fds than any message carries: the peer is broken. */
+    if (info.flags & BASE_RECV_EXTRA_FDS) {
+        ga_server__fds_close(c->srv, fds, nfds);
         ga_server__send_error(c, 0, 0, LT_E_FD_COUNT, 0, LT_INDEX_NONE,
                               "control data truncated: expected at most 1 fd, found more than "
                               "%d",
@@ -183,7 +241,7 @@ static int ga_server__recv_one(struct ga_server__conn *c)
         return 0;
     }
     if ((info.flags & BASE_RECV_TRUNC) || (size_t)n > LT_MSG_MAX_BYTES) {
-        ga_server__fds_close(fds, nfds);
+        ga_server__fds_close(c->srv, fds, nfds);
         ga_server__send_error(c, 0, 0, LT_E_BAD_LENGTH, 0, LT_INDEX_NONE,
                               "message larger than the protocol maximum of %u bytes",
                               LT_MSG_MAX_BYTES);
@@ -368,6 +426,7 @@ int ga_server_run(struct ga_server *srv)
             }
         }
         ga_server__sweep(srv);
+        ga_server__accept_resume(srv);
     }
     if (srv->cfg.notify)
         (void)base_notify("STOPPING=1"); /* outside a Type=notify unit: nothing */
@@ -458,7 +517,64 @@ static void ga_server__free(struct ga_server *srv)
     free(srv->dir);
     free(srv->agent_name);
     free(srv->allow);
+    free(srv->grant_reqs);
+    free(srv->grant_res);
+    free(srv->release_res);
+    free(srv->release_mine);
     free(srv);
+}
+
+/* Raises RLIMIT_NOFILE's soft limit to the hard one and splits what it
+ * allows: GA_FD_RESERVE for the agent, GA_FDS_PER_CLIENT per connection,
+ * the rest for segments; a per-client segment limit not given is that
+ * share, at most GA_DEFAULT_MAX_SEGMENTS. Refuses (with the numbers) a
+ * limit too small for max_clients. */
+static int ga_server__fds_plan(struct ga_server *srv)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        int rc = -errno;
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "getrlimit(RLIMIT_NOFILE) failed: %s", strerror(-rc));
+        return rc;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                     "raising RLIMIT_NOFILE from %llu to %llu failed: %s",
+                     (unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+            rl.rlim_cur = was;
+        }
+    }
+    /* RLIM_INFINITY cannot be: the kernel caps it at fs.nr_open. */
+    srv->nofile = rl.rlim_cur == RLIM_INFINITY ? (1ull << 20) : (uint64_t)rl.rlim_cur;
+    uint64_t clients = srv->cfg.max_clients;
+    uint64_t need = GA_FD_RESERVE + (GA_FDS_PER_CLIENT + 1) * clients;
+    if (srv->nofile < need) {
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "RLIMIT_NOFILE %" PRIu64 " is too small for --max-clients %" PRIu64
+                 ": expected at least %" PRIu64 " (%u for the agent, %u per client and a "
+                 "segment each); raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower "
+                 "--max-clients",
+                 srv->nofile, clients, need, GA_FD_RESERVE, GA_FDS_PER_CLIENT);
+        return -EMFILE;
+    }
+    srv->segment_fds = srv->nofile - GA_FD_RESERVE - GA_FDS_PER_CLIENT * clients;
+    if (!srv->cfg.max_segments) {
+        uint64_t share = srv->segment_fds / clients;
+        srv->cfg.max_segments =
+            (uint32_t)(share < GA_DEFAULT_MAX_SEGMENTS ? share : GA_DEFAULT_MAX_SEGMENTS);
+    }
+    base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
+             "file descriptors: RLIMIT_NOFILE %" PRIu64 " (soft limit was %llu): %u for the "
+             "agent, %u per client for %" PRIu64 " clients, %" PRIu64
+             " for segments; segments per client %" PRIu32 " (--max-segments), clients per uid "
+             "%" PRIu32 " (--max-clients-per-uid)",
+             srv->nofile, (unsigned long long)was, GA_FD_RESERVE, GA_FDS_PER_CLIENT, clients,
+             srv->segment_fds, srv->cfg.max_segments, srv->cfg.max_clients_per_uid);
+    return 0;
 }
 
 int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_p)
@@ -474,8 +590,6 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     srv->cfg.agent_name = NULL;
     if (!srv->cfg.max_clients)
         srv->cfg.max_clients = GA_DEFAULT_MAX_CLIENTS;
-    if (!srv->cfg.max_segments)
-        srv->cfg.max_segments = GA_DEFAULT_MAX_SEGMENTS;
     if (!srv->cfg.max_inflight)
         srv->cfg.max_inflight = GA_DEFAULT_MAX_INFLIGHT;
     if (!srv->cfg.max_queued_bytes)
@@ -497,14 +611,44 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     int rc = ga_server__strings(srv, cfg);
     if (rc < 0)
         goto fail;
+    if (!srv->cfg.max_clients_per_uid || srv->cfg.max_clients_per_uid > srv->cfg.max_clients)
+        srv->cfg.max_clients_per_uid =
+            cfg->max_clients_per_uid ? srv->cfg.max_clients
+            : srv->nallow > 1        ? (srv->cfg.max_clients / 4 ? srv->cfg.max_clients / 4 : 1)
+                                     : srv->cfg.max_clients;
+    rc = ga_server__fds_plan(srv);
+    if (rc < 0)
+        goto fail;
+    /* A client's memory vanishing under a read must fail that client, not
+     * kill the agent (base/sigbus.h). */
+    rc = base_guard_install();
+    if (rc < 0) {
+        base_log(&srv->cfg.log, BASE_LOG_ERROR, GA_SERVER__SUBSYS,
+                 "installing the SIGBUS guard failed: %s", strerror(-rc));
+        goto fail;
+    }
+    srv->grant_reqs = calloc(LT_MAX_BATCH, sizeof(*srv->grant_reqs));
+    srv->grant_res = calloc(LT_MAX_BATCH, sizeof(*srv->grant_res));
+    srv->release_res = calloc(LT_MAX_BATCH, sizeof(*srv->release_res));
+    srv->release_mine = calloc(LT_MAX_BATCH, 1);
+    if (!srv->grant_reqs || !srv->grant_res || !srv->release_res || !srv->release_mine) {
+        rc = -ENOMEM;
+        goto fail;
+    }
     struct lease_service_config lc = {
         .budget_pinned = cfg->budget_pinned,
         .budget_mapped = cfg->budget_mapped,
-        .default_limits = {.max_segments = srv->cfg.max_segments},
+        .default_limits = {.max_segments = srv->cfg.max_segments,
+                           .max_mapped_bytes = cfg->max_client_mapped_bytes,
+                           .max_staged_bytes = cfg->max_client_staged_bytes},
         .on_release_complete = ga_server__on_release_complete,
         .on_client_drained = ga_server__on_client_drained,
         .cb_arg = srv,
         .log = srv->cfg.log, /* the service names itself: subsystem "lease" */
+        .budget_staged = cfg->budget_staged,
+        .max_mapped_bytes = cfg->max_mapped_bytes,
+        .max_segments_total = srv->segment_fds,
+        .seals = cfg->seals,
     };
     struct lt_failure why;
     rc = lease_service_create(&lc, &srv->be, &srv->svc, &why);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sigbus.h"
 #include "conn.h"
 #include "jobs.h"
 #include "ring.h"
@@ -21,13 +22,15 @@ static uint64_t ga_work__rid(const void *buf)
     return ((const struct lt_header *)buf)->request_id;
 }
 
-/* Undoes the job's holds on its bell and done segments. */
+/* Undoes the job's holds on its bell, done and hits segments. */
 static void ga_work__unhold(struct ga_server *srv, struct ga_server__job *j)
 {
     if (!lt_segment_id_is_null(j->bell_hold))
         lease_segment_unhold(srv->svc, j->bell_hold, NULL);
     if (!lt_segment_id_is_null(j->done_hold))
         lease_segment_unhold(srv->svc, j->done_hold, NULL);
+    if (!lt_segment_id_is_null(j->hits_hold))
+        lease_segment_unhold(srv->svc, j->hits_hold, NULL);
 }
 
 static void ga_work__work_done(void *arg, const struct ga_exec_result *res)
@@ -72,6 +75,21 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
                  lt_class_name(seg->mem_class));
         return -1;
     }
+    /* The agent writes a done word (in its own words area, or in a segment
+     * it maps writable: one without F_SEAL_FUTURE_WRITE), and a doorbell
+     * too, to let the stream pass when the client goes (the CUDA backend):
+     * refused here, never a fault at the write. */
+    if (!seg->writable) {
+        *code_p = LT_E_UNSUPPORTED;
+        snprintf(msg, msglen,
+                 "%s word in segment {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
+                 "the agent may only read it; %s",
+                 what, w->segment.slot, w->segment.gen,
+                 strcmp(what, "done") == 0
+                     ? "use the words area (LT_CAP_WORDS) or a MAPPED segment without that seal"
+                     : "ring it in a MAPPED segment without that seal");
+        return -1;
+    }
     if (w->offset > seg->size - 8) {
         *code_p = LT_E_OUT_OF_RANGE;
         snprintf(msg, msglen,
@@ -84,9 +102,11 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
     return 0;
 }
 
-/* The op's ranges against the lease and the alignment the kernels need. */
+/* The op's ranges against the lease and the alignment the kernels need;
+ * a scan's hits against @words (the client's words area) when it has one. */
 static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info *li,
-                         uint32_t *code_p, char *msg, size_t msglen)
+                         const struct ga_server__seg *words, uint32_t *code_p, char *msg,
+                         size_t msglen)
 {
     uint64_t len = li->length;
     uintptr_t base = (uintptr_t)li->host_addr;
@@ -118,7 +138,33 @@ static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info 
             what = "query";
             e = lt_range_check(a->query_offset, (uint64_t)a->dim * lt_elem_size(a->elem), len);
         }
-        if (e == LT_OK && a->k != 0) {
+        if (e == LT_OK && a->k != 0 && words) {
+            /* The area is page-aligned: the offset alone sets the alignment. */
+            e = lt_range_check(a->hits_offset, (uint64_t)a->k * sizeof(struct lt_scan_hit),
+                               words->size);
+            if (e != LT_OK) {
+                *code_p = e;
+                snprintf(msg, msglen,
+                         "VECTOR_SCAN top-k hits: expected them within the words area's %" PRIu64
+                         " bytes",
+                         words->size);
+                return -1;
+            }
+            if (a->hits_offset % 8 != 0) {
+                *code_p = LT_E_MISALIGNED;
+                snprintf(msg, msglen, "VECTOR_SCAN: hits must be 8-aligned in the words area");
+                return -1;
+            }
+        } else if (e == LT_OK && a->k != 0) {
+            if (!li->writable) {
+                *code_p = LT_E_UNSUPPORTED;
+                snprintf(msg, msglen,
+                         "VECTOR_SCAN k %" PRIu32 ": the lease is sealed F_SEAL_FUTURE_WRITE, the "
+                         "agent cannot write hits there; put them in the words area "
+                         "(LT_CAP_WORDS)",
+                         a->k);
+                return -1;
+            }
             what = "top-k hits";
             e = lt_range_check(a->hits_offset, (uint64_t)a->k * sizeof(struct lt_scan_hit), len);
             if (e == LT_OK && (base + a->hits_offset) % 8 != 0) {
@@ -178,7 +224,8 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
                               m->lease.slot, m->lease.gen);
         return;
     }
-    if (ga_work__args(m, &li, &code, msg, sizeof msg) < 0 ||
+    struct ga_server__seg *hits_in = m->op == LT_OP_VECTOR_SCAN && m->args.scan.k ? c->words : NULL;
+    if (ga_work__args(m, &li, hits_in, &code, msg, sizeof msg) < 0 ||
         ((m->flags & LT_SUBMIT_F_WAIT_BELL) &&
          ga_work__word(c, "bell", &m->bell, &bell, &code, msg, sizeof msg) < 0) ||
         ((m->flags & LT_SUBMIT_F_SIGNAL_DONE) &&
@@ -206,6 +253,14 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         rc = lease_segment_hold(srv->svc, c->client, done->id, m->done.offset, 8, &done_info, &why);
         if (rc == 0)
             j->done_hold = done->id;
+    }
+    struct lease_segment_info hits_info = {0};
+    if (rc == 0 && hits_in) {
+        rc = lease_segment_hold(srv->svc, c->client, hits_in->id, m->args.scan.hits_offset,
+                                (uint64_t)m->args.scan.k * sizeof(struct lt_scan_hit), &hits_info,
+                                &why);
+        if (rc == 0)
+            j->hits_hold = hits_in->id;
     }
     /* record_allocation: the lease cannot complete its release until this
      * work is done (lease_work_done in ga_server__complete). */
@@ -250,6 +305,8 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         w.done.seq = m->done_seq;
         done->refs++;
     }
+    if (hits_in)
+        w.hits = (unsigned char *)hits_info.host_base + m->args.scan.hits_offset;
     c->inflight++;
     j->op_bytes = li.length;
     why = (struct lt_failure){0};
@@ -400,6 +457,15 @@ void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j)
     ga_server__metrics_completion(srv, j);
     if (!c->closed)
         ga_work__completion(c, j);
+    if (j->res.status == LT_E_SEGMENT_GONE && !c->closed) {
+        /* A page of its memory could not be read: it freed pages it had
+         * leased (or offered as a bell), which the contract forbids. */
+        base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                 "client %" PRIu32 " (pid %ld): its memory vanished under the agent (SIGBUS "
+                 "caught, %" PRIu64 " so far): dropping it",
+                 c->id, (long)c->pid, base_guard_faults());
+        ga_server__conn_kill(c, "its segment memory vanished (SIGBUS)");
+    }
     /* After the COMPLETION: a release waiting on this work completes now
      * and its RELEASE_COMPLETE follows on the wire. */
     lease_work_done(srv->svc, j->ticket, NULL);

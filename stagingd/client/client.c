@@ -100,6 +100,7 @@ static void leasec_client__attempt(struct leasec_client *c, struct leasec_client
     a->deadline_ns = base_now_ns() + (uint64_t)c->handshake_timeout_ms * 1000000ull;
     a->accepted = 0;
     a->offers_out = 0;
+    leasec_client__words_drop(a);
     memset(&a->hello, 0, sizeof(a->hello));
     for (unsigned s = 0; s < c->nsegs; s++)
         a->segs[s].state = LEASEC_CLIENT__SEG_NONE;
@@ -193,6 +194,9 @@ int leasec_client_create(const struct leasec_client_config *config, struct lease
     c->cb_ctx = config->cb_ctx;
     c->log = leasec__log_sink(&config->log);
     c->caps = config->caps;
+    c->words_bytes = (c->caps & LT_CAP_WORDS) ? (config->words_bytes ? config->words_bytes : 65536u)
+                                              : 0;
+    c->rx_fd = -1;
     c->backoff_min_ms = config->backoff_min_ms;
     c->backoff_max_ms = config->backoff_max_ms;
     c->handshake_timeout_ms = config->handshake_timeout_ms;
@@ -208,6 +212,12 @@ int leasec_client_create(const struct leasec_client_config *config, struct lease
     if (c->caps & ~LT_CAP_CLIENT_KNOWN) {
         leasec_client__log(c, "caps 0x%x: expected only bits of 0x%x", c->caps,
                            LT_CAP_CLIENT_KNOWN);
+        rc = -EINVAL;
+        goto fail_free;
+    }
+    if (c->words_bytes % 4096u != 0 || c->words_bytes > LT_WORDS_MAX_BYTES) {
+        leasec_client__log(c, "words area of %u bytes: expected a multiple of 4096 up to %u",
+                           c->words_bytes, LT_WORDS_MAX_BYTES);
         rc = -EINVAL;
         goto fail_free;
     }
@@ -253,6 +263,7 @@ static void leasec_client__agent_free(struct leasec_client__agent *a)
 {
     if (a->fd >= 0)
         close(a->fd);
+    leasec_client__words_drop(a);
     struct leasec_client__pending *p = a->head;
     while (p) {
         struct leasec_client__pending *next = p->next;
@@ -304,6 +315,10 @@ int leasec_client_segment_add(struct leasec_client *c, uint32_t key, int fd, voi
                                    "segment %u: expected a mapping and an fd, found "
                                    "base %p fd %d",
                                    key, base, fd);
+    if (key == LEASEC_WORDS_KEY)
+        return leasec_client__fail(c, -EINVAL,
+                                   "segment key %u is LEASEC_WORDS_KEY, the agents' words areas",
+                                   key);
     for (unsigned s = 0; s < c->nsegs; s++)
         if (c->segs[s].key == key)
             return leasec_client__fail(c, -EEXIST, "segment %u: key already added", key);
@@ -337,6 +352,17 @@ int leasec_client_segment_add(struct leasec_client *c, uint32_t key, int fd, voi
         if (a->state == LEASEC_CLIENT_OFFERING || a->state == LEASEC_CLIENT_READY)
             leasec_client__offer_send(c, a, s); /* a failure breaks the connection; it re-offers */
     }
+    return 0;
+}
+
+int leasec_client_words(const struct leasec_client *c, unsigned agent,
+                        const unsigned char **base_p, uint64_t *size_p)
+{
+    const struct leasec_client__agent *a = leasec_client__agent_get(c, agent);
+    if (!a || !a->words_base)
+        return -ENOENT;
+    *base_p = a->words_base;
+    *size_p = a->words_size;
     return 0;
 }
 

@@ -112,6 +112,12 @@ struct leasec_client__agent {
     struct leasec_client__agent_seg *segs; /* parallel to the client's segments */
     unsigned offers_out;
     unsigned accepted;
+    /* The words area of this connection (LEASEC_CAP_WORDS): mapped
+     * read-only; NULL until WORDS_GRANT. words_out: WORDS_REQUEST unanswered. */
+    int words_out;
+    struct lt_segment_id words_id;
+    unsigned char *words_base;
+    uint64_t words_size;
     struct lt_msg_hello_reply hello;
 
     uint64_t next_attempt_ns; /* DISCONNECTED */
@@ -135,6 +141,7 @@ struct leasec_client {
     struct base_log_sink log;
     char name[LT_NAME_LEN];
     uint32_t caps;
+    uint32_t words_bytes; /* LEASEC_CAP_WORDS: the words area asked for */
     uint32_t backoff_min_ms, backoff_max_ms, handshake_timeout_ms;
     uint64_t rng;
 
@@ -149,6 +156,7 @@ struct leasec_client {
     struct leasec_client__agent *ready_watch; /* the agent leasec_client_wait_ready waits for */
     int ready_fail;                           /* how a connection to it ended meanwhile */
     union lt_msg_buffer rx;
+    int rx_fd; /* the fd that came with rx (a WORDS_GRANT's), or -1 */
     char err[LEASEC_CLIENT_ERR_LEN];
     struct lt_failure refusal; /* leasec_client_last_refusal, when have_refusal */
     int have_refusal;
@@ -214,6 +222,10 @@ int leasec_client__lease_find(struct leasec_client *c, struct leasec_client__age
                               struct leasec_client__lease_rec **rec_p);
 /* Sends HELLO on a fresh connection. Returns 0 or -errno. */
 int leasec_client__hello_send(struct leasec_client *c, struct leasec_client__agent *a);
+/* Asks @a for its words area (LEASEC_CAP_WORDS). Returns 0 or -errno. */
+int leasec_client__words_send(struct leasec_client *c, struct leasec_client__agent *a);
+/* Unmaps @a's words area, if any. */
+void leasec_client__words_drop(struct leasec_client__agent *a);
 /* Offers segment @seg on @a. Returns 0 or -errno. */
 int leasec_client__offer_send(struct leasec_client *c, struct leasec_client__agent *a,
                               unsigned seg);

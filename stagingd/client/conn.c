@@ -150,9 +150,15 @@ void leasec_client__flush(struct leasec_client *c, struct leasec_client__agent *
 int leasec_client__recv(struct leasec_client *c, struct leasec_client__agent *a)
 {
     struct base_recv_info info;
-    /* The agent never sends fds: base_recv_fds closes any that came. */
-    ssize_t n =
-        base_recv_fds(a->fd, c->rx.bytes, sizeof(c->rx.bytes), NULL, 0, MSG_DONTWAIT, &info);
+    /* The agent sends one fd, with WORDS_GRANT only: the dispatcher checks
+     * which message it came with; base_recv_fds closes any beyond it. */
+    int fd = -1;
+    ssize_t n = base_recv_fds(a->fd, c->rx.bytes, sizeof(c->rx.bytes), &fd, 1, MSG_DONTWAIT, &info);
+    if (n >= 0 && info.nfds == 1 && (info.nfds_closed || (info.flags & BASE_RECV_CTRUNC) ||
+                                     n == 0 || (info.flags & BASE_RECV_TRUNC))) {
+        close(fd); /* refused below with the message */
+        info.nfds = 0;
+    }
     if (n < 0) {
         if (n == -ECONNRESET)
             leasec_client__break(c, a, -ECONNRESET,
@@ -164,8 +170,8 @@ int leasec_client__recv(struct leasec_client *c, struct leasec_client__agent *a)
     }
     if (info.nfds_closed || (info.flags & BASE_RECV_CTRUNC)) {
         leasec_client__break(c, a, -EPROTO,
-                             "a %zd-byte message came with %u fd(s)%s; agents send none to "
-                             "clients (all closed)",
+                             "a %zd-byte message came with %u fd(s) too many%s; agents send one "
+                             "at most (all closed)",
                              n, info.nfds_closed,
                              (info.flags & BASE_RECV_CTRUNC) ? " and more cut off" : "");
         return 0;
@@ -179,5 +185,6 @@ int leasec_client__recv(struct leasec_client *c, struct leasec_client__agent *a)
                              LT_MSG_MAX_BYTES);
         return 0;
     }
+    c->rx_fd = info.nfds == 1 ? fd : -1;
     return (int)n;
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "client_internal.h"
 
@@ -42,8 +44,37 @@ static void leasec_client__hello_reply(struct leasec_client *c, struct leasec_cl
                        (m->caps & LT_CAP_HOST_BACKEND) ? " (host backend: no GPU)" : "");
     for (unsigned s = 0; s < c->nsegs && !a->broken_err; s++)
         leasec_client__offer_send(c, a, s);
-    if (!a->broken_err && a->offers_out == 0)
+    if (!a->broken_err && (m->caps & LT_CAP_WORDS) && c->words_bytes)
+        leasec_client__words_send(c, a);
+    if (!a->broken_err && a->offers_out == 0 && !a->words_out)
         leasec_client__ready(c, a);
+}
+
+/* WORDS_GRANT (with its fd in @fd, closed here) or the refusal of a words
+ * area: a connection without one still works, with what needs none. */
+static void leasec_client__words(struct leasec_client *c, struct leasec_client__agent *a,
+                                 const struct lt_msg_words_grant *m, const struct lt_msg_error *e,
+                                 int fd)
+{
+    a->words_out = 0;
+    if (e) {
+        leasec_client__log(c, "agent %s refused a words area: %s: \"%s\"", a->path,
+                           lt_error_name(e->code), e->message);
+        return;
+    }
+    /* Read-only: the agent sealed it F_SEAL_FUTURE_WRITE; it writes, we read. */
+    void *p = mmap(NULL, (size_t)m->size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        leasec_client__log(c, "agent %s: mapping its %llu-byte words area failed: %s", a->path,
+                           (unsigned long long)m->size, strerror(errno));
+        return;
+    }
+    a->words_base = p;
+    a->words_size = m->size;
+    a->words_id = m->segment;
+    leasec_client__log(c, "agent %s: words area %u:%u of %llu bytes", a->path, m->segment.slot,
+                       m->segment.gen, (unsigned long long)m->size);
 }
 
 static void leasec_client__accept(struct leasec_client *c, struct leasec_client__agent *a,
@@ -351,7 +382,18 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
     const void *buf = c->rx.bytes;
     const struct lt_header *h = buf;
     uint16_t type = 0;
+    int fd = c->rx_fd; /* ours from here: used below, or closed */
+    c->rx_fd = -1;
     enum lt_error e = lt_validate_from_agent(buf, len, &type);
+    if (e == LT_OK && lt_validate_fd_count(type, fd >= 0) != LT_OK) {
+        leasec_client__break(c, a, -EPROTO, "a %s came with %d fd(s); expected %u", lt_msg_type_name(type),
+                             fd >= 0, lt_msg_info(type).fds);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (e != LT_OK && fd >= 0)
+        close(fd);
     if (e != LT_OK) {
         if (e == LT_E_BAD_VERSION && len >= sizeof(*h) && h->magic == LT_MAGIC) {
             /* the header's version, or the one a HELLO_REPLY chose */
@@ -395,6 +437,14 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
     }
     const struct lt_msg_error *err_msg = type == LT_MSG_ERROR ? buf : NULL;
 
+    if (p->type == LT_MSG_WORDS_REQUEST) {
+        leasec_client__pending_unlink(a, p);
+        leasec_client__pending_free(p);
+        leasec_client__words(c, a, err_msg ? NULL : buf, err_msg, fd);
+        if (a->state == LEASEC_CLIENT_OFFERING && a->offers_out == 0 && !a->broken_err)
+            leasec_client__ready(c, a);
+        return;
+    }
     if (p->type == LT_MSG_HELLO) {
         leasec_client__pending_unlink(a, p);
         leasec_client__pending_free(p);
@@ -475,7 +525,7 @@ void leasec_client__dispatch(struct leasec_client *c, struct leasec_client__agen
         }
     }
     if (p->type == LT_MSG_SEGMENT_OFFER && a->state == LEASEC_CLIENT_OFFERING &&
-        a->offers_out == 0 && !a->broken_err)
+        a->offers_out == 0 && !a->words_out && !a->broken_err)
         leasec_client__ready(c, a);
     leasec_client__pending_free(p);
 }
@@ -517,7 +567,8 @@ void leasec_client__fail_all(struct leasec_client *c, struct leasec_client__agen
                                                   .message = msg};
                 LEASEC_CLIENT__CALL(c, on_release, &r);
             }
-        } else if (p->type != LT_MSG_HELLO && p->type != LT_MSG_SEGMENT_OFFER) {
+        } else if (p->type != LT_MSG_HELLO && p->type != LT_MSG_SEGMENT_OFFER &&
+                   p->type != LT_MSG_WORDS_REQUEST) {
             leasec_client__error_local(c, a, p, err, msg);
         }
         leasec_client__pending_free(p);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "client_internal.h"
 
@@ -177,6 +178,28 @@ int leasec_client__offer_send(struct leasec_client *c, struct leasec_client__age
     return 0;
 }
 
+int leasec_client__words_send(struct leasec_client *c, struct leasec_client__agent *a)
+{
+    struct lt_msg_words_request m;
+    struct leasec_client__pending *p;
+    lt_msg_init(&m, sizeof(m), LT_MSG_WORDS_REQUEST, 1);
+    m.bytes = c->words_bytes;
+    int rc = leasec_client__request(c, a, &m, sizeof(m), -1, 0, &p);
+    if (rc == 0)
+        a->words_out = 1;
+    return rc;
+}
+
+void leasec_client__words_drop(struct leasec_client__agent *a)
+{
+    if (a->words_base)
+        munmap(a->words_base, (size_t)a->words_size);
+    a->words_base = NULL;
+    a->words_size = 0;
+    a->words_out = 0;
+    a->words_id = (struct lt_segment_id){0, 0};
+}
+
 /* ---- requests ---- */
 
 int leasec_client_lease_request(struct leasec_client *c, unsigned agent,
@@ -277,6 +300,21 @@ static int leasec_client__word(struct leasec_client *c, struct leasec_client__ag
                                    "%s word: agent %s did not grant the capability "
                                    "(caps 0x%x)",
                                    what, a->path, a->hello.caps);
+    if (w->segment == LEASEC_WORDS_KEY) {
+        if (!a->words_base)
+            return leasec_client__fail(c, -ENOENT,
+                                       "%s word: agent %s gave this connection no words area",
+                                       what, a->path);
+        if (w->offset % 8 != 0 || w->offset > a->words_size - 8)
+            return leasec_client__fail(c, -EINVAL,
+                                       "%s word: offset %llu: expected a multiple of 8 below "
+                                       "%llu (the words area)",
+                                       what, (unsigned long long)w->offset,
+                                       (unsigned long long)a->words_size - 7);
+        ref_p->segment = a->words_id;
+        ref_p->offset = w->offset;
+        return 0;
+    }
     int s = leasec_client__seg_find(c, w->segment);
     if (s < 0)
         return leasec_client__fail(c, -ENOENT, "%s word: no segment %u", what, w->segment);

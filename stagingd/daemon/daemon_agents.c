@@ -293,6 +293,12 @@ int sd_daemon__client_open(struct sd_daemon *d)
         .on_disconnect = sd_daemon__on_disconnect,
     };
     ccfg.name = "stagingd";
+    /* Done words and scan hits in each agent's words area: the pool's
+     * segments are sealed F_SEAL_FUTURE_WRITE, read-only to the agent. */
+    ccfg.caps |= LEASEC_CAP_WORDS;
+    uint64_t words = (uint64_t)d->words_slots * SD_JOB_WORDS_STRIDE;
+    words = (words + 4095) / 4096 * 4096;
+    ccfg.words_bytes = (uint32_t)(words < LT_WORDS_MAX_BYTES ? words : LT_WORDS_MAX_BYTES);
     /* Streaming rings where the agent has them (path auto or stream). */
     if (cfg->job.path != SD_JOB_PATH_WHOLE)
         ccfg.caps |= LEASEC_CAP_STREAM;

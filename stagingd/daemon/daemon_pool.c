@@ -94,6 +94,9 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
         pc.class_bytes[LT_CLASS_MAPPED] = mapped;
         pc.segment_bytes = seg < pinned ? seg : pinned;
         pc.pages = cfg->pages;
+        /* Doorbells, done words and rings' words live in MAPPED buffers the
+         * agent and the GPU write: those segments stay writable to it. */
+        pc.flags |= LEASEC_POOL_MAPPED_WRITABLE;
         pc.log = sd_daemon__leasec_log(&cfg->log);
         rc = leasec_pool_create(&pc, &pool);
         if (rc < 0) {

@@ -179,6 +179,8 @@ struct sd_job__slot {
     unsigned lease_pos;
     uint64_t *bell, *done;
     uint64_t word_off;
+    int words_area; /* the submits went with the done word and hits in the agent's
+                       words area (SD_JOB_WORDS_STRIDE); 0: in our segments */
 };
 
 /* ---- the streaming path (job_stream.c, job_ring.c, job_check.c) ---- */

@@ -454,16 +454,35 @@ static void sd_job__finish_slot(struct sd_job__slot *s)
 
 /* ---- results ---- */
 
-/* Copies the top-k hits the agent wrote into slot @s's lease for query @q
- * to @sc: min(records, k) real hits, indices below records, strictly
+/* Slot @s's part of its agent's words area (the lease's connection), or
+ * NULL when that agent gave none or it is too small for the slot. */
+static const unsigned char *sd_job__words_of(const struct sd_job__slot *s)
+{
+    const unsigned char *base = NULL;
+    uint64_t size = 0;
+    if (leasec_client_words(s->job->env.client, s->l.agent, &base, &size) < 0 ||
+        (uint64_t)(s->idx + 1) * SD_JOB_WORDS_STRIDE > size)
+        return NULL;
+    return base + (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
+}
+
+/* Copies the top-k hits the agent wrote for query @q of slot @s (into the
+ * lease, or the slot's part of the words area, which holds one query's at a
+ * time) to @sc: min(records, k) real hits, indices below records, strictly
  * falling in rank, the first the completion's best. Returns 0, or -1 (the
  * slot failed with a message) when they are not that or memory runs out. */
 static int sd_job__hits_take(struct sd_job__slot *s, uint32_t q, struct sd_job__scan *sc,
                              const union leasec_op_result *r)
 {
     const uint64_t n = r->scan.records_scanned < s->k ? r->scan.records_scanned : s->k;
-    const unsigned char *at = (const unsigned char *)s->buf.base + s->hits_off +
-                              (uint64_t)q * s->k * sizeof(struct leasec_scan_hit);
+    const unsigned char *area = s->words_area ? sd_job__words_of(s) : NULL;
+    if (s->words_area && !area) {
+        sd_job__slot_fail(s, "the agent's words area is gone: no hits to read");
+        return -1;
+    }
+    const unsigned char *at = area ? area + SD_JOB_WORDS_HITS
+                                   : (const unsigned char *)s->buf.base + s->hits_off +
+                                         (uint64_t)q * s->k * sizeof(struct leasec_scan_hit);
     struct kn_scan_hit *hits = calloc(n ? n : 1, sizeof *hits);
     if (!hits) {
         sd_job__slot_fail(s, "out of memory for %" PRIu64 " scan hits", n);
@@ -622,8 +641,10 @@ void sd_job_on_completion(struct sd_job *job, const struct leasec_client_complet
                     job->env.id, c->request_id);
         return;
     }
-    if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) &&
-        leasec_client_done_word_read(s->done) >= s->seq)
+    const unsigned char *area = s->words_area ? sd_job__words_of(s) : NULL;
+    const uint64_t *done = area ? (const uint64_t *)(const void *)area : s->done;
+    if ((job->agents[s->l.agent].caps & LT_CAP_DONE_WORD) && (!s->words_area || area) &&
+        leasec_client_done_word_read(done) >= s->seq)
         job->done_words_seen++;
     if (s->read == SD_JOB__READ_RUNNING) {
         /* The bell rang but the staging thread has not posted the slot yet:
@@ -653,6 +674,7 @@ static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
     struct sd_job *job = s->job;
     const struct sd_job__agent *ag = &job->agents[s->l.agent];
     struct leasec_client_work w = {.stream = *stream};
+    const uint64_t area_off = (uint64_t)s->idx * SD_JOB_WORDS_STRIDE;
     if (op == SD_JOB__OP_VERIFY) {
         w.op = LT_OP_CHECKSUM_VERIFY;
         w.args.checksum = (struct leasec_op_checksum){
@@ -670,13 +692,17 @@ static int sd_job__submit_one(struct sd_job__slot *s, unsigned op, uint32_t q,
             .dim = s->dim,
             .elem = (uint16_t)(s->type == SD_RECORD_F16 ? LT_ELEM_F16 : LT_ELEM_F32),
             .metric = LT_SCAN_DOT,
-            .hits_offset = s->hits_off + (uint64_t)q * s->k * sizeof(struct leasec_scan_hit),
+            .hits_offset = s->words_area ? area_off + SD_JOB_WORDS_HITS
+                                         : s->hits_off + (uint64_t)q * s->k *
+                                                             sizeof(struct leasec_scan_hit),
             .k = s->k,
         };
     }
     if (bell)
         w.bell = (struct leasec_client_word){job->env.words_segment, s->word_off, s->seq};
-    if (ag->caps & LT_CAP_DONE_WORD)
+    if ((ag->caps & LT_CAP_DONE_WORD) && s->words_area)
+        w.done = (struct leasec_client_word){LEASEC_WORDS_KEY, area_off, s->seq};
+    else if (ag->caps & LT_CAP_DONE_WORD)
         w.done = (struct leasec_client_word){job->env.words_segment, s->word_off + 8, s->seq};
     unsigned kind = op == SD_JOB__OP_VERIFY ? SD_JOB__TAG_VERIFY : SD_JOB__TAG_SCAN;
     uint64_t rid = 0;
@@ -727,8 +753,13 @@ static void sd_job__submit(struct sd_job__slot *s)
     struct lt_stream_id stream = {0, 0};
     if (job->env.stream)
         job->env.stream(job->env.stream_ctx, s->l.agent, s->idx, &stream);
+    /* Where the agent writes for this slot: its words area when it gave one
+     * (the pool's segments are read-only to it), else our MAPPED words. */
+    s->words_area = sd_job__words_of(s) != NULL;
     /* The verify, then each query's scan still to do, with at most
-     * SD_JOB__SCAN_WINDOW of them in flight: completions let more go. */
+     * SD_JOB__SCAN_WINDOW of them in flight (one with the words area: the
+     * slot's part of it holds one query's hits): completions let more go. */
+    const uint32_t window = s->words_area ? 1u : SD_JOB__SCAN_WINDOW;
     for (unsigned op = SD_JOB__OP_VERIFY; op <= SD_JOB__OP_SCAN && !s->failed; op <<= 1) {
         const int scan = op == SD_JOB__OP_SCAN;
         if (!scan && !(s->ops_todo & ~s->ops_inflight & op))
@@ -738,7 +769,7 @@ static void sd_job__submit(struct sd_job__slot *s)
                 s->scan_next += s->scan_next == q;
                 continue;
             }
-            if (scan && (s->scan_todo == 0 || s->scan_busy >= SD_JOB__SCAN_WINDOW))
+            if (scan && (s->scan_todo == 0 || s->scan_busy >= window))
                 break;
             if (sd_job__submit_one(s, op, q, &stream, bell) < 0)
                 return; /* transient: on_disconnect follows, a new lease, then this again */

@@ -124,7 +124,8 @@ static int leasec__config_check(const struct leasec_pool_config *c)
                         LEASEC_POOL_MAX_PREFAULT_THREADS, c->prefault_threads);
         return -EINVAL;
     }
-    if (c->flags & ~(unsigned)LEASEC_POOL_PREFAULT_TOUCH) {
+    if (c->flags & ~(unsigned)(LEASEC_POOL_PREFAULT_TOUCH | LEASEC_POOL_AGENT_WRITES |
+                               LEASEC_POOL_MAPPED_WRITABLE)) {
         leasec__ctx_log(ctx, "config: unknown flags 0x%x", c->flags);
         return -EINVAL;
     }

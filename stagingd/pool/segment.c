@@ -12,6 +12,9 @@
 #include "pool_internal.h"
 
 #define SD_SEGMENT_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
+#endif
 #ifndef MFD_HUGE_2MB /* linux/memfd.h: log2 of the page size, shifted by MFD_HUGE_SHIFT */
 #define MFD_HUGE_2MB (21U << 26)
 #endif
@@ -397,7 +400,16 @@ int leasec__segment_create(struct leasec__pool_ctx *ctx, struct leasec__segment 
         rc = -EIO;
         goto fail;
     }
-    if (fcntl(fd, F_ADD_SEALS, SD_SEGMENT_SEALS) != 0) {
+    /* F_SEAL_FUTURE_WRITE last and after our own mapping and pre-fault:
+     * that mapping stays writable, every later one (the agent's) can only
+     * read, and nobody can free the pages any more (no PUNCH_HOLE, no
+     * MADV_REMOVE: docs/lease-service.md). A kernel before 5.1 refuses it
+     * (EINVAL); the agent then wants the other three only. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0 ||
+        (!(ctx->flags & LEASEC_POOL_AGENT_WRITES) &&
+         !(mem_class == LT_CLASS_MAPPED && (ctx->flags & LEASEC_POOL_MAPPED_WRITABLE)) &&
+         fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0 && errno != EINVAL) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) != 0) {
         rc = -errno;
         goto fail;
     }

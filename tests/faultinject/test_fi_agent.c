@@ -52,7 +52,7 @@ struct agent {
     struct ga_server *srv;
     pthread_t loop;
     int running;
-    int memfd[2]; /* PINNED, MAPPED */
+    int memfd[3]; /* PINNED, MAPPED (leased), MAPPED (the done word) */
 };
 
 static void agent_fs_init(struct agent *a)
@@ -60,17 +60,20 @@ static void agent_fs_init(struct agent *a)
     snprintf(a->dir, sizeof a->dir, "/tmp/fi-agent-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(a->dir));
     snprintf(a->sock, sizeof a->sock, "%s/agent.sock", a->dir);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         a->memfd[i] = memfd_create("fi-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         ck_assert_int_ge(a->memfd[i], 0);
         ck_assert_int_eq(ftruncate(a->memfd[i], SEG_BYTES), 0);
-        ck_assert_int_eq(fcntl(a->memfd[i], F_ADD_SEALS, GOOD_SEALS), 0);
+        /* The leased ones sealed as a strict agent wants; the done word's,
+         * which the agent writes, left writable (taken for words only). */
+        ck_assert_int_eq(
+            fcntl(a->memfd[i], F_ADD_SEALS, GOOD_SEALS | (i < 2 ? F_SEAL_FUTURE_WRITE : 0)), 0);
     }
 }
 
 static void agent_fs_fini(struct agent *a)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         close(a->memfd[i]);
     char p[160];
     snprintf(p, sizeof p, "%s.lock", a->sock);
@@ -261,9 +264,9 @@ static int conversation(struct agent *a, char *msg, size_t mlen)
     lt_name_set(h.name, sizeof h.name, "fi-agent");
     if ((rc = client_call(fd, &h, sizeof h, NULL, 0, LT_MSG_HELLO_REPLY, &b, msg, mlen)) != FI_OK)
         goto out;
-    struct lt_segment_id seg[2];
-    static const uint32_t cls[2] = {LT_CLASS_PINNED, LT_CLASS_MAPPED};
-    for (int i = 0; i < 2; i++) {
+    struct lt_segment_id seg[3];
+    static const uint32_t cls[3] = {LT_CLASS_PINNED, LT_CLASS_MAPPED, LT_CLASS_MAPPED};
+    for (int i = 0; i < 3; i++) {
         struct lt_msg_segment_offer o;
         lt_msg_init(&o, sizeof o, LT_MSG_SEGMENT_OFFER, 1);
         o.cookie = (uint64_t)i + 1;
@@ -301,7 +304,7 @@ static int conversation(struct agent *a, char *msg, size_t mlen)
     s.lease = lease[0];
     s.op = LT_OP_CHECKSUM_VERIFY;
     s.flags = LT_SUBMIT_F_SIGNAL_DONE;
-    s.done.segment = seg[1];
+    s.done.segment = seg[2];
     s.done_seq = 1;
     s.args.checksum.length = 8192;
     s.args.checksum.sums_offset = 8192;

@@ -123,6 +123,8 @@ static int client_path(char *msg, size_t len)
         pc.segment_bytes = 2 * MIB;
         pc.prefault_threads = 1;
         pc.pages = LEASEC_POOL_PAGES_SMALL;
+        /* The bell and done word's MAPPED segment writable to the agent. */
+        pc.flags |= LEASEC_POOL_MAPPED_WRITABLE;
         pc.log.fn = quiet;
         step = "pool create";
         rc = leasec_pool_create(&pc, &pool);

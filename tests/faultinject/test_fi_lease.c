@@ -20,7 +20,8 @@
 #include "lease/lease.h"
 
 #define SEG_BYTES (64u << 10)
-#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What the default (strict) service wants of a leasable segment. */
+#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE)
 
 /* The segments every run offers (dup'ed each time): STAGED, PINNED, MAPPED. */
 static int memfds[4];

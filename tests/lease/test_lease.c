@@ -22,7 +22,8 @@
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
-#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define OLD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define GOOD_SEALS (OLD_SEALS | F_SEAL_FUTURE_WRITE)
 #define PINNED LT_CLASS_PINNED
 #define MAPPED LT_CLASS_MAPPED
 #define STAGED LT_CLASS_STAGED
@@ -932,12 +933,15 @@ START_TEST(registration_finds_the_page_tables_populated_and_the_bytes_unchanged)
                                    .ctx = &probe,
                                    .register_range = rss_register,
                                    .unregister_range = rss_unregister};
-        struct lease_service_config cfg = {.budget_pinned = size, .budget_mapped = size};
+        /* Legacy seals: the last check writes through the agent's mapping,
+         * which F_SEAL_FUTURE_WRITE would make read-only. */
+        struct lease_service_config cfg = {
+            .budget_pinned = size, .budget_mapped = size, .seals = LEASE_SEALS_LEGACY};
         struct lease_service *svc = NULL;
         ck_assert_int_eq(lease_service_create(&cfg, &be, &svc, &why), 0);
         struct lease_client_id c = {0};
         ck_assert_int_eq(lease_client_add(svc, NULL, &c, &why), 0);
-        int fd = make_memfd(size, GOOD_SEALS, 4242 + k); /* written, then unmapped */
+        int fd = make_memfd(size, OLD_SEALS, 4242 + k); /* written, then unmapped */
         struct lt_segment_id seg = {0, 0};
         ck_assert_int_eq(lease_segment_add(svc, c, fd, size, PINNED, &seg, &why), 0);
         /* Mapped on a 2 MiB boundary. A small segment is populated before

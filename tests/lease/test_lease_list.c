@@ -14,7 +14,8 @@
 #include "lease/lease.h"
 
 #define KiB 1024ull
-#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What the default (strict) service wants of a leasable segment. */
+#define GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE)
 
 static struct lt_failure why;
 static struct lease_backend be;

@@ -62,7 +62,7 @@ else
     fail "promtool check metrics (agent):"; cat "$tmp/promtool.txt"
 fi
 for s in 'lease_agent_registrations_total{class="PINNED"} 2' \
-         'lease_agent_registrations_total{class="MAPPED"} 1' \
+         'lease_agent_registrations_total{class="MAPPED"} 2' \
          'lease_agent_segments{class="PINNED"} 2' 'lease_agent_budget_bytes{class="PINNED"} 6291456' \
          'lease_agent_budget_refusals_total{class="PINNED"} 0' \
          'lease_agent_submits_total{op="checksum_verify"} 4' \

@@ -68,8 +68,11 @@ START_TEST(a_forked_child_does_not_inherit_pinned_ranges)
     struct lease_backend be;
     struct lt_failure why;
     ck_assert_int_eq(lease_host_backend_init(&be, &why), 0);
+    /* Legacy seals: the test writes through the service's own mapping of
+     * a PINNED segment, which a strict service maps read-only. */
     struct lease_service_config cfg = {.budget_pinned = 1u << 20,
                                        .budget_mapped = 1u << 20,
+                                       .seals = LEASE_SEALS_LEGACY,
                                        .log = {.fn = quiet}};
     struct lease_service *svc = NULL;
     ck_assert_int_eq(lease_service_create(&cfg, &be, &svc, &why), 0);

@@ -76,8 +76,10 @@ enum lt_error {
     LT_E_SYSTEM = 43,            /* a system call failed; an ERROR's err field says which */
     LT_E_LAUNCH_FAILED = 44,     /* 1.2: the driver refused a LAUNCH (its CUresult named);
                                     the device is still usable */
+    LT_E_SEGMENT_GONE = 45,      /* a segment's memory could not be read (SIGBUS): the peer
+                                    freed or withheld its pages; the agent drops that peer */
 
-    LT_E__COUNT = 45
+    LT_E__COUNT = 46
 };
 
 /* 1 when @code is a defined enum lt_error value (LT_OK included), else 0. */
@@ -137,6 +139,7 @@ static inline const char *lt_error_name(uint32_t code)
     case LT_E_SHUTTING_DOWN: return "LT_E_SHUTTING_DOWN";
     case LT_E_SYSTEM: return "LT_E_SYSTEM";
     case LT_E_LAUNCH_FAILED: return "LT_E_LAUNCH_FAILED";
+    case LT_E_SEGMENT_GONE: return "LT_E_SEGMENT_GONE";
     default: return "LT_E_UNKNOWN_CODE";
     }
     /* clang-format on */
@@ -193,6 +196,7 @@ static inline const char *lt_error_describe(uint32_t code)
     case LT_E_SHUTTING_DOWN: return "agent shutting down";
     case LT_E_SYSTEM: return "system call failed";
     case LT_E_LAUNCH_FAILED: return "kernel launch refused by the driver";
+    case LT_E_SEGMENT_GONE: return "segment memory gone from under the agent";
     default: return "unknown error code";
     }
     /* clang-format on */
@@ -249,6 +253,7 @@ static inline int lt_error_errno(uint32_t code)
     case LT_E_SHUTTING_DOWN: return -ESHUTDOWN;
     case LT_E_SYSTEM: return -EIO;
     case LT_E_LAUNCH_FAILED: return -ENOEXEC;
+    case LT_E_SEGMENT_GONE: return -EFAULT;
     default: return -EPROTO;
     }
     /* clang-format on */

@@ -49,6 +49,7 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_HOST_BACKEND (1u << 3) /* agent only: no GPU, the host backend serves */
 #define LT_CAP_RC_BATCH (1u << 4)     /* RELEASE_COMPLETE_BATCH may answer a release */
 #define LT_CAP_STREAM (1u << 5)       /* 1.1: streaming rings (RING_OPEN .. RING_CLOSED) */
+#define LT_CAP_WORDS (1u << 7)        /* 1.3: the agent's words area: WORDS_REQUEST/WORDS_GRANT */
 #define LT_CAP_INTROSPECT (1u << 8)   /* 1.4: LEASE_LIST and SEGMENT_LIST (leasectl) */
 /* Minor versions: version 1 stays the wire version; each later feature is a
  * minor version of it, negotiated by its own capability bit, so a peer that
@@ -64,7 +65,7 @@ LT_EXTERN_C_BEGIN
 #define LT_CAP_LAUNCH (1u << 6) /* 1.2: LAUNCH a loaded kernel on leases (docs/launch.md) */
 #define LT_CAP_CLIENT_KNOWN                                                                        \
     (LT_CAP_DOORBELL | LT_CAP_DONE_WORD | LT_CAP_TIMING | LT_CAP_RC_BATCH | LT_CAP_STREAM |        \
-     LT_CAP_LAUNCH | LT_CAP_INTROSPECT)
+     LT_CAP_LAUNCH | LT_CAP_WORDS | LT_CAP_INTROSPECT)
 #define LT_CAP_AGENT_ONLY LT_CAP_HOST_BACKEND
 #define LT_CAP_AGENT_KNOWN (LT_CAP_CLIENT_KNOWN | LT_CAP_AGENT_ONLY)
 /* A client may ask for caps this agent does not know (a newer client): the
@@ -114,7 +115,9 @@ enum lt_msg_type {
     LT_MSG_LAUNCH = 38,            /* 1.2, LT_CAP_LAUNCH: run a loaded kernel on leases */
     LT_MSG_LAUNCH_COMPLETION = 39, /* 1.2: the one answer to an accepted LAUNCH */
     /* 40, 41: reserved for LT_CAP_LAUNCH. */
-    /* 42-45 (1.3): reserved, not defined here */
+    LT_MSG_WORDS_REQUEST = 42, /* 1.3, only from a client granted LT_CAP_WORDS */
+    LT_MSG_WORDS_GRANT = 43,   /* 1.3: carries exactly one fd: the words area's memfd */
+    /* 44, 45: reserved for LT_CAP_WORDS. */
     /* 1.4, only with LT_CAP_INTROSPECT granted (docs/operations.md, "Agent queries") */
     LT_MSG_LEASE_LIST_REQUEST = 46,
     LT_MSG_LEASE_LIST_REPLY = 47,
@@ -127,6 +130,8 @@ enum lt_msg_type {
 #define LT_MSG_TYPE_LAST 49
 #define LT_MSG_LAUNCH_FIRST 38
 #define LT_MSG_LAUNCH_LAST 39
+#define LT_MSG_WORDS_FIRST 42
+#define LT_MSG_WORDS_LAST 43
 
 /* ---- Operations (submit) ---- */
 
@@ -602,6 +607,33 @@ struct lt_msg_stats_reply {
     struct lt_client_stats clients[];
 };
 
+/* ---- The agent's words area (LT_CAP_WORDS) ---- */
+
+/* Bytes a words area may have: a multiple of 4096 in 4096..LT_WORDS_MAX_BYTES. */
+#define LT_WORDS_MAX_BYTES (2u << 20)
+
+/* client -> agent, once per connection: a words area of @bytes. The agent
+ * makes a memfd it maps read-write and registers MAPPED, seals it so the
+ * client can only map it read-only and nobody can free its pages, and
+ * answers WORDS_GRANT with its fd. From then on the client's done words may
+ * name it and its VECTOR_SCAN hits go there (hits_offset is an offset in the
+ * words area, no longer in the lease). */
+struct lt_msg_words_request {
+    struct lt_header hdr;
+    uint32_t bytes;
+    uint32_t reserved;
+};
+
+/* agent -> client, with one fd. @segment names the words area in SUBMIT's
+ * done word ({segment, offset}); it is never leased, and goes with the
+ * connection. */
+struct lt_msg_words_grant {
+    struct lt_header hdr;
+    struct lt_segment_id segment;
+    uint64_t size; /* the bytes asked for */
+    uint64_t reserved;
+};
+
 /* ---- Introspection (1.4, LT_CAP_INTROSPECT) ----
  *
  * What leasectl shows: the agent's leases and segments, a page at a time.
@@ -992,6 +1024,13 @@ LT_ASSERT_FIELD(lt_msg_error, index, 36);
 LT_ASSERT_FIELD(lt_msg_error, message, 40);
 LT_ASSERT_SIZE(lt_msg_error, 128);
 
+LT_ASSERT_FIELD(lt_msg_words_request, bytes, 24);
+LT_ASSERT_FIELD(lt_msg_words_request, reserved, 28);
+LT_ASSERT_SIZE(lt_msg_words_request, 32);
+LT_ASSERT_FIELD(lt_msg_words_grant, segment, 24);
+LT_ASSERT_FIELD(lt_msg_words_grant, size, 32);
+LT_ASSERT_FIELD(lt_msg_words_grant, reserved, 40);
+LT_ASSERT_SIZE(lt_msg_words_grant, 48);
 LT_ASSERT_FIELD(lt_msg_list_request, hdr, 0);
 LT_ASSERT_FIELD(lt_msg_list_request, client_id, 24);
 LT_ASSERT_FIELD(lt_msg_list_request, flags, 28);
@@ -1250,6 +1289,17 @@ static inline struct lt_msg_info lt_msg_info(uint32_t type)
         i.min_count = 1;
         i.max_count = LT_MAX_BATCH;
         i.dir = LT_DIR_TO_CLIENT;
+        break;
+    case LT_MSG_WORDS_REQUEST:
+        i.name = "WORDS_REQUEST";
+        i.fixed = sizeof(struct lt_msg_words_request);
+        i.reply = LT_MSG_WORDS_GRANT;
+        break;
+    case LT_MSG_WORDS_GRANT:
+        i.name = "WORDS_GRANT";
+        i.fixed = sizeof(struct lt_msg_words_grant);
+        i.dir = LT_DIR_TO_CLIENT;
+        i.fds = 1;
         break;
     case LT_MSG_LEASE_LIST_REQUEST:
         i.name = "LEASE_LIST_REQUEST";

@@ -153,6 +153,46 @@ LT_STATIC_ASSERT(offsetof(struct lt_msg_lease_request, count) == 24 &&
                      offsetof(struct lt_msg_segment_list_reply, count) == 24,
                  "every batch keeps its count at offset 24");
 
+/* ---- The words area (LT_CAP_WORDS) ---- */
+
+/* WORDS_REQUEST: bytes a nonzero multiple of 4096 up to LT_WORDS_MAX_BYTES. */
+static inline enum lt_error lt_validate_words_request(const void *buf, size_t len)
+{
+    const struct lt_msg_words_request *m = (const struct lt_msg_words_request *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_WORDS_REQUEST, LT_MSG_WORDS_REQUEST);
+    if (e != LT_OK)
+        return e;
+    if (m->reserved != 0)
+        return LT_E_RESERVED_NONZERO;
+    if (m->bytes == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->bytes % 4096u != 0)
+        return LT_E_MISALIGNED;
+    if (m->bytes > LT_WORDS_MAX_BYTES)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
+/* WORDS_GRANT: an issued segment id, a size a WORDS_REQUEST may ask. */
+static inline enum lt_error lt_validate_words_grant(const void *buf, size_t len)
+{
+    const struct lt_msg_words_grant *m = (const struct lt_msg_words_grant *)buf;
+    enum lt_error e = lt__frame(buf, len, LT_MSG_WORDS_GRANT, LT_MSG_WORDS_GRANT);
+    if (e != LT_OK)
+        return e;
+    if (m->reserved != 0)
+        return LT_E_RESERVED_NONZERO;
+    if (m->segment.gen == 0)
+        return LT_E_BAD_ID;
+    if (m->size == 0)
+        return LT_E_ZERO_LENGTH;
+    if (m->size % 4096u != 0)
+        return LT_E_MISALIGNED;
+    if (m->size > LT_WORDS_MAX_BYTES)
+        return LT_E_OUT_OF_RANGE;
+    return LT_OK;
+}
+
 /* ---- Handshake ---- */
 
 /* HELLO: versions 1 <= min <= max with min <= LT_PROTO_VERSION (BAD_VERSION),
@@ -1048,6 +1088,12 @@ static inline enum lt_error lt_validate(const void *buf, size_t len, uint16_t *t
     case LT_MSG_RELEASE_COMPLETE_BATCH:
         e = lt_validate_release_complete_batch(buf, len);
         break;
+    case LT_MSG_WORDS_REQUEST:
+        e = lt_validate_words_request(buf, len);
+        break;
+    case LT_MSG_WORDS_GRANT:
+        e = lt_validate_words_grant(buf, len);
+        break;
     case LT_MSG_LEASE_LIST_REQUEST:
     case LT_MSG_SEGMENT_LIST_REQUEST:
         e = lt_validate_list_request(buf, len);
@@ -1111,8 +1157,8 @@ static inline enum lt_error lt_validate_from_agent(const void *buf, size_t len, 
     return lt__validate_dir(buf, len, LT_DIR_TO_CLIENT, type_p);
 }
 
-/* The fd rule: exactly one fd with SEGMENT_OFFER, none with anything else
- * (an unknown type included). LT_OK or LT_E_FD_COUNT. The receiver closes
+/* The fd rule: exactly one fd with SEGMENT_OFFER and WORDS_GRANT, none with
+ * anything else (an unknown type included). LT_OK or LT_E_FD_COUNT. The receiver closes
  * every fd it got on any failure. */
 static inline enum lt_error lt_validate_fd_count(uint32_t type, size_t nfds)
 {
@@ -1215,6 +1261,11 @@ static inline enum lt_error lt_validate_reply_matches(const void *req, const voi
     case LT_MSG_CTL_REPLY:
         return ((const struct lt_msg_ctl_reply *)reply)->request_type == q->type ? LT_OK
                                                                                  : LT_E_BAD_VALUE;
+    case LT_MSG_WORDS_GRANT:
+        return ((const struct lt_msg_words_grant *)reply)->size ==
+                       ((const struct lt_msg_words_request *)req)->bytes
+                   ? LT_OK
+                   : LT_E_BAD_VALUE;
     case LT_MSG_LEASE_LIST_REPLY:
     case LT_MSG_SEGMENT_LIST_REPLY: {
         /* A list of one client names only that client. */

@@ -82,6 +82,16 @@ struct lease_backend {
                             struct lt_failure *why_p);
     int (*capacity)(void *ctx, uint64_t *bytes_p, struct lt_failure *why_p);
     void (*fini)(void *ctx);
+    /* Optional: registers a range the service mapped read-only (a segment
+     * sealed F_SEAL_FUTURE_WRITE), which the device may only read; as
+     * register_range otherwise. NULL: register_range serves both (mlock does
+     * not care). */
+    int (*register_range_ro)(void *ctx, void *base, uint64_t length, enum lt_class cls,
+                             uint64_t *dev_ptr_p, struct lt_failure *why_p);
+    /* Nonzero: the agent's words areas (lease_segment_add_words) need no
+     * registration here, their host addresses serving as device ones (the
+     * host backend: locking them would only eat RLIMIT_MEMLOCK). */
+    int words_unregistered;
 };
 
 /* Fills @backend_p with the host backend: mlock/munlock, refusing (-ENOMEM,
@@ -106,6 +116,23 @@ struct lease_client_limits {
     uint64_t max_leases;   /* leases not yet release-complete (default 65536) */
     uint64_t max_bytes;    /* bytes in those leases (default: no limit) */
     uint64_t max_segments; /* segments added and not removed (default 1024) */
+    /* Bytes of its segments mapped at once, every class (default: half of
+     * the service's max_mapped_bytes), and of those STAGED (default: half of
+     * budget_staged). */
+    uint64_t max_mapped_bytes;
+    uint64_t max_staged_bytes;
+};
+
+/* What a segment's seals must be (lease_service_config.seals; the table in
+ * docs/lease-service.md, "What a peer can and cannot do to shared memory"). */
+enum lease_seal_policy {
+    /* Where the kernel has F_SEAL_FUTURE_WRITE, a leasable segment must
+     * carry it (and is mapped read-only); a MAPPED segment without it is
+     * taken for doorbell and done words only. The default. */
+    LEASE_SEALS_STRICT = 0,
+    /* SHRINK|GROW|SEAL suffices, as before: a client can free its own leased
+     * pages (it reads zeros, the agent survives through its SIGBUS guard). */
+    LEASE_SEALS_LEGACY = 1,
 };
 
 struct lease_service_config {
@@ -123,6 +150,14 @@ struct lease_service_config {
      * (info), registrations (info), fallbacks (notice), leftovers at destroy
      * (warning). Zeroed: the process default (base/log.h). */
     struct base_log_sink log;
+    /* Mapped bytes: STAGED segments at once, all clients (0: physical
+     * memory), and every class's segments at once, the address space they
+     * take (0: 4x physical memory, at least 64 GiB, at most 32 TiB). */
+    uint64_t budget_staged;
+    uint64_t max_mapped_bytes;
+    uint64_t max_segments_total; /* segments held at once, all clients: each holds an
+                                    fd (0: no limit) */
+    uint32_t seals;              /* enum lease_seal_policy */
 };
 
 /* Creates a service over a copy of @backend. Refuses (-EINVAL, with the
@@ -157,8 +192,11 @@ int lease_client_drop(struct lease_service *svc, struct lease_client_id client,
 /* ---- segments --------------------------------------------------------- */
 
 /* Verifies @fd is a memfd, read-write, sealed SHRINK|GROW|SEAL and not WRITE,
- * of exactly @claimed_size bytes (> 0, a page multiple); maps it MAP_SHARED,
- * MADV_DONTFORK, and registers it for @cls (STAGED: not registered).
+ * and (LEASE_SEALS_STRICT, where the kernel has it) FUTURE_WRITE unless @cls
+ * is MAPPED (then words only: never leased), of exactly @claimed_size bytes
+ * (> 0, a page multiple); maps it MAP_SHARED (read-only when sealed
+ * FUTURE_WRITE), MADV_DONTFORK, and registers it for @cls (STAGED: not
+ * registered; read-only: through register_range_ro when the backend has it).
  * Takes ownership of @fd on success only: on failure the caller still owns it
  * and it is left open. Writes the segment id to *seg_id_p.
  * Returns, with the code in *why_p:
@@ -167,12 +205,26 @@ int lease_client_drop(struct lease_service *svc, struct lease_client_id client,
  *   -EINVAL (size 0 or not the claimed size): LT_E_SEGMENT_SIZE;
  *   -EINVAL (size not a multiple of the fd's page): LT_E_MISALIGNED;
  *   -EINVAL (@cls not a class): LT_E_BAD_CLASS;
- *   -ENOSPC (class budget): LT_E_BUDGET; -EDQUOT (client limit): LT_E_LIMIT;
- *   -ENOENT / -ESTALE / -ESHUTDOWN (client); -ENOMEM and mmap errors:
+ *   -ENOSPC (class budget): LT_E_BUDGET; -EDQUOT (client limit, the
+ *     service's segment or mapped-bytes limits): LT_E_LIMIT;
+ *   -ENOMEM from mmap (the address space): LT_E_LIMIT;
+ *   -EFAULT (pages that cannot be faulted in): LT_E_SEGMENT_GONE;
+ *   -ENOENT / -ESTALE / -ESHUTDOWN (client); -ENOMEM and other mmap errors:
  *     LT_E_SYSTEM; or the backend's refusal (RLIMIT_MEMLOCK: LT_E_MEMLOCK). */
 int lease_segment_add(struct lease_service *svc, struct lease_client_id client, int fd,
                       uint64_t claimed_size, enum lt_class cls, struct lt_segment_id *seg_id_p,
                       struct lt_failure *why_p);
+
+/* Adds the agent's own words area for @client: @fd, a memfd of @size bytes
+ * the caller made (MFD_ALLOW_SEALING, not yet sealed), is mapped read-write,
+ * then sealed SHRINK|GROW|SEAL|FUTURE_WRITE so the client it is sent to can
+ * only read it, and registered MAPPED. It is never leased; done words and
+ * scan hits go there. Ownership of @fd as lease_segment_add (the caller may
+ * still send it to the client while the segment lives). Errors as
+ * lease_segment_add. */
+int lease_segment_add_words(struct lease_service *svc, struct lease_client_id client, int fd,
+                            uint64_t size, struct lt_segment_id *seg_id_p,
+                            struct lt_failure *why_p);
 
 /* Unregisters, unmaps and closes a segment of @client that has no lease left.
  * Returns 0, -EBUSY (a lease is not yet release-complete, or a hold), or an
@@ -194,6 +246,9 @@ struct lease_segment_info {
                              (per chunk, as kernels and cuStreamWaitValue64 use it); else 0 */
     uint64_t leases;      /* leases not yet release-complete */
     uint64_t holds;       /* lease_segment_hold calls not yet undone */
+    uint32_t writable;    /* 1: host_base is a writable mapping (the agent's words area,
+                             or a segment without F_SEAL_FUTURE_WRITE); 0: read-only */
+    uint32_t words;       /* 1: the agent's own words area (lease_segment_add_words) */
 };
 
 /* Describes segment @seg of @client, with dev_ptr for byte @offset.
@@ -229,6 +284,11 @@ int lease_segment_unhold(struct lease_service *svc, struct lt_segment_id seg,
 /* Serve the request as STAGED when the class budget (or RLIMIT_MEMLOCK)
  * leaves no room, instead of refusing it. */
 #define LEASE_GRANT_ALLOW_STAGED 0x1u
+/* May lease (as MAPPED) a MAPPED segment taken without F_SEAL_FUTURE_WRITE,
+ * otherwise words only: a ring's words lease (RING_OPEN), which the device
+ * writes and the service maps read-write. Its client can free those pages
+ * itself (every CPU access to them is guarded). */
+#define LEASE_GRANT_ALLOW_WORDS 0x2u
 
 struct lease_grant_req {
     struct lt_segment_id segment;
@@ -298,6 +358,7 @@ struct lease_info {
     uint64_t pending_work;
     void *host_addr;
     uint64_t dev_ptr;
+    uint32_t writable; /* 1: host_addr is writable (a segment without F_SEAL_FUTURE_WRITE) */
 };
 
 /* Describes a lease of @client that is not yet release-complete. Returns 0
@@ -329,6 +390,12 @@ struct lease_stats {
     uint64_t clients;                             /* including dropping ones */
     uint64_t draining_leases;                     /* released, waiting for work */
     uint64_t pending_work;                        /* tickets not done */
+    uint64_t bytes_mapped;                        /* every segment's, and its budget */
+    uint64_t max_mapped_bytes;
+    uint64_t staged_mapped; /* STAGED segments', and their budget */
+    uint64_t budget_staged;
+    uint64_t segments;     /* held, every class (each holds an fd) */
+    uint64_t max_segments; /* max_segments_total (UINT64_MAX: none) */
 };
 
 struct lease_client_stats {
@@ -336,6 +403,8 @@ struct lease_client_stats {
     uint64_t bytes;
     uint64_t segments;
     uint32_t dropping;
+    uint64_t mapped; /* bytes of its segments mapped, and of those STAGED */
+    uint64_t staged;
 };
 
 /* Snapshot of the service's counters. Returns 0 or -EINVAL (NULL). */

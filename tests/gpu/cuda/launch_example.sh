@@ -11,7 +11,8 @@ cubins=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/lease-launch.XXXXXX") || exit 1
 sock="$dir/agent.sock"
 mkfifo "$dir/ready"
-"$agent" --socket "$sock" --cubin-dir "$cubins" --pinned-budget 64M --mapped-budget 16M \
+# --seals legacy: the example's kernel writes its lease (examples/lease_launch.c)
+"$agent" --socket "$sock" --cubin-dir "$cubins" --pinned-budget 64M --mapped-budget 16M --seals legacy \
     --ready-fd 3 3>"$dir/ready" >"$dir/agent.log" 2>&1 &
 apid=$!
 ready=$(timeout 60 head -n 1 "$dir/ready" 2>/dev/null)

@@ -29,8 +29,9 @@
 
 /* Small pipeline chunks, so a few MiB already take several double-buffered
  * steps; budgets large enough for the 1 GiB segment. */
-static const char *const agent_args[] = {
-    "--pinned-budget", "3G", "--mapped-budget", "256M", "--chunk-bytes", "1M", NULL};
+static const char *const agent_args[] = {"--pinned-budget", "3G", "--mapped-budget", "256M",
+                                         "--chunk-bytes",   "1M", "--seals",         "legacy",
+                                         NULL};
 
 /* ---- a segment the test writes --------------------------------------------- */
 
@@ -44,7 +45,9 @@ static struct seg seg_offer(int fd, uint64_t size, uint32_t cls, uint64_t seed)
 {
     struct seg s = {.size = size};
     void *map = NULL;
-    int mfd = th_memfd(size, TH_GOOD_SEALS, seed, &map);
+    /* Old seals, --seals legacy: words and hits in these segments, as
+     * before the words area (tests/hostile covers the sealed way). */
+    int mfd = th_memfd(size, TH_OLD_SEALS, seed, &map);
     s.map = map;
     s.id = th_offer(fd, mfd, size, cls, seed);
     close(mfd); /* the agent holds its own copy of the fd */

@@ -38,6 +38,19 @@ static const char *const agent_args[] = {"--cubin-dir",
                                          "--max-launches",
                                          "4",
                                          NULL};
+/* For kernels that write leases: segments without F_SEAL_FUTURE_WRITE, which
+ * only an agent run --seals legacy leases (a sealed one it maps read-only). */
+static const char *const agent_args_legacy[] = {"--cubin-dir",
+                                                GA_LAUNCH_CUBIN_DIR,
+                                                "--pinned-budget",
+                                                "64M",
+                                                "--mapped-budget",
+                                                "64M",
+                                                "--max-launches",
+                                                "4",
+                                                "--seals",
+                                                "legacy",
+                                                NULL};
 
 struct seg {
     struct lt_segment_id id;
@@ -45,15 +58,20 @@ struct seg {
     uint64_t size;
 };
 
-static struct seg seg_offer(int fd, uint64_t size, uint32_t cls, uint64_t seed)
+static struct seg seg_offer_sealed(int fd, uint64_t size, uint32_t cls, uint64_t seed, int seals)
 {
     struct seg s = {.size = size};
     void *map = NULL;
-    int mfd = th_memfd(size, TH_GOOD_SEALS, seed, &map);
+    int mfd = th_memfd(size, seals, seed, &map);
     s.map = map;
     s.id = th_offer(fd, mfd, size, cls, seed);
     close(mfd);
     return s;
+}
+
+static struct seg seg_offer(int fd, uint64_t size, uint32_t cls, uint64_t seed)
+{
+    return seg_offer_sealed(fd, size, cls, seed, TH_GOOD_SEALS);
 }
 
 static struct lt_lease_id lease_ok(int fd, struct seg *s, uint64_t off, uint64_t len, uint32_t cls)
@@ -273,13 +291,50 @@ START_TEST(sums_match_c_on_pinned_and_mapped_leases)
 }
 END_TEST
 
-START_TEST(writable_ranges_are_written_back_and_others_are_not)
+START_TEST(writable_ranges_in_sealed_segments_are_refused_untouched)
 {
+    /* The agent maps and registers a segment sealed F_SEAL_FUTURE_WRITE
+     * read-only: a kernel writing it would fault the device for everyone. */
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 21);
-    struct seg m = seg_offer(fd, 1 * MiB, LT_CLASS_MAPPED, 22);
+    struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 23);
+    struct seg m = seg_offer(fd, 1 * MiB, LT_CLASS_MAPPED, 24);
+    struct lt_lease_id leases[2] = {lease_ok(fd, &p, 0, p.size, LT_CLASS_PINNED),
+                                    lease_ok(fd, &m, 0, m.size, LT_CLASS_MAPPED)};
+    struct seg *segs[2] = {&p, &m};
+    for (int k = 0; k < 2; k++) {
+        unsigned char *before = malloc(1 * MiB);
+        memcpy(before, segs[k]->map, 1 * MiB);
+        struct launch l = launch_of("k_launch_fill", leases[k], 4096);
+        l.r[0].flags = LT_LAUNCH_LEASE_F_WRITE;
+        l.block[0] = 512;
+        struct lt_msg_launch_completion c = launch_run(fd, &l);
+        expect_refused(c, LT_E_UNSUPPORTED, LT_INDEX_NONE, "F_SEAL_FUTURE_WRITE");
+        ck_assert(memcmp(before, segs[k]->map, 1 * MiB) == 0);
+        free(before);
+    }
+    /* and the device is still fine: a read-only launch runs */
+    struct launch l = launch_of("k_launch_sum_u32", leases[0], 4096);
+    l.result_bytes = 8;
+    l.args[0] = 1;
+    struct lt_msg_launch_completion c = launch_run(fd, &l);
+    ck_assert_msg(c.status == LT_OK, "%s: %s", lt_error_name(c.status), c.message);
+    close(fd);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+    munmap(p.map, p.size);
+    munmap(m.map, m.size);
+}
+END_TEST
+
+START_TEST(writable_ranges_are_written_back_and_others_are_not)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, agent_args_legacy);
+    int fd = th_hello(a.sock, CAPS, NULL);
+    struct seg p = seg_offer_sealed(fd, 1 * MiB, LT_CLASS_PINNED, 21, TH_OLD_SEALS);
+    struct seg m = seg_offer_sealed(fd, 1 * MiB, LT_CLASS_MAPPED, 22, TH_OLD_SEALS);
     struct lt_lease_id lp = lease_ok(fd, &p, 0, p.size, LT_CLASS_PINNED);
     struct lt_lease_id lm = lease_ok(fd, &m, 0, m.size, LT_CLASS_MAPPED);
     struct seg *segs[2] = {&p, &m};
@@ -323,10 +378,11 @@ END_TEST
 
 START_TEST(every_refusal_is_a_completion_with_its_words)
 {
+    /* --seals legacy: the shape refusals below are of a writing kernel */
     struct th_agent a;
-    th_agent_start(&a, NULL, agent_args);
+    th_agent_start(&a, NULL, agent_args_legacy);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 31);
+    struct seg p = seg_offer_sealed(fd, 1 * MiB, LT_CLASS_PINNED, 31, TH_OLD_SEALS);
     struct seg s = seg_offer(fd, 1 * MiB, LT_CLASS_STAGED, 32);
     struct lt_lease_id lp = lease_ok(fd, &p, 0, 512 * 1024, LT_CLASS_PINNED);
     struct lt_lease_id ls = lease_ok(fd, &s, 0, s.size, LT_CLASS_STAGED);
@@ -438,7 +494,8 @@ START_TEST(launches_in_flight_are_bounded_and_a_release_waits_for_them)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args); /* --max-launches 4 */
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 41);
+    /* bells: in a segment writable to the agent */
+    struct seg bells = seg_offer_sealed(fd, 4096, LT_CLASS_MAPPED, 41, TH_OLD_SEALS);
     uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
     __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
     struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 42);
@@ -484,7 +541,7 @@ START_TEST(a_fault_is_answered_and_the_agent_serves_again_on_its_socket)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 51);
+    struct seg bells = seg_offer_sealed(fd, 4096, LT_CLASS_MAPPED, 51, TH_OLD_SEALS);
     uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
     __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
     struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 52);
@@ -575,6 +632,7 @@ static Suite *agent_launch_suite(void)
     tcase_add_test(tc, launch_is_a_capability_granted_to_those_who_ask);
     tcase_add_test(tc, sums_match_c_on_pinned_and_mapped_leases);
     tcase_add_test(tc, writable_ranges_are_written_back_and_others_are_not);
+    tcase_add_test(tc, writable_ranges_in_sealed_segments_are_refused_untouched);
     tcase_add_test(tc, every_refusal_is_a_completion_with_its_words);
     tcase_add_test(tc, launches_in_flight_are_bounded_and_a_release_waits_for_them);
     tcase_add_test(tc, a_descriptor_that_disagrees_with_its_cubin_fails_start_up);

@@ -20,7 +20,8 @@
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
-#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* As stagingd seals now: registered with CU_MEMHOSTREGISTER_READ_ONLY. */
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE)
 
 static CUdevice dev;
 static CUcontext primary;

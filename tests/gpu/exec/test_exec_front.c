@@ -753,7 +753,8 @@ START_TEST(record_allocation_completes_the_release_only_after_the_stream)
     int fd = memfd_create("front-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
-    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+    ck_assert_int_eq(
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE), 0);
     struct lt_segment_id seg;
     ck_assert_int_eq(lease_segment_add(svc, client, fd, 1 << 20, LT_CLASS_STAGED, &seg, NULL), 0);
     struct lease_grant_req req = {.segment = seg, .length = 4096, .cls = LT_CLASS_STAGED};

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -62,6 +63,16 @@ uint64_t th_rid(void)
 
 /* ---- the agent process ------------------------------------------------- */
 
+int th_agent_nofile;
+
+/* The agent binary: TH_AGENT when set (to run a test against another
+ * build, e.g. an older one), else the one this tree built. */
+static const char *th__agent_bin(void)
+{
+    const char *alt = getenv("TH_AGENT");
+    return alt && alt[0] ? alt : LEASE_AGENT_HOST;
+}
+
 static pid_t th__spawn(const char *const *args, const char *log_path, int ready_w)
 {
     pid_t pid = fork();
@@ -79,7 +90,12 @@ static pid_t th__spawn(const char *const *args, const char *log_path, int ready_
         else if (dup2(ready_w, 3) < 0)
             _exit(126);
     }
-    execv(LEASE_AGENT_HOST, (char *const *)args);
+    if (th_agent_nofile > 0) {
+        struct rlimit rl = {.rlim_cur = (rlim_t)th_agent_nofile, .rlim_max = (rlim_t)th_agent_nofile};
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            _exit(125);
+    }
+    execv(th__agent_bin(), (char *const *)args);
     _exit(127);
 }
 

@@ -20,7 +20,10 @@ struct th_agent {
     char log[128];
 };
 
-/* Starts lease-agent-host on @dir/agent.sock (a fresh mkdtemp dir when
+/* When > 0, the next agents start with RLIMIT_NOFILE soft = hard = this. */
+extern int th_agent_nofile;
+
+/* Starts lease-agent-host (or $TH_AGENT, to test another build) on @dir/agent.sock (a fresh mkdtemp dir when
  * @dir is NULL) with small budgets and @extra arguments (NULL-terminated
  * list, may be NULL); waits for --ready-fd. Asserts on failure. */
 void th_agent_start(struct th_agent *a, const char *dir, const char *const *extra);
@@ -64,7 +67,13 @@ int th_hello(const char *path, uint32_t caps, struct lt_msg_hello_reply *reply_p
 /* A memfd of @size bytes filled from @seed, sealed with @seals (0: none);
  * maps it into *@map_p when @map_p is not NULL. */
 int th_memfd(uint64_t size, int seals, uint64_t seed, void **map_p);
-#define TH_GOOD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What an agent before F_SEAL_FUTURE_WRITE wanted; the default agent now
+ * takes that only for a MAPPED segment of doorbell and done words (never
+ * leased), or with --seals legacy. */
+#define TH_OLD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What the default agent wants of a leasable segment: the writer keeps its
+ * own mapping writable, the agent can only map it read-only. */
+#define TH_GOOD_SEALS (TH_OLD_SEALS | F_SEAL_FUTURE_WRITE)
 
 /* Offers @fd; returns the segment id (asserts SEGMENT_ACCEPT). */
 struct lt_segment_id th_offer(int fd, int segfd, uint64_t size, uint32_t cls, uint64_t cookie);

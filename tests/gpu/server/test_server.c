@@ -85,13 +85,15 @@ static void checksum_submit(struct lt_msg_submit *s, struct lt_lease_id lease,
     s->args.checksum.block_size = d->bs;
 }
 
-/* A zeroed 4 KiB MAPPED segment for doorbell and done words. */
+/* A zeroed 4 KiB MAPPED segment for doorbell and done words. Without
+ * F_SEAL_FUTURE_WRITE, so the agent may write its done words; taken for its
+ * words only, never leased (test_server_words.c has the sealed way). */
 static struct lt_segment_id bell_seg_make(int c, volatile uint64_t **words_p)
 {
     void *p = NULL;
     int fd = th_memfd(4096, 0, 1, &p);
     memset(p, 0, 4096);
-    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, TH_GOOD_SEALS), 0);
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, TH_OLD_SEALS), 0);
     struct lt_segment_id id = th_offer(c, fd, 4096, LT_CLASS_MAPPED, 0xbe11);
     close(fd);
     *words_p = p;
@@ -448,9 +450,15 @@ START_TEST(test_scan_writes_topk_hits_into_the_lease)
 {
     union lt_msg_buffer buf;
     uint64_t rng = 0x70b4c;
-    int c = th_hello(ag.sock, CAPS_SINGLES, NULL);
+    /* Hits into the lease need a lease the agent may write: without
+     * F_SEAL_FUTURE_WRITE, which only --seals legacy leases (the sealed way,
+     * hits into the words area, is test_server_words.c's). */
+    struct th_agent la;
+    const char *legacy[] = {"--seals", "legacy", NULL};
+    th_agent_start(&la, NULL, legacy);
+    int c = th_hello(la.sock, CAPS_SINGLES, NULL);
     void *p = NULL;
-    int fd = th_memfd(MiB, TH_GOOD_SEALS, 0x5eed70, &p);
+    int fd = th_memfd(MiB, TH_OLD_SEALS, 0x5eed70, &p);
     unsigned char *m = p;
     enum { DIM = 24, N = 300, QOFF = 32768, HOFF = 40960 };
     float *rec = (float *)(void *)m, *q = (float *)(void *)(m + QOFF);
@@ -526,6 +534,8 @@ START_TEST(test_scan_writes_topk_hits_into_the_lease)
     munmap(p, MiB);
     close(c);
     close(fd);
+    ck_assert_int_eq(th_agent_stop(&la), 0);
+    th_agent_cleanup(&la);
 }
 END_TEST
 
@@ -1054,8 +1064,10 @@ START_TEST(test_killed_client_leaves_nothing_behind)
         struct lt_segment_id seg = th_offer(c, d.fd, d.size, LT_CLASS_PINNED, 6);
         volatile uint64_t *words;
         struct lt_segment_id bseg = bell_seg_make(c, &words);
+        int mfd = th_memfd(4096, TH_GOOD_SEALS, 0x5eed07, NULL);
+        struct lt_segment_id mseg = th_offer(c, mfd, 4096, LT_CLASS_MAPPED, 0x3a9);
         struct lt_lease_grant_entry g = th_lease(c, seg, 0, d.size, LT_CLASS_PINNED);
-        struct lt_lease_grant_entry gm = th_lease(c, bseg, 1024, 1024, LT_CLASS_MAPPED);
+        struct lt_lease_grant_entry gm = th_lease(c, mseg, 1024, 1024, LT_CLASS_MAPPED);
         if (g.status != LT_OK || gm.status != LT_OK)
             _exit(3);
         struct lt_msg_submit s;

@@ -53,17 +53,25 @@ static void list_page(int fd, uint16_t type, uint32_t client, uint64_t cursor,
     ck_assert_uint_eq(buf->hdr.request_id, rid);
 }
 
-/* A sealed memfd of @size offered as @cls with @cookie. */
-static struct lt_segment_id offer(int c, uint64_t size, uint32_t cls, uint64_t cookie)
+/* A sealed memfd of @size offered as @cls with @cookie; @writable: without
+ * F_SEAL_FUTURE_WRITE, for a doorbell's words (a strict agent takes it for
+ * words only, mapped writable). */
+static struct lt_segment_id offer_seals(int c, uint64_t size, uint32_t cls, uint64_t cookie,
+                                        int writable)
 {
     void *p = NULL;
     int fd = th_memfd(size, 0, 1, &p);
     memset(p, 0, size);
     munmap(p, size);
-    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, TH_GOOD_SEALS), 0);
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, writable ? TH_OLD_SEALS : TH_GOOD_SEALS), 0);
     struct lt_segment_id id = th_offer(c, fd, size, cls, cookie);
     close(fd);
     return id;
+}
+
+static struct lt_segment_id offer(int c, uint64_t size, uint32_t cls, uint64_t cookie)
+{
+    return offer_seals(c, size, cls, cookie, 0);
 }
 
 START_TEST(test_lists_need_the_cap)
@@ -95,7 +103,7 @@ START_TEST(test_lists_say_who_holds_what_and_since_when)
     struct lt_msg_hello_reply hr;
     int c = th_hello(ag.sock, LT_CAP_DOORBELL, &hr);
     struct lt_segment_id pin = offer(c, 1 * MiB, LT_CLASS_PINNED, 0xc0ffee);
-    struct lt_segment_id bell = offer(c, 4 * KiB, LT_CLASS_MAPPED, 0xbe11);
+    struct lt_segment_id bell = offer_seals(c, 4 * KiB, LT_CLASS_MAPPED, 0xbe11, 1);
     struct lt_lease_grant_entry g1 = th_lease(c, pin, 64 * KiB, 128 * KiB, LT_CLASS_PINNED);
     struct lt_lease_grant_entry g2 = th_lease(c, pin, 0, 4 * KiB, LT_CLASS_STAGED);
     ck_assert_uint_eq(g1.status, LT_OK);

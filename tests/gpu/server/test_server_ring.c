@@ -80,7 +80,12 @@ static void rc_make(struct rc *r, uint32_t caps)
     close(fd);
     fd = th_memfd(WORDS_BYTES, 0, 1, &p);
     memset(p, 0, WORDS_BYTES);
-    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, TH_GOOD_SEALS), 0);
+    /* The words lease the agent (and the GPU) writes: MAPPED, without
+     * F_SEAL_FUTURE_WRITE, so the agent maps it writable; a strict agent
+     * leases such a segment only to a client granted LT_CAP_STREAM (a
+     * client without it gets a sealed one, to be refused the ring). */
+    ck_assert_int_eq(
+        fcntl(fd, F_ADD_SEALS, (caps & LT_CAP_STREAM) ? TH_OLD_SEALS : TH_GOOD_SEALS), 0);
     r->words = p;
     r->words_seg = th_offer(r->c, fd, WORDS_BYTES, LT_CLASS_MAPPED, 2);
     close(fd);

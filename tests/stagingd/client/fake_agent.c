@@ -1,6 +1,7 @@
 /* The fake agent (see fake_agent.h). */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,7 +150,13 @@ struct auto_state {
     struct lt_msg_submit queue[AUTO_MAX]; /* submits waiting for their bell */
     unsigned nqueue;
     uint32_t caps; /* granted at HELLO */
+    /* The words area (LT_CAP_WORDS), as the real agent makes it: ours to
+     * write, sealed so the client can only read it. Its id's slot is 65. */
+    unsigned char *words;
+    uint64_t words_size;
 };
+
+#define AUTO_WORDS_SLOT 65u
 
 static void auto_die(const char *why)
 {
@@ -173,6 +180,11 @@ static void auto_error(struct auto_state *s, const struct lt_header *h, uint32_t
 
 static unsigned char *auto_word(struct auto_state *s, struct lt_word_ref w)
 {
+    if (w.segment.slot == AUTO_WORDS_SLOT && s->words) {
+        if (w.offset + 8 > s->words_size)
+            auto_die("word out of the words area");
+        return s->words + w.offset;
+    }
     if (w.segment.slot == 0 || w.segment.slot > s->nsegs)
         auto_die("word in an unknown segment");
     struct auto_seg *g = &s->segs[w.segment.slot - 1];
@@ -241,7 +253,9 @@ static void auto_handle(struct auto_state *s, union lt_msg_buffer *b, size_t n, 
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != o->size || s->nsegs == 64)
             auto_die("bad segment offer");
-        void *base = mmap(NULL, o->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        /* Read-only, as the real agent maps a segment sealed
+         * F_SEAL_FUTURE_WRITE (the pool's are): words go to the words area. */
+        void *base = mmap(NULL, o->size, PROT_READ, MAP_SHARED, fd, 0);
         close(fd);
         if (base == MAP_FAILED)
             auto_die("mmap of an offered segment failed");
@@ -321,6 +335,26 @@ static void auto_handle(struct auto_state *s, union lt_msg_buffer *b, size_t n, 
         }
         if (s->caps & LT_CAP_RC_BATCH)
             auto_send(s, rb, rb->hdr.length);
+        break;
+    }
+    case LT_MSG_WORDS_REQUEST: {
+        const struct lt_msg_words_request *q = (const void *)b;
+        int wfd = memfd_create("auto-words", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (!(s->caps & LT_CAP_WORDS) || s->words || wfd < 0 || ftruncate(wfd, q->bytes) < 0)
+            auto_die("words area");
+        s->words = mmap(NULL, q->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, wfd, 0);
+        if (s->words == MAP_FAILED ||
+            fcntl(wfd, F_ADD_SEALS,
+                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
+            auto_die("words area mapping");
+        s->words_size = q->bytes;
+        struct lt_msg_words_grant m;
+        lt_msg_init(&m, sizeof(m), LT_MSG_WORDS_GRANT, h->request_id);
+        m.segment = lt_segment_id_make(AUTO_WORDS_SLOT, 1);
+        m.size = q->bytes;
+        if (base_send_fds(s->fd, &m, sizeof(m), &wfd, 1, 0) < 0)
+            _exit(0);
+        close(wfd);
         break;
     }
     default:

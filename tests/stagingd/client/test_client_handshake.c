@@ -183,8 +183,16 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
         int seals = fcntl(fds[0], F_GET_SEALS);
         ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
                          F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-        /* the same bytes, both ways */
-        uint64_t *theirs_map = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        /* The pool seals F_SEAL_FUTURE_WRITE after its own mapping: the
+         * agent's copy maps read-only, and no one can free the pages. */
+        ck_assert_int_eq(seals & F_SEAL_FUTURE_WRITE, F_SEAL_FUTURE_WRITE);
+        ck_assert_ptr_eq(mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0),
+                         MAP_FAILED);
+        ck_assert_int_eq(errno, EPERM);
+        ck_assert_int_ne(fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
+        ck_assert_int_eq(errno, EPERM);
+        /* the same bytes: ours, written, are what the agent reads */
+        const uint64_t *theirs_map = mmap(NULL, seg.size, PROT_READ, MAP_SHARED, fds[0], 0);
         ck_assert_ptr_ne(theirs_map, MAP_FAILED);
         uint64_t *mine_map = seg.base;
         for (int i = 0; i < 64; i++) {
@@ -192,10 +200,10 @@ START_TEST(test_segment_offer_passes_exactly_one_fd_of_the_same_memfd)
             uint64_t v = rng_next(&rng);
             mine_map[at] = v;
             ck_assert_uint_eq(theirs_map[at], v);
-            theirs_map[at] = ~v;
-            ck_assert_uint_eq(mine_map[at], ~v);
+            mine_map[at] = ~v;
+            ck_assert_uint_eq(theirs_map[at], ~v);
         }
-        munmap(theirs_map, seg.size);
+        munmap((void *)theirs_map, seg.size);
         close(fds[0]);
         seen |= 1u << k;
         struct lt_msg_segment_accept a;

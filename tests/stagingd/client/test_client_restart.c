@@ -109,8 +109,10 @@ static void e2e_on_grant(void *ctx, const struct leasec_client_grant *g)
         struct leasec_client_work w = checksum_work(0, E2E_DATA, E2E_DATA);
         w.bell =
             (struct leasec_client_word){.segment = x->mapped_seg, .offset = 8 * i, .seq = s->seq};
-        w.done = (struct leasec_client_word){
-            .segment = x->mapped_seg, .offset = 4096 + 8 * i, .seq = s->seq};
+        /* The pool's segments are read-only to the agent: the done word is
+         * in its words area. */
+        w.done =
+            (struct leasec_client_word){.segment = LEASEC_WORDS_KEY, .offset = 8 * i, .seq = s->seq};
         uint64_t rid;
         int rc = leasec_client_submit(x->c, &s->lease, &w, i, &rid);
         if (rc < 0) {
@@ -132,7 +134,13 @@ static void e2e_on_completion(void *ctx, const struct leasec_client_completion *
     ck_assert_int_eq(s->state, S_SUBMITTED);
     ck_assert(lt_lease_id_eq(cp->lease.id, s->lease.id));
     ck_assert_uint_eq(++s->completions, 1); /* exactly once */
-    ck_assert_uint_eq(leasec_client_done_word_read(&x->mapped_base[512 + cp->tag]), s->seq);
+    const unsigned char *words = NULL;
+    uint64_t words_size = 0;
+    ck_assert_int_eq(leasec_client_words(x->c, cp->agent, &words, &words_size), 0);
+    ck_assert_uint_ge(words_size, 8 * (cp->tag + 1));
+    ck_assert_uint_eq(
+        leasec_client_done_word_read((const uint64_t *)(const void *)(words + 8 * cp->tag)),
+        s->seq);
     const struct leasec_checksum_result *r = &cp->result.checksum;
     ck_assert_uint_eq(cp->status, s->expect.bad_blocks ? LT_E_CHECKSUM_MISMATCH : (uint32_t)LT_OK);
     ck_assert_uint_eq(r->blocks_checked, s->expect.blocks_checked);
@@ -261,6 +269,7 @@ START_TEST(test_agent_killed_and_restarted_mid_run_every_shard_once_and_correct)
     struct leasec_client_config cfg;
     leasec_client_config_default(&cfg);
     cfg.name = "stagingd-e2e";
+    cfg.caps |= LEASEC_CAP_WORDS;
     cfg.backoff_min_ms = 2;
     cfg.backoff_max_ms = 50;
     cfg.seed = SEED;

@@ -74,6 +74,10 @@ struct ga_exec_work {
     uint64_t accepted_ns;     /* CLOCK_MONOTONIC, when the server accepted it */
     ga_exec_work_done_fn done_cb;
     void *arg;
+    /* VECTOR_SCAN with k > 0: where the k hits go in this process, in memory
+     * the agent may write (the client's words area); NULL: at
+     * args.scan.hits_offset in the lease, as before LT_CAP_WORDS. */
+    unsigned char *hits;
     struct ga_exec_launch *launch; /* op GA_EXEC_OP_LAUNCH: the launch (below); else NULL */
 };
 

@@ -50,7 +50,7 @@ struct ga_server_config {
     struct ga_executor *executor;        /* not owned: ga_server_destroy shuts it down, the
                                             caller frees it afterwards */
     uint32_t max_clients;                /* connections at once; 0: 64 */
-    uint32_t max_segments;               /* per client; 0: 1024 */
+    uint32_t max_segments;               /* per client; 0: from the fd budget (below) */
     uint32_t max_inflight;               /* per client, submits and commands not yet answered;
                                             0: 4096 */
     uint64_t max_queued_bytes;           /* per client, replies the peer has not read yet; over
@@ -65,6 +65,18 @@ struct ga_server_config {
      * ("lease"); called on any thread. Zeroed: the process default
      * (base/log.h: standard error as "<program>: <level>: <subsys>: ..."). */
     struct base_log_sink log;
+    /* What one hostile client could otherwise exhaust (docs/agent.md,
+     * "Budgets"). max_segments above, when 0, is derived from RLIMIT_NOFILE
+     * (raised to the hard limit at create): min(1024, the segment fds /
+     * max_clients). */
+    uint32_t max_clients_per_uid;     /* 0: max_clients / 4 (at least 1) when more than one
+                                         uid may connect, else max_clients */
+    uint32_t seals;                   /* enum lease_seal_policy (lease/lease.h) */
+    uint64_t budget_staged;           /* STAGED bytes mapped at once; 0: physical memory */
+    uint64_t max_mapped_bytes;        /* every class's segments mapped at once; 0: 4x physical
+                                         memory within [64 GiB, 32 TiB] */
+    uint64_t max_client_mapped_bytes; /* per client; 0: half of max_mapped_bytes */
+    uint64_t max_client_staged_bytes; /* per client; 0: half of budget_staged */
     /* The file the log sink writes, reopened at SIGHUP (logrotate moved
      * it); not owned. NULL: nothing to reopen. */
     struct base_log_file *log_file;

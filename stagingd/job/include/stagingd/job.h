@@ -120,6 +120,13 @@ typedef int (*sd_job_stream_fn)(void *ctx, unsigned agent, unsigned slot,
                                 struct lt_stream_id *stream_p);
 
 /* What the daemon lends a job. Everything is borrowed and outlives the job. */
+/* Slot i's part of an agent's words area (LEASEC_CAP_WORDS): its done word
+ * at SD_JOB_WORDS_STRIDE * i, its scan hits 64 bytes further (up to
+ * LT_SCAN_MAX_K of 16 bytes). The daemon asks each agent for this times its
+ * slots, rounded up to 4 KiB. */
+#define SD_JOB_WORDS_STRIDE 1088u
+#define SD_JOB_WORDS_HITS 64u
+
 struct sd_job_env {
     unsigned id; /* the job's number, for logs and tags (1..255, wrapping) */
     struct leasec_pool *pool;
@@ -129,7 +136,9 @@ struct sd_job_env {
     const char *const *agent_paths; /* [nagents], for messages; may be NULL */
     /* Doorbell and done words: slot i's bell at words[8 * i], its done word
      * at words[8 * i + 1] (one 64-byte line per slot), in the MAPPED segment
-     * with client key @words_segment at @words_offset. */
+     * with client key @words_segment at @words_offset. The done word (and a
+     * scan's hits) go to the agent's words area instead where it gave one
+     * (SD_JOB_WORDS_STRIDE): the pool's segments are read-only to it. */
     uint64_t *words;
     uint32_t words_segment;
     uint64_t words_offset;

@@ -139,6 +139,16 @@ enum {
     /* Pre-fault by touching one byte per page even where
      * MADV_POPULATE_WRITE works (the old-kernel path, kept testable). */
     LEASEC_POOL_PREFAULT_TOUCH = 1u << 0,
+    /* Leave F_SEAL_FUTURE_WRITE off, so an agent run --seals legacy maps the
+     * segments writable (kernels' write ranges, scan hits in a lease). This
+     * process can then free their pages under a lease: a strict agent (the
+     * default) refuses such segments. */
+    LEASEC_POOL_AGENT_WRITES = 1u << 1,
+    /* Leave F_SEAL_FUTURE_WRITE off the MAPPED segments only: the class a
+     * strict agent takes unsealed and maps read-write, for the words it and
+     * the device write (doorbells, done words, a ring's words lease). The
+     * other classes stay sealed. */
+    LEASEC_POOL_MAPPED_WRITABLE = 1u << 2,
 };
 
 struct leasec_pool_config {
@@ -151,7 +161,7 @@ struct leasec_pool_config {
     uint64_t segment_bytes;
     /* Threads that pre-fault each segment (1 = the calling thread only). */
     unsigned prefault_threads;
-    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH */
+    unsigned flags; /* LEASEC_POOL_PREFAULT_TOUCH | LEASEC_POOL_AGENT_WRITES | ..._MAPPED_WRITABLE */
     enum leasec_pool_pages pages;
     /* Errors and notices, at warning level with subsystem "pool". */
     struct leasec_log log;
@@ -298,6 +308,16 @@ LEASEC_API int leasec_pool_segment_find(const struct leasec_pool *pool, uint32_t
 #define LEASEC_CAP_STREAM (1u << 5)       /* streaming rings (protocol 1.1, docs/streaming.md) */
 #define LEASEC_CAP_LAUNCH (1u << 6)       /* 1.2: leasec_client_launch (granted when the agent
                                              has launchable kernels) */
+/* The agent's words area (leasec_client_words): memory the agent owns and
+ * writes -- done words and VECTOR_SCAN hits -- and this process can only
+ * read. The pool's segments are sealed F_SEAL_FUTURE_WRITE, so the agent
+ * maps them read-only and writes nothing there: with this cap, name done
+ * words as {LEASEC_WORDS_KEY, offset} and put scan hits_offset in the area. */
+#define LEASEC_CAP_WORDS (1u << 7)
+
+/* The segment key of a struct leasec_client_word that names the agent's
+ * words area of the lease's connection instead of one of our segments. */
+#define LEASEC_WORDS_KEY UINT32_MAX
 
 /* Per-entry lease flag: serve as STAGED when the class's pin budget is spent. */
 #define LEASEC_LEASE_F_ALLOW_STAGED (1u << 0)
@@ -693,6 +713,10 @@ struct leasec_client_config {
     void *cb_ctx; /* handed to every callback; stays the caller's */
     /* Connects, handshakes, refusals: info level, subsystem "client". */
     struct leasec_log log;
+    /* With LEASEC_CAP_WORDS: the words area's size, asked for on every
+     * connection before it is ready (a multiple of 4096, at most 1 MiB;
+     * 0: 64 KiB). */
+    uint32_t words_bytes;
 };
 
 enum leasec_client_agent_state {
@@ -926,6 +950,16 @@ LEASEC_API uint64_t leasec_ring_chunks(const struct leasec_ring *ring, uint64_t 
  * mapping (the client only computes the address). */
 LEASEC_API int leasec_client_word_ptr(const struct leasec_client *c, uint32_t key, uint64_t offset,
                                       uint64_t **word_p);
+
+/* The words area of @agent's current connection (LEASEC_CAP_WORDS): its
+ * first byte in this process, read-only (the agent writes it), and its
+ * size. Done words named {LEASEC_WORDS_KEY, off} are at *@base_p + off, and
+ * so are a scan's hits at hits_offset off. Valid until that connection
+ * ends (on_disconnect). Returns 0; -ENOENT for no such agent or no area on
+ * this connection (the agent did not grant LEASEC_CAP_WORDS, or refused the
+ * area: the reason is logged). */
+LEASEC_API int leasec_client_words(const struct leasec_client *c, unsigned agent,
+                                   const unsigned char **base_p, uint64_t *size_p);
 
 /* Rings a doorbell: a release store of @seq into @bell, so every write
  * before it (the buffer's bytes) is visible to whoever sees @seq. For work

@@ -1,0 +1,162 @@
+/* Helpers for tests/hostile: see hostile.h. */
+#include "hostile.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "huge_pages.h"
+#include "kernels/blockhash_ref.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+
+int hs_memfd(struct hs_seg *s, uint64_t size, int huge, int seals, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
+    int fd = memfd_create(huge ? "hs-huge" : "hs-seg", flags);
+    if (fd < 0)
+        return -errno;
+    ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    th_fill(p, size, seed);
+    if (seals)
+        ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+    *s = (struct hs_seg){.fd = fd, .map = p, .size = size, .huge = huge, .seals = seals};
+    return 0;
+}
+
+void hs_seg_close(struct hs_seg *s)
+{
+    if (s->map)
+        munmap(s->map, s->size);
+    if (s->fd >= 0)
+        close(s->fd);
+    s->map = NULL;
+    s->fd = -1;
+}
+
+uint32_t hs_offer(int conn, struct hs_seg *s, uint32_t cls, char *msg, size_t msglen)
+{
+    uint64_t rid = th_offer_send(conn, &s->fd, 1, s->size, cls);
+    union lt_msg_buffer buf;
+    ssize_t n = th_recv(conn, &buf, TH_TIMEOUT_MS);
+    ck_assert_msg(n > 0, "no answer to SEGMENT_OFFER: %s",
+                  n == 0 ? "end of stream" : strerror((int)-n));
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    if (buf.hdr.type == LT_MSG_SEGMENT_ACCEPT) {
+        s->id = ((const struct lt_msg_segment_accept *)(const void *)buf.bytes)->segment;
+        if (msg && msglen)
+            msg[0] = '\0';
+        return LT_OK;
+    }
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_ERROR);
+    const struct lt_msg_error *e = (const void *)buf.bytes;
+    if (msg && msglen)
+        snprintf(msg, msglen, "%s", e->message);
+    return e->code;
+}
+
+int hs_offer_accepted(int conn, struct hs_seg *s, uint64_t size, int huge, uint32_t cls,
+                      uint64_t seed)
+{
+    char msg[128];
+    int rc = hs_memfd(s, size, huge, HS_OLD_SEALS, seed);
+    if (rc < 0)
+        return rc;
+    uint32_t code = hs_offer(conn, s, cls, msg, sizeof msg);
+    if (code == LT_E_SEGMENT_UNSEALED) {
+        hs_seg_close(s);
+        rc = hs_memfd(s, size, huge, HS_SEALS, seed);
+        if (rc < 0)
+            return rc;
+        code = hs_offer(conn, s, cls, msg, sizeof msg);
+    }
+    ck_assert_msg(code == LT_OK, "offer of %llu bytes (%s) refused: %s: %s",
+                  (unsigned long long)size, lt_class_name(cls), lt_error_name(code), msg);
+    return 0;
+}
+
+void hs_checksum_fill(unsigned char *map, uint64_t data, uint64_t seed)
+{
+    th_fill(map, data, seed);
+    ck_assert_int_eq(kr_block_checksums(map, data, 4096, (uint64_t *)(void *)(map + data)),
+                     (long)(data / 4096));
+}
+
+void hs_checksum_submit(struct lt_msg_submit *s, struct lt_lease_id lease, uint64_t data)
+{
+    memset(s, 0, sizeof *s);
+    s->lease = lease;
+    s->op = LT_OP_CHECKSUM_VERIFY;
+    s->args.checksum.offset = 0;
+    s->args.checksum.length = data;
+    s->args.checksum.sums_offset = data;
+    s->args.checksum.block_size = 4096;
+}
+
+int hs_alive(pid_t pid)
+{
+    int st;
+    return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+void hs_assert_serving(struct th_agent *a)
+{
+    ck_assert_msg(hs_alive(a->pid), "the agent died; its log: %s", a->log);
+    union lt_msg_buffer buf;
+    int c = th_hello(a->sock, 0, NULL);
+    th_stats(c, 0, &buf);
+    close(c);
+    ck_assert_msg(hs_alive(a->pid), "the agent died; its log: %s", a->log);
+}
+
+long hs_huge_free(void)
+{
+    return test_huge_pages_free();
+}
+
+struct lt_lease_grant_entry hs_offer_and_lease(int conn, struct hs_seg *s, uint64_t size, int huge,
+                                               uint32_t cls, uint64_t seed, uint64_t data,
+                                               int *old_p)
+{
+    char msg[128];
+    struct lt_lease_grant_entry g = {0};
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(hs_memfd(s, size, huge, round ? HS_SEALS : HS_OLD_SEALS, seed), 0);
+        if (data)
+            hs_checksum_fill(s->map, data, seed);
+        uint32_t code = hs_offer(conn, s, cls, msg, sizeof msg);
+        if (code == LT_OK) {
+            g = th_lease(conn, s->id, 0, s->size, cls);
+            code = g.status;
+            if (code != LT_OK)
+                snprintf(msg, sizeof msg, "(the lease was refused)");
+        }
+        if (code == LT_OK) {
+            if (old_p)
+                *old_p = round == 0;
+            return g;
+        }
+        ck_assert_msg(round == 0 && code == LT_E_SEGMENT_UNSEALED, "%s %s: %s: %s",
+                      round ? "sealed" : "old-sealed", lt_class_name(cls), lt_error_name(code),
+                      msg);
+        ck_assert_msg(strstr(msg, "F_SEAL_FUTURE_WRITE") || strstr(msg, "lease was refused"),
+                      "refusal does not name the seal: %s", msg);
+        hs_seg_close(s);
+    }
+    return g;
+}

@@ -1,0 +1,99 @@
+/* Doorbells under the seal rule (docs/reliability.md): the agent writes a
+ * client's bell when the client goes (the CUDA backend rings it to let the
+ * stream pass), so a bell must lie in a mapping the agent holds writable.
+ * A bell in a segment sealed F_SEAL_FUTURE_WRITE (read-only to the agent)
+ * is refused at SUBMIT, naming the segment and the seal, never a fault at
+ * the write; a client that goes with bell-gated work queued leaves an agent
+ * that serves the next client. Run against lease-agent-host, and (by
+ * hand, TH_AGENT) against lease-agent under the fake driver. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "hostile.h"
+
+START_TEST(test_a_bell_in_a_sealed_segment_is_refused_at_submit)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, NULL);
+    union lt_msg_buffer buf;
+    char msg[128];
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells;
+    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_SEALS, 0x61), 0);
+    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct hs_seg data;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x62, 32 * HS_KIB, NULL);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(c, &sub);
+    const struct lt_msg_error *e = th_expect_error(c, &buf, rid, LT_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e->message, "bell") && strstr(e->message, "F_SEAL_FUTURE_WRITE"),
+                  "the refusal names neither the bell nor the seal: %s", e->message);
+    /* The connection stays: the same work without the bell runs. */
+    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+    rid = th_submit_send(c, &sub);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+    close(c);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
+START_TEST(test_a_client_gone_with_bell_gated_work_leaves_others_served)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, NULL);
+    char msg[128];
+    for (int round = 0; round < 3; round++) {
+        int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+        struct hs_seg bells;
+        /* Unsealed MAPPED: taken for its words, mapped writable. */
+        ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x63), 0);
+        memset(bells.map, 0, 64);
+        ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+        struct hs_seg data;
+        struct lt_lease_grant_entry g =
+            hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x64, 32 * HS_KIB, NULL);
+        for (uint32_t k = 0; k < 4; k++) {
+            struct lt_msg_submit sub;
+            hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+            sub.flags = LT_SUBMIT_F_WAIT_BELL;
+            sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 8 * k};
+            sub.bell_seq = 1; /* never rung */
+            th_submit_send(c, &sub);
+        }
+        th_expect_silence(c, 50);
+        close(c); /* gone with four submits waiting on their bells */
+        hs_seg_close(&bells);
+        hs_seg_close(&data);
+        hs_assert_serving(&a);
+    }
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
+static Suite *bells_suite(void)
+{
+    Suite *s = suite_create("hostile_bells");
+    TCase *tc = tcase_create("bells");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_a_bell_in_a_sealed_segment_is_refused_at_submit);
+    tcase_add_test(tc, test_a_client_gone_with_bell_gated_work_leaves_others_served);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+LEASE_CHECK_MAIN(bells_suite, NULL)

@@ -1,0 +1,136 @@
+/* Issue #12, finding 5: no per-peer fairness, so one uid could take every
+ * one of --max-clients connections and lock every other uid out. Now each
+ * uid may hold at most --max-clients-per-uid connections (by default a
+ * quarter of --max-clients when more than one uid is allowed): the rest of
+ * its connections are refused with LT_E_LIMIT and the numbers, and another
+ * uid still gets in. Needs root to act as another uid: exits 77 otherwise. */
+#include <check.h>
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hostile.h"
+
+#define MAX_CLIENTS 8
+
+static uid_t other_uid;
+static gid_t other_gid;
+static char group_name[64];
+
+/* A child that becomes the other uid and opens MAX_CLIENTS connections,
+ * each with a HELLO. It writes how many were answered to @wfd, then holds
+ * them until @rfd closes. */
+static pid_t greedy_start(const char *sock, int wfd, int rfd, int parent_end)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid != 0)
+        return pid;
+    close(parent_end); /* else @rfd never reads end of file */
+    if (setgroups(0, NULL) < 0 || setgid(other_gid) < 0 || setuid(other_uid) < 0)
+        _exit(20);
+    int served = 0, limit_refusals = 0;
+    for (int i = 0; i < MAX_CLIENTS; i++) {
+        int fd = th_connect(sock);
+        struct lt_msg_hello h;
+        lt_msg_init(&h, sizeof h, LT_MSG_HELLO, 1);
+        h.version_min = h.version_max = 1;
+        lt_name_set(h.name, sizeof h.name, "greedy");
+        th_send(fd, &h, sizeof h, NULL, 0);
+        union lt_msg_buffer buf;
+        ssize_t n = th_recv(fd, &buf, TH_TIMEOUT_MS);
+        if (n > 0 && buf.hdr.type == LT_MSG_HELLO_REPLY)
+            served++;
+        else if ((n > 0 && buf.hdr.type == LT_MSG_ERROR &&
+                  ((const struct lt_msg_error *)(const void *)buf.bytes)->code == LT_E_LIMIT) ||
+                 n == 0)
+            limit_refusals++; /* the ERROR, or the close it came with (a reset may eat it) */
+        /* Keep every socket open: held connections are the point. */
+    }
+    int report[2] = {served, limit_refusals};
+    if (write(wfd, report, sizeof report) != (ssize_t)sizeof report)
+        _exit(21);
+    char c;
+    while (read(rfd, &c, 1) > 0)
+        ;
+    _exit(0);
+}
+
+START_TEST(test_one_uid_cannot_take_every_connection)
+{
+    struct th_agent a;
+    char dir[64] = "/tmp/ga-fair-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0711), 0);
+    char run[96], uidarg[32], maxarg[16];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)other_uid);
+    snprintf(maxarg, sizeof maxarg, "%d", MAX_CLIENTS);
+    const char *extra[] = {"--group",     group_name, "--allow-uid",   uidarg, "--allow-uid",
+                           "0",           "--max-clients", maxarg, NULL};
+    th_agent_start(&a, run, extra);
+
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t child = greedy_start(a.sock, up[1], down[0], down[1]);
+    close(up[1]);
+    close(down[0]);
+    int report[2] = {-1, -1};
+    ck_assert_int_eq(read(up[0], report, sizeof report), (ssize_t)sizeof report);
+    /* The greedy uid got its share, and was told why it got no more. */
+    ck_assert_int_ge(report[0], 1);
+    ck_assert_msg(report[0] < MAX_CLIENTS, "uid %u holds all %d connections",
+                  (unsigned)other_uid, report[0]);
+    ck_assert_int_eq(report[0] + report[1], MAX_CLIENTS);
+    ck_assert(th_file_wait_for(a.log, "per-uid", TH_TIMEOUT_MS));
+
+    /* Root is still served while the greedy connections are held. */
+    hs_assert_serving(&a);
+    close(down[1]);
+    int st;
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(up[0]);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        printf("SKIP hostile_uid_fairness: needs root to act as another uid\n");
+        return 77;
+    }
+    struct passwd *pw = getpwnam("nobody");
+    struct group *gr = getgrnam("nogroup");
+    if (!gr)
+        gr = getgrnam("nobody");
+    if (!pw || !gr) {
+        printf("SKIP hostile_uid_fairness: no 'nobody' user or 'nogroup' group\n");
+        return 77;
+    }
+    other_uid = pw->pw_uid;
+    other_gid = gr->gr_gid;
+    snprintf(group_name, sizeof group_name, "%s", gr->gr_name);
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("hostile_uid_fairness");
+    TCase *tc = tcase_create("fairness");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_one_uid_cannot_take_every_connection);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
