@@ -53,7 +53,8 @@ int main(int argc, char **argv)
         printf("SKIP %s: %s\n", argv[1], why);
         return SKIP;
     }
-    execv(argv[1], argv + 1);
+    /* By PATH too: a test may name its interpreter (`sh script`). */
+    execvp(argv[1], argv + 1);
     fprintf(stderr, "gpu_gate: cannot exec %s: %s\n", argv[1], strerror(errno));
     return 2;
 }
