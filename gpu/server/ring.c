@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "jobs.h"
 #include "ring.h"
+#include "work.h"
 
 /* What the server keeps of one open ring, from RING_OPEN until its gone
  * job ran on the loop. */
@@ -431,24 +432,7 @@ void ga_server__ring_closed_reply(struct ga_server__conn *c, struct ga_server__j
 static void ga_ring__completion(struct ga_server__conn *c, struct ga_server__job *j)
 {
     struct lt_msg_completion r;
-    lt_msg_init(&r, sizeof r, LT_MSG_COMPLETION, j->request_id);
-    r.lease = j->lease;
-    r.op = j->op;
-    r.status = lt_error_is_known(j->res.status) ? j->res.status : LT_E_GPU_FAULT;
-    r.detail = j->res.detail;
-    r.elapsed_ns = j->res.elapsed_ns;
-    if (r.status == LT_OK || r.status == LT_E_CHECKSUM_MISMATCH)
-        r.result = j->res.result;
-    /* Results the op never produced still have to read as "none". */
-    if (lt_validate_op_result(r.op, &r.result) != LT_OK) {
-        memset(&r.result, 0, sizeof r.result);
-        if (r.op == LT_OP_CHECKSUM_VERIFY)
-            r.result.checksum.first_bad_block = LT_BLOCK_NONE;
-        else if (r.op == LT_OP_VECTOR_SCAN)
-            r.result.scan.best_index = LT_BLOCK_NONE;
-        if (r.status == LT_OK)
-            r.status = LT_E_GPU_FAULT;
-    }
+    ga_server__completion_build(j, &r);
     ga_server__send(c, &r, sizeof r);
 }
 

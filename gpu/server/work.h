@@ -13,5 +13,7 @@ void ga_server__ctl(struct ga_server__conn *c, const void *buf, uint16_t type);
 /* Answers a finished GA_JOB_WORK or GA_JOB_CTL job and undoes what it held;
  * the caller frees the job. */
 void ga_server__work_complete(struct ga_server *srv, struct ga_server__job *j);
+/* The COMPLETION of finished job @j, a SUBMIT's or a ring shard's, into @r. */
+void ga_server__completion_build(const struct ga_server__job *j, struct lt_msg_completion *r);
 
 #endif /* GA_SERVER_WORK_H */
