@@ -408,7 +408,7 @@ static void cx_shutdown(void *ctx)
 static void cx__free(struct cx *x)
 {
     for (struct cx_scratch *sc = x->scratch_all, *n; sc; sc = n) {
-        n = sc->next;
+        n = sc->all_next;
         free(sc);
     }
     /* After a fault, owners whose streams never drained are left here. */
@@ -441,7 +441,7 @@ static void cx_destroy(void *ctx)
         if (x->mon_stream)
             GA_CU(cuStreamDestroy(x->mon_stream));
         if (!x->faulted) {
-            for (struct cx_scratch *sc = x->scratch_all; sc; sc = sc->next)
+            for (struct cx_scratch *sc = x->scratch_all; sc; sc = sc->all_next)
                 GA_CU(cuMemFreeHost(sc->host));
             if (x->results)
                 GA_CU(cuMemFreeHost(x->results));
