@@ -276,8 +276,20 @@ static struct lease__client *client_of(struct lease_service *svc, uint64_t clien
 
 static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
 {
-    seg_unregister_locked(svc, seg);
-    munmap(seg->base, (size_t)seg->size);
+    if (seg->registered && svc->be.retire_range && !(seg->words && svc->be.words_unregistered)) {
+        /* The backend unregisters and unmaps it off this thread; the
+         * accounting is as seg_unregister_locked's. */
+        svc->be.retire_range(svc->be.ctx, seg->base, seg->size, chunk_of(svc, seg), seg->cls);
+        seg->registered = false;
+        if (!seg->words) {
+            svc->acct[seg->cls].registered -= seg->size;
+            svc->st.cls[seg->cls].bytes_registered -= seg->size;
+        }
+        svc->st.cls[seg->cls].unregistrations++;
+    } else {
+        seg_unregister_locked(svc, seg);
+        munmap(seg->base, (size_t)seg->size);
+    }
     close(seg->fd);
     seg_unaccount(svc, client_of(svc, seg->client), seg->size, seg->cls);
     base_idtab_retire(&svc->segs, seg->id);

@@ -94,6 +94,22 @@ static int cx_owner_open(void *ctx, uint64_t owner, void **bo_p)
     return 0;
 }
 
+/* Locked. @cmd's bell faults in the agent's mapping (its page was punched
+ * away): the device's write of the release value reaches the page the
+ * registration pinned, which the stream's wait reads. On the agent's own
+ * stream, so no client's work orders it. */
+static void cx__bell_ring_dev(struct cx *x, const struct cx_cmd *cmd)
+{
+    int rc = ga_device_make_current(x->dev);
+    if (rc == 0)
+        rc = GA_CU(cuStreamWriteValue64(x->mon_stream, cmd->w.bell.dev, cmd->w.bell.seq,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (rc < 0)
+        ga__err("CUDA executor: client %#" PRIx64 ": its bell could be rung neither through the "
+                "agent's mapping (SIGBUS) nor from the device (%s); its work waits on it",
+                cmd->o->id, strerror(-rc));
+}
+
 /* Locked. The owner is gone: its bells still waited for are rung by the
  * agent, so the GPU passes them and the work completes (answered as
  * cancelled); what is queued is cancelled as the FIFO is served; the drop
@@ -111,7 +127,8 @@ static void cx__owner_cancel(struct cx *x, struct cx_owner *o)
             (int64_t)(now - cmd->w.bell.seq) >= 0)
             continue; /* rung: the work runs and reports its own result */
         cmd->cancelled = true;
-        base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq);
+        if (base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq) < 0)
+            cx__bell_ring_dev(x, cmd);
     }
     cx__rings_cancel(x, o); /* its rings' words too: they are in its own segments */
     struct cx_cmd *drop = o->drop_cmd;
@@ -391,7 +408,7 @@ static void cx_shutdown(void *ctx)
 static void cx__free(struct cx *x)
 {
     for (struct cx_scratch *sc = x->scratch_all, *n; sc; sc = n) {
-        n = sc->next;
+        n = sc->all_next;
         free(sc);
     }
     /* After a fault, owners whose streams never drained are left here. */
@@ -424,7 +441,7 @@ static void cx_destroy(void *ctx)
         if (x->mon_stream)
             GA_CU(cuStreamDestroy(x->mon_stream));
         if (!x->faulted) {
-            for (struct cx_scratch *sc = x->scratch_all; sc; sc = sc->next)
+            for (struct cx_scratch *sc = x->scratch_all; sc; sc = sc->all_next)
                 GA_CU(cuMemFreeHost(sc->host));
             if (x->results)
                 GA_CU(cuMemFreeHost(x->results));

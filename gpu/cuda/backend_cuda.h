@@ -47,8 +47,9 @@ enum cx_ctl {
 /* A pinned bounce buffer for STAGED bytes and f16 queries. Kept for reuse
  * (freeing pinned memory can synchronise the device), freed at destroy. */
 struct cx_scratch {
-    struct cx_scratch *next;
+    struct cx_scratch *next; /* in scratch_free */
     void *host;
+    struct cx_scratch *all_next; /* in scratch_all: a link of its own, the free list's changes */
 };
 
 struct cx_owner;

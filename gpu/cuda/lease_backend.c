@@ -1,16 +1,40 @@
 /* cuMemHostRegister as a lease registration backend. Calls may land on any
  * worker thread, so each one makes the agent's context current first. Every
- * CUresult goes through GA_CU and its one map to -errno (errmap.c). */
+ * CUresult goes through GA_CU and its one map to -errno (errmap.c).
+ *
+ * A destroyed segment is unregistered and unmapped by the reaper thread:
+ * cuMemHostUnregister waits for every queued operation on the device, and a
+ * client's doorbell wait (cuStreamWaitValue64) lasts until that client rings
+ * it or goes, which the agent's loop must be free to see. The mapping stays
+ * until the unregistration, so its addresses are not reused before. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cu_call.h"
+#include "ga_internal.h"
 #include "gpu/lease_backend.h"
+
+struct cuda_retired {
+    struct cuda_retired *next;
+    void *base;
+    uint64_t size;
+    uint64_t chunk;
+    enum lt_class cls;
+};
 
 struct cuda_ctx {
     CUcontext ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct cuda_retired *head, *tail; /* the reaper's queue, in order */
+    bool reaper_started;
+    bool stopping;
+    pthread_t reaper;
 };
 
 /* The protocol code for a driver refusal: no lockable memory, a capability
@@ -94,9 +118,91 @@ static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class
     return 0;
 }
 
+/* Unregisters each chunk of @r and unmaps it. */
+static void cuda_retired_release(struct cuda_ctx *c, struct cuda_retired *r)
+{
+    char *base = r->base;
+    for (uint64_t off = 0; off < r->size; off += r->chunk) {
+        uint64_t len = r->size - off < r->chunk ? r->size - off : r->chunk;
+        struct lt_failure f = {0};
+        if (cuda_unregister(c, base + off, len, r->cls, &f) < 0)
+            ga__err("%s", f.message);
+    }
+    munmap(r->base, (size_t)r->size);
+}
+
+static void *cuda_reaper_main(void *arg)
+{
+    struct cuda_ctx *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        struct cuda_retired *r = c->head;
+        if (!r) {
+            if (c->stopping)
+                break;
+            pthread_cond_wait(&c->cv, &c->mu);
+            continue;
+        }
+        c->head = r->next;
+        if (!c->head)
+            c->tail = NULL;
+        pthread_mutex_unlock(&c->mu);
+        cuda_retired_release(c, r);
+        free(r);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Queues the range for the reaper, started on first need; without memory or
+ * a thread it is released here, as before. */
+static void cuda_retire(void *ctx, void *base, uint64_t size, uint64_t chunk_bytes,
+                        enum lt_class cls)
+{
+    struct cuda_ctx *c = ctx;
+    struct cuda_retired *r = malloc(sizeof(*r));
+    struct cuda_retired here = {.base = base, .size = size, .chunk = chunk_bytes, .cls = cls};
+    if (r) {
+        *r = here;
+        pthread_mutex_lock(&c->mu);
+        if (!c->reaper_started && !c->stopping &&
+            pthread_create(&c->reaper, NULL, cuda_reaper_main, c) == 0)
+            c->reaper_started = true;
+        if (c->reaper_started) {
+            if (c->tail)
+                c->tail->next = r;
+            else
+                c->head = r;
+            c->tail = r;
+            pthread_cond_signal(&c->cv);
+            r = NULL;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (!r)
+            return;
+        free(r);
+    }
+    ga__err("cuda backend: no reaper thread for %p + %" PRIu64
+            " bytes: unregistered on the caller's thread",
+            base, size);
+    cuda_retired_release(c, &here);
+}
+
+/* The reaper releases what is queued, then ends. */
 static void cuda_fini(void *ctx)
 {
-    free(ctx);
+    struct cuda_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_signal(&c->cv);
+    bool started = c->reaper_started;
+    pthread_mutex_unlock(&c->mu);
+    if (started)
+        pthread_join(c->reaper, NULL);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
@@ -121,6 +227,11 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
     if (!c)
         return lt_failure_set(why_p, LT_E_SYSTEM, -ENOMEM, "cuda backend: out of memory");
     c->ctx = ctx;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->head = c->tail = NULL;
+    c->reaper_started = false;
+    c->stopping = false;
     *backend_p = (struct lease_backend){
         .name = "cuda (cuMemHostRegister)",
         .ctx = c,
@@ -130,6 +241,7 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
         .capacity = NULL,
         .fini = cuda_fini,
         .register_range_ro = cuda_register_ro,
+        .retire_range = cuda_retire,
     };
     return 0;
 }

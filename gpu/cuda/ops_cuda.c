@@ -290,7 +290,7 @@ made:
                 return rc;
             }
             pthread_mutex_lock(&x->mu);
-            sc->next = x->scratch_all; /* freed at destroy */
+            sc->all_next = x->scratch_all; /* freed at destroy */
             x->scratch_all = sc;
             pthread_mutex_unlock(&x->mu);
         }

@@ -327,7 +327,7 @@ static int cx__ring_query_f16(struct cx *x, struct cx_ring *rg, struct cx_cmd *c
                 return rc;
             }
             pthread_mutex_lock(&x->mu);
-            sc->next = x->scratch_all; /* freed at destroy */
+            sc->all_next = x->scratch_all; /* freed at destroy */
             x->scratch_all = sc;
             pthread_mutex_unlock(&x->mu);
         }

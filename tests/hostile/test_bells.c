@@ -85,6 +85,52 @@ START_TEST(test_a_client_gone_with_bell_gated_work_leaves_others_served)
 }
 END_TEST
 
+/* A client that holds bell-gated work and stays: another client's segment
+ * is released meanwhile (on the CUDA backend cuMemHostUnregister waits for
+ * the device's queued work, the unrung bell's wait included), and the agent
+ * still answers a third client before the bell is rung. */
+START_TEST(test_a_client_holding_unrung_bells_leaves_others_served)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, NULL);
+    union lt_msg_buffer buf;
+    char msg[128];
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells;
+    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x65), 0);
+    memset(bells.map, 0, 64);
+    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct hs_seg data;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x66, 32 * HS_KIB, NULL);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(c, &sub);
+    th_expect_silence(c, 50);
+    /* Another client's registered segment, released as that client goes. */
+    int c2 = th_hello(a.sock, 0, NULL);
+    struct hs_seg other;
+    hs_offer_and_lease(c2, &other, 64 * HS_KIB, 0, LT_CLASS_MAPPED, 0x67, 0, NULL);
+    close(c2);
+    hs_seg_close(&other);
+    hs_assert_serving(&a);
+    /* The bell rung, the held work completes. */
+    __atomic_store_n((uint64_t *)(void *)bells.map, 1, __ATOMIC_RELEASE);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+    close(c);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 static Suite *bells_suite(void)
 {
     Suite *s = suite_create("hostile_bells");
@@ -92,6 +138,7 @@ static Suite *bells_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_a_bell_in_a_sealed_segment_is_refused_at_submit);
     tcase_add_test(tc, test_a_client_gone_with_bell_gated_work_leaves_others_served);
+    tcase_add_test(tc, test_a_client_holding_unrung_bells_leaves_others_served);
     suite_add_tcase(s, tc);
     return s;
 }

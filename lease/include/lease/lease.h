@@ -92,6 +92,16 @@ struct lease_backend {
      * registration here, their host addresses serving as device ones (the
      * host backend: locking them would only eat RLIMIT_MEMLOCK). */
     int words_unregistered;
+    /* Optional: takes over the mapping [base, base + size) of a registered
+     * segment being destroyed: unregisters each chunk of chunk_bytes (the
+     * last one shorter) as unregister_range would, then munmaps it, possibly
+     * later and on a thread of its own. The CUDA driver's unregister waits
+     * for all the device's queued work, which a peer's unrung doorbell can
+     * hold forever: the service's caller (the agent's loop) must not. The
+     * service has closed the fd and returned the budget already. NULL: the
+     * service unregisters and unmaps in place. */
+    void (*retire_range)(void *ctx, void *base, uint64_t size, uint64_t chunk_bytes,
+                         enum lt_class cls);
 };
 
 /* Fills @backend_p with the host backend: mlock/munlock, refusing (-ENOMEM,
