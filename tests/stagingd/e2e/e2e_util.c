@@ -344,3 +344,24 @@ void e2e_report_parse(const char *text, struct e2e_report *r)
     }
     free(copy);
 }
+
+void e2e_job_paths(struct e2e_job *j)
+{
+    snprintf(j->out, sizeof j->out, "%s/out.txt", j->e.dir);
+    snprintf(j->err, sizeof j->err, "%s/err.txt", j->e.dir);
+}
+
+void e2e_job_read(struct e2e_job *j)
+{
+    free(j->out_text);
+    free(j->err_text);
+    j->out_text = e2e_slurp(j->out);
+    j->err_text = e2e_slurp(j->err);
+}
+
+void e2e_job_done(struct e2e_job *j)
+{
+    free(j->out_text);
+    free(j->err_text);
+    e2e_env_cleanup(&j->e);
+}

@@ -97,6 +97,22 @@ struct e2e_report {
 /* Parses stagingd's stdout; shard names are shard-NNNNNN.sds. */
 void e2e_report_parse(const char *text, struct e2e_report *r);
 
+/* ---- one `stagingd job` run's files ---- */
+
+/* An environment and the paths and texts of a job's stdout and stderr. */
+struct e2e_job {
+    struct e2e_env e;
+    char out[256], err[256];
+    char *out_text, *err_text; /* owned; NULL until e2e_job_read */
+};
+
+/* Sets out and err to out.txt and err.txt in j->e.dir. */
+void e2e_job_paths(struct e2e_job *j);
+/* (Re)reads both files into out_text and err_text. */
+void e2e_job_read(struct e2e_job *j);
+/* Frees the texts and cleans the environment up. */
+void e2e_job_done(struct e2e_job *j);
+
 /* ---- test_e2e_first_run.c ---- */
 
 /* What a first run meets: usage and help, no agent, a budget too small. */

@@ -24,33 +24,6 @@
 #define MiB (1ull << 20)
 #define RUN_MS 60000
 
-struct e2e_job {
-    struct e2e_env e;
-    char out[256], err[256];
-    char *out_text, *err_text;
-};
-
-static void job_paths(struct e2e_job *j)
-{
-    snprintf(j->out, sizeof j->out, "%s/out.txt", j->e.dir);
-    snprintf(j->err, sizeof j->err, "%s/err.txt", j->e.dir);
-}
-
-static void job_read(struct e2e_job *j)
-{
-    free(j->out_text);
-    free(j->err_text);
-    j->out_text = e2e_slurp(j->out);
-    j->err_text = e2e_slurp(j->err);
-}
-
-static void job_done(struct e2e_job *j)
-{
-    free(j->out_text);
-    free(j->err_text);
-    e2e_env_cleanup(&j->e);
-}
-
 /* Asserts the report's scan rows and top-k equal the CPU's, bit for bit:
  * the true top-k of all records, not of the per-shard bests. */
 static void expect_topk(const struct e2e_job *j, const struct e2e_report *r, uint64_t seed,
@@ -83,14 +56,14 @@ START_TEST(test_verify_job_matches_cpu_verification)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 16, 1 * MiB, 64, 0, 0x5eed01);
     e2e_agent_start(&j.e);
     const char *argv[] = {
         e2e_stagingd, "job",    "--store",    j.e.store, "--agent",         j.e.sock, "--op",
         "verify",     "--list", "--inflight", "3",       "--agent-timeout", "20",     NULL};
     int st = e2e_run(argv, j.out, j.err, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd job exited %d\nstdout:\n%s\nstderr:\n%s", st, j.out_text,
                   j.err_text);
     struct e2e_report r;
@@ -109,7 +82,7 @@ START_TEST(test_verify_job_matches_cpu_verification)
     ck_assert_uint_eq(r.released, 16);
     ck_assert(r.exactly_once);
     ck_assert_ptr_nonnull(strstr(j.out_text, "doorbell on"));
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -117,7 +90,7 @@ START_TEST(test_corrupt_block_is_named_with_its_shard)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 16, 1 * MiB, 64, 0, 0x5eed02);
     /* One byte of block 3 of shard 5 flipped, the table left as it was. */
     char path[256];
@@ -141,7 +114,7 @@ START_TEST(test_corrupt_block_is_named_with_its_shard)
                           j.e.sock,          "--op", "verify",  "--inflight", "4",
                           "--agent-timeout", "20",   NULL};
     int st = e2e_run(argv, j.out, j.err, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 3, "expected exit 3 (corrupt blocks), found %d\n%s\n%s", st, j.out_text,
                   j.err_text);
     struct e2e_report r;
@@ -153,7 +126,7 @@ START_TEST(test_corrupt_block_is_named_with_its_shard)
     for (size_t i = 0; i < 16; i++)
         if (i != 5)
             ck_assert_uint_eq(r.verify_bad[i], 0);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -161,7 +134,7 @@ START_TEST(test_scan_topk_matches_cpu_reference_and_flags_override_config)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 16, 1 * MiB, 64, 0, 0x5eed03);
     e2e_agent_start(&j.e);
     char conf[256];
@@ -177,7 +150,7 @@ START_TEST(test_scan_topk_matches_cpu_reference_and_flags_override_config)
     const char *argv[] = {e2e_stagingd, "job",    "--config", conf, "--store", j.e.store,
                           "--agent",    j.e.sock, "--k",      "5",  "--list",  NULL};
     int st = e2e_run(argv, j.out, j.err, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, j.out_text, j.err_text);
     ck_assert_ptr_nonnull(strstr(j.out_text, "job 1: scan of"));
     struct e2e_report r;
@@ -185,7 +158,7 @@ START_TEST(test_scan_topk_matches_cpu_reference_and_flags_override_config)
     for (size_t i = 0; i < 16; i++)
         ck_assert_uint_eq(r.scan_rows[i], 1);
     expect_topk(&j, &r, 7, 5, 16);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -193,7 +166,7 @@ START_TEST(test_both_ops_without_doorbell_on_f16_match_cpu)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 12, 1 * MiB, 128, 1, 0x5eed04);
     e2e_agent_start(&j.e);
     const char *argv[] = {e2e_stagingd, "job",  "--store",      j.e.store,    "--agent",
@@ -201,7 +174,7 @@ START_TEST(test_both_ops_without_doorbell_on_f16_match_cpu)
                           "--k",        "4",    "--query-seed", "3",          "--list",
                           "--inflight", "2",    "--batch",      "2",          NULL};
     int st = e2e_run(argv, j.out, j.err, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, j.out_text, j.err_text);
     ck_assert_ptr_nonnull(strstr(j.out_text, "doorbell off"));
     ck_assert_ptr_nonnull(strstr(j.out_text, "(0 behind the doorbell)"));
@@ -213,7 +186,7 @@ START_TEST(test_both_ops_without_doorbell_on_f16_match_cpu)
     }
     expect_topk(&j, &r, 3, 4, 12);
     ck_assert(r.exactly_once);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -221,7 +194,7 @@ START_TEST(test_agent_killed_midjob_every_shard_processed_once)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     const unsigned shards = 32;
     e2e_store_make(&j.e, shards, 1 * MiB, 64, 0, 0x5eed05);
     e2e_agent_start(&j.e);
@@ -242,13 +215,13 @@ START_TEST(test_agent_killed_midjob_every_shard_processed_once)
     ck_assert_int_eq(kill(j.e.agent, SIGKILL), 0);
     ck_assert_int_eq(e2e_wait(j.e.agent, 5000), 128 + SIGKILL);
     j.e.agent = 0;
-    job_read(&j);
+    e2e_job_read(&j);
     unsigned before = e2e_count(j.err_text, "verify ok (");
     ck_assert_uint_lt(before, shards);
     e2e_agent_start(&j.e);
 
     int st = e2e_wait(sd, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, j.out_text, j.err_text);
     ck_assert_ptr_nonnull(strstr(j.err_text, "agent 0 lost"));
     /* Each shard's verify and scan result taken once, never twice. */
@@ -270,7 +243,7 @@ START_TEST(test_agent_killed_midjob_every_shard_processed_once)
     const char *resub = strstr(j.out_text, "exactly once");
     fprintf(stderr, "agent killed after %u of %u shards; %.*s\n", before, shards,
             resub ? (int)strcspn(resub, "\n") : 0, resub ? resub : "");
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -323,7 +296,7 @@ START_TEST(test_sigterm_during_a_job_exits_cleanly_and_releases_every_lease)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 16, 1 * MiB, 64, 0, 0x5eed06);
     e2e_agent_start(&j.e);
     char ctl[256];
@@ -356,7 +329,7 @@ START_TEST(test_sigterm_during_a_job_exits_cleanly_and_releases_every_lease)
     ck_assert_msg(e2e_wait_count(j.err, "verify ok (", 2, 30000), "the job never got going");
     ck_assert_int_eq(kill(sd, SIGTERM), 0);
     int st = e2e_wait(sd, 30000);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd run exited %d after SIGTERM\n%s", st, j.err_text);
     ck_assert_msg(access(ctl, F_OK) != 0, "the control socket %s is still there", ctl);
     ck_assert_ptr_nonnull(strstr(j.err_text, "SIGTERM from pid"));
@@ -392,7 +365,7 @@ START_TEST(test_sigterm_during_a_job_exits_cleanly_and_releases_every_lease)
     ck_assert_int_eq(kill(j.e.agent, SIGTERM), 0);
     ck_assert_int_eq(e2e_wait(j.e.agent, 10000), 0);
     j.e.agent = 0;
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -415,7 +388,7 @@ START_TEST(test_bad_config_file_is_refused_naming_file_and_line)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     char want[512];
     int st = 0;
 
@@ -444,7 +417,7 @@ START_TEST(test_bad_config_file_is_refused_naming_file_and_line)
     ck_assert_ptr_nonnull(
         strstr(err, "bad.conf:1: doorbell: expected auto, on or off, found 'sometimes'"));
     free(err);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 

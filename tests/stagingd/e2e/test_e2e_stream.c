@@ -24,33 +24,6 @@
 #define MiB (1ull << 20)
 #define RUN_MS 120000
 
-struct e2e_job {
-    struct e2e_env e;
-    char out[256], err[256];
-    char *out_text, *err_text;
-};
-
-static void job_paths(struct e2e_job *j)
-{
-    snprintf(j->out, sizeof j->out, "%s/out.txt", j->e.dir);
-    snprintf(j->err, sizeof j->err, "%s/err.txt", j->e.dir);
-}
-
-static void job_read(struct e2e_job *j)
-{
-    free(j->out_text);
-    free(j->err_text);
-    j->out_text = e2e_slurp(j->out);
-    j->err_text = e2e_slurp(j->err);
-}
-
-static void job_done(struct e2e_job *j)
-{
-    free(j->out_text);
-    free(j->err_text);
-    e2e_env_cleanup(&j->e);
-}
-
 /* Runs `stagingd job` on the store with @args after the common ones
  * (NULL-terminated); returns its exit status. Output in j->out_text. */
 static int job_run(struct e2e_job *j, const char *const *args)
@@ -66,7 +39,7 @@ static int job_run(struct e2e_job *j, const char *const *args)
     unlink(j->out);
     unlink(j->err);
     int st = e2e_run(argv, j->out, j->err, RUN_MS);
-    job_read(j);
+    e2e_job_read(j);
     return st;
 }
 
@@ -137,7 +110,7 @@ START_TEST(test_stream_verify_matches_whole_path_and_cpu)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 12, 1 * MiB, 64, 0, 0x57ea01);
     e2e_agent_start(&j.e);
     const char *whole[] = {"--op", "verify", "--path", "whole", "--inflight", "2", NULL};
@@ -161,7 +134,7 @@ START_TEST(test_stream_verify_matches_whole_path_and_cpu)
     ck_assert_uint_eq(rs.granted, 4); /* two per ring: no lease per shard or chunk */
     ck_assert_uint_eq(rs.released, 4);
     expect_stream_counters(&j, 12);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -170,7 +143,7 @@ START_TEST(test_stream_scan_f32_and_f16_match_cpu_topk)
     for (int f16 = 0; f16 < 2; f16++) {
         struct e2e_job j = {0};
         e2e_env_init(&j.e);
-        job_paths(&j);
+        e2e_job_paths(&j);
         e2e_store_make(&j.e, 10, 1 * MiB, f16 ? 128 : 64, f16, 0x57ea02 + (uint64_t)f16);
         e2e_agent_start(&j.e);
         const char *args[] = {"--op", "scan",         "--path", "stream", "--k",
@@ -184,7 +157,7 @@ START_TEST(test_stream_scan_f32_and_f16_match_cpu_topk)
         expect_topk(&j, &r, 5, 7, 10);
         ck_assert(r.exactly_once);
         expect_stream_counters(&j, 10);
-        job_done(&j);
+        e2e_job_done(&j);
     }
 }
 END_TEST
@@ -193,7 +166,7 @@ START_TEST(test_stream_both_ops_stream_each_once_and_auto_chooses)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 8, 1 * MiB, 64, 0, 0x57ea03);
     e2e_agent_start(&j.e);
     const char *both[] = {"--op", "both", "--path", "stream", "--k", "4", NULL};
@@ -218,7 +191,7 @@ START_TEST(test_stream_both_ops_stream_each_once_and_auto_chooses)
     st = job_run(&j, auto_both);
     ck_assert_msg(st == 0, "exit %d\n%s\n%s", st, j.out_text, j.err_text);
     ck_assert_ptr_nonnull(strstr(j.out_text, "path whole shards"));
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -226,7 +199,7 @@ START_TEST(test_stream_names_the_bad_block_and_the_cpu_check_agrees)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 10, 1 * MiB, 64, 0, 0x57ea04);
     flip_byte(&j, 6, 9 * (64 << 10) + 77); /* block 9 of shard 6 */
     e2e_agent_start(&j.e);
@@ -251,7 +224,7 @@ START_TEST(test_stream_names_the_bad_block_and_the_cpu_check_agrees)
         if (m > 0)
             ck_assert_ptr_nonnull(strstr(j.out_text, "cpu check"));
     }
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -259,7 +232,7 @@ START_TEST(test_agent_killed_midstream_every_shard_once)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     const unsigned shards = 32;
     e2e_store_make(&j.e, shards, 1 * MiB, 64, 0, 0x57ea05);
     e2e_agent_start(&j.e);
@@ -301,12 +274,12 @@ START_TEST(test_agent_killed_midstream_every_shard_once)
     ck_assert_int_eq(kill(j.e.agent, SIGKILL), 0);
     ck_assert_int_eq(e2e_wait(j.e.agent, 5000), 128 + SIGKILL);
     j.e.agent = 0;
-    job_read(&j);
+    e2e_job_read(&j);
     unsigned before = e2e_count(j.err_text, "verify ok (");
     ck_assert_uint_lt(before, shards);
     e2e_agent_start(&j.e);
     int st = e2e_wait(sd, RUN_MS);
-    job_read(&j);
+    e2e_job_read(&j);
     ck_assert_msg(st == 0, "stagingd job exited %d\n%s\n%s", st, j.out_text, j.err_text);
     ck_assert_ptr_nonnull(strstr(j.err_text, "agent 0 lost"));
     ck_assert_ptr_nonnull(strstr(j.err_text, "ring(s) stop"));
@@ -323,7 +296,7 @@ START_TEST(test_agent_killed_midstream_every_shard_once)
     const char *resub = strstr(j.out_text, "exactly once");
     fprintf(stderr, "agent killed after %u of %u shards; %.*s\n", before, shards,
             resub ? (int)strcspn(resub, "\n") : 0, resub ? resub : "");
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
@@ -354,7 +327,7 @@ START_TEST(test_stagingd_killed_with_rings_open_is_drained_by_the_agent)
 {
     struct e2e_job j = {0};
     e2e_env_init(&j.e);
-    job_paths(&j);
+    e2e_job_paths(&j);
     e2e_store_make(&j.e, 32, 1 * MiB, 64, 0, 0x57ea06);
     e2e_agent_start(&j.e);
     const char *argv[] = {e2e_stagingd,
@@ -400,7 +373,7 @@ START_TEST(test_stagingd_killed_with_rings_open_is_drained_by_the_agent)
     const char *args[] = {"--op", "verify", "--path", "stream", NULL};
     int st = job_run(&j, args);
     ck_assert_msg(st == 0, "exit %d\n%s\n%s", st, j.out_text, j.err_text);
-    job_done(&j);
+    e2e_job_done(&j);
 }
 END_TEST
 
