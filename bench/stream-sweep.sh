@@ -75,8 +75,10 @@ job() {
     shift
     for ((r = 0; r < repeat; r++)); do
         c0=$(agent_cpu)
-        line=$("$stagingd" job --store "$store" --agent "$work/agent/a.sock" "$@" 2>>"$log" | tee -a "$log")
-        grep -q "end to end" <<<"$line" || { rows+=("$(printf '%-44s %s' "$label" FAILED)"); return; }
+        line=$("$stagingd" job --store "$store" --agent "$work/agent/a.sock" "$@" 2>>"$log")
+        local rc=$?
+        printf '%s\n' "$line" >>"$log"
+        ((rc == 0)) || { rows+=("$(printf '%-44s %s (exit %d)' "$label" FAILED "$rc")"); return; }
         c1=$(agent_cpu)
         e2e+=("$(sed -n 's/^ *end to end *\([0-9.]*\) GB\/s.*/\1/p' <<<"$line")")
         chk+=("$(sed -n 's/^ *cpu check *\([0-9.]*\) GB\/s.*/\1/p' <<<"$line")")
@@ -98,11 +100,11 @@ job() {
 want() { [[ " $parts " == *" $1 "* ]]; }
 if want streams; then
     for n in 0 1 2 4 8; do
-        agent_start --backend cuda --ring-streams "$n"
+        agent_start --backend "${SWEEP_BACKEND:-cuda}" --ring-streams "$n"
         job "verify, stream, agent --ring-streams $n" --op verify --path stream
     done
 fi
-agent_start --backend cuda
+agent_start --backend "${SWEEP_BACKEND:-cuda}"
 if want cpu; then
     job "verify, stream, no CPU check" --op verify --path stream
     for t in 0 2 4 8; do
