@@ -93,6 +93,15 @@ static int base__guard_run2(const void *addr, size_t len, const void *addr2, siz
     int rc = base_guard_install();
     if (rc < 0)
         return rc;
+    /* A synchronous SIGBUS that is blocked on the faulting thread kills the
+     * process whatever the handler (the kernel forces the default action),
+     * and library threads often block every signal: the CUDA driver's,
+     * which run stream host functions such as the bounce copies. */
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    if ((rc = pthread_sigmask(SIG_UNBLOCK, &bus, NULL)) != 0)
+        return -rc;
     struct base__guard_frame f;
     base__guard_range(&f.lo, &f.hi, addr, len);
     base__guard_range(&f.lo2, &f.hi2, addr2, len2);

@@ -102,6 +102,23 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
     return 0;
 }
 
+/* Whether the word at @off of a held segment faults when read (its page
+ * freed by the client); the failure is set in *@why when it does. */
+static bool ga_work__word_gone(const struct lease_segment_info *info, uint64_t off,
+                               const char *what, struct lt_failure *why)
+{
+    uint64_t v;
+    const uint64_t *w = (const uint64_t *)(const void *)((const unsigned char *)info->host_base + off);
+    if (base_guard_load_u64(w, &v) == 0)
+        return false;
+    lt_failure_set(why, LT_E_SEGMENT_GONE, -EFAULT,
+                   "the %s word at offset %" PRIu64
+                   " could not be read: its page was freed under the agent (a hole punched in "
+                   "its segment?)",
+                   what, off);
+    return true;
+}
+
 /* The op's ranges against the lease and the alignment the kernels need;
  * a scan's hits against @words (the client's words area) when it has one. */
 static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info *li,
@@ -262,6 +279,18 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         if (rc == 0)
             j->hits_hold = hits_in->id;
     }
+    /* The words must be there now: a bell or done page the client freed
+     * (a hole punched in a segment it could punch, no huge page left) would
+     * fault only where the CPU reads it (the host backend), and on the GPU
+     * the wait would never pass. One guarded read each; a fault is this
+     * client's doing, and it goes (as after any SIGBUS on its memory). */
+    bool gone = false;
+    if (rc == 0 && bell)
+        gone = ga_work__word_gone(&bell_info, m->bell.offset, "bell", &why);
+    if (rc == 0 && !gone && done)
+        gone = ga_work__word_gone(&done_info, m->done.offset, "done", &why);
+    if (gone)
+        rc = -EFAULT;
     /* record_allocation: the lease cannot complete its release until this
      * work is done (lease_work_done in ga_server__complete). */
     if (rc == 0)
@@ -270,6 +299,12 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         ga_work__unhold(srv, j);
         free(j);
+        if (gone) {
+            base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                     "client %" PRIu32 " (pid %ld): %s: dropping it", c->id, (long)c->pid,
+                     why.message);
+            ga_server__conn_kill(c, "its word memory vanished (SIGBUS)");
+        }
         return;
     }
     j->kind = GA_JOB_WORK;

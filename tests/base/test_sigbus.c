@@ -203,6 +203,46 @@ START_TEST(threads_fault_independently)
 }
 END_TEST
 
+/* A library's thread (the CUDA driver's, running a stream host function)
+ * may block every signal; a synchronous SIGBUS blocked there would kill
+ * the process whatever the handler. The guard unblocks it for its call. */
+static void *blocked_main(void *arg)
+{
+    struct worker *w = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    unsigned char buf[16];
+    for (int i = 0; i < 100; i++)
+        if (base_guard_copy(buf, w->g->map + w->g->page, sizeof buf) != -EFAULT)
+            w->wrong++;
+    return NULL;
+}
+
+START_TEST(a_thread_that_blocks_every_signal_is_guarded_too)
+{
+    struct gone g;
+    gone_make(&g);
+    /* In a child: before the fix, the process died of the first fault. */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct worker w = {.g = &g, .bad = 1};
+        pthread_t th;
+        if (pthread_create(&th, NULL, blocked_main, &w) != 0)
+            _exit(3);
+        pthread_join(th, NULL);
+        _exit(w.wrong == 0 ? 0 : 2);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "child ended with status %#x (killed by signal %d?)", st,
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    gone_free(&g);
+}
+END_TEST
+
 static Suite *sigbus_suite(void)
 {
     Suite *s = suite_create("base_sigbus");
@@ -212,6 +252,7 @@ static Suite *sigbus_suite(void)
     tcase_add_test(tc, nested_guards_the_innermost_owner_catches_the_fault);
     tcase_add_test(tc, a_fault_outside_every_armed_range_still_kills);
     tcase_add_test(tc, threads_fault_independently);
+    tcase_add_test(tc, a_thread_that_blocks_every_signal_is_guarded_too);
     suite_add_tcase(s, tc);
     return s;
 }

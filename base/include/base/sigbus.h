@@ -24,7 +24,11 @@
  *
  * Threads: the handler is process-wide, installed once (base_guard_install,
  * or the first guard's call); ranges are armed per thread. The handler
- * reads only the faulting thread's own thread-local state. */
+ * reads only the faulting thread's own thread-local state. Every guarded
+ * call unblocks SIGBUS on its thread (and leaves it unblocked): the kernel
+ * kills a process whose thread faults with SIGBUS blocked, and a library's
+ * threads (the CUDA driver's, which run stream host functions) may block
+ * every signal. */
 #ifndef BASE_SIGBUS_H
 #define BASE_SIGBUS_H
 
