@@ -102,6 +102,16 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
     return 0;
 }
 
+int ga_server__lease_as_data(const char *what, const struct lease_info *li, struct lt_failure *why)
+{
+    if (!li->words_only)
+        return 0;
+    return lt_failure_set(why, LT_E_SEGMENT_UNSEALED, -EPERM,
+                          "%s: segment {%" PRIu32 ",%" PRIu32
+                          "} lacks F_SEAL_FUTURE_WRITE: ring words only, not data",
+                          what, li->segment.slot, li->segment.gen);
+}
+
 /* The op's ranges against the lease and the alignment the kernels need;
  * a scan's hits against @words (the client's words area) when it has one. */
 static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info *li,
@@ -214,6 +224,12 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         return;
     }
     int rc = lease_query(srv->svc, c->client, m->lease, &li, &why);
+    /* Every op reads the lease's bytes (a scan may write its hits there). */
+    if (rc == 0) {
+        char what[48];
+        snprintf(what, sizeof what, "lease {%" PRIu32 ",%" PRIu32 "}", m->lease.slot, m->lease.gen);
+        rc = ga_server__lease_as_data(what, &li, &why);
+    }
     if (rc < 0) {
         ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         return;
