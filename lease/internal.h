@@ -163,6 +163,9 @@ struct lease__lease {
     uint64_t length;
     enum lt_class cls;
     bool released;
+    bool words_only; /* granted on a segment that is not leasable, only for
+                        LEASE_GRANT_ALLOW_WORDS: its client can free these
+                        pages, so the agent takes it as ring words, never data */
     uint64_t pending;
     uint64_t dev_ptr;
     uint64_t granted_ns; /* base_now_ns() at the grant (list.c) */

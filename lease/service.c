@@ -1029,6 +1029,8 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
     l->offset = req->offset;
     l->length = req->length;
     l->cls = cls;
+    /* Only words_lease let it through: the caller must not read it as data. */
+    l->words_only = !seg->leasable;
     l->granted_ns = base_now_ns();
     if (cls == LT_CLASS_MAPPED)
         l->dev_ptr = seg->chunk_dev[first] + (req->offset - first * chunk);
@@ -1229,6 +1231,7 @@ int lease_query(struct lease_service *svc, struct lease_client_id client, struct
                 .host_addr = (char *)l->seg->base + l->offset,
                 .dev_ptr = l->dev_ptr,
                 .writable = !l->seg->read_only,
+                .words_only = l->words_only,
             };
         } else {
             struct lease__lease *unused = NULL;

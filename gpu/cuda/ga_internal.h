@@ -25,6 +25,7 @@ void ga__log_sink_set(const struct base_log_sink *sink);
 #define ga__err(...) base_log(ga__log_sink(), BASE_LOG_ERROR, GA__SUBSYS, __VA_ARGS__)
 #define ga__warn(...) base_log(ga__log_sink(), BASE_LOG_WARN, GA__SUBSYS, __VA_ARGS__)
 #define ga__info(...) base_log(ga__log_sink(), BASE_LOG_INFO, GA__SUBSYS, __VA_ARGS__)
+#define ga__debug(...) base_log(ga__log_sink(), BASE_LOG_DEBUG, GA__SUBSYS, __VA_ARGS__)
 
 /* ---- the gate's words (gate_text.c; no driver calls) ---- */
 

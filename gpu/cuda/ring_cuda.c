@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/sigbus.h"
+#include "base/time.h"
 #include "backend_cuda.h"
 #include "cu_call.h"
 #include "device_internal.h"
@@ -51,6 +52,10 @@ struct cx_ring {
     CUdeviceptr dmem;
     uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
     uint64_t shards_issued;
+    /* what queueing the ring's work cost its worker (ns), and when the
+     * ring opened and its first shard was queued (base_now_ns): logged at
+     * debug level when the ring goes */
+    uint64_t issue_ns, t_open, t_first_issued, chunks_issued;
     struct cx_scratch *scratch; /* f16 queries are widened through it */
     /* x->mu */
     struct cx_cmd *pend_head, *pend_tail; /* issued shards not answered, in order */
@@ -94,6 +99,7 @@ int cx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_e
     rg->r = r;
     rg->spec = *spec;
     rg->image_bytes = image;
+    rg->t_open = base_now_ns();
     close->kind = CX_RING_CLOSE;
     close->slot = UINT32_MAX;
     close->ring = rg;
@@ -386,7 +392,21 @@ static void cx__ring_shard_done(void *arg)
         cx__cmd_free(x, cmd);
 }
 
+static void cx__ring_shard_issue_timed(struct cx *x, struct cx_cmd *cmd);
+
 void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
+{
+    struct cx_ring *rg = cmd->ring;
+    const uint64_t t0 = base_now_ns();
+    cx__ring_shard_issue_timed(x, cmd);
+    /* @cmd may be answered and freed by now; the ring is the worker's. */
+    const uint64_t t1 = base_now_ns();
+    rg->issue_ns += t1 - t0;
+    if (!rg->t_first_issued)
+        rg->t_first_issued = t1;
+}
+
+static void cx__ring_shard_issue_timed(struct cx *x, struct cx_cmd *cmd)
 {
     struct cx_ring *rg = cmd->ring;
     int rc = cx__ring_stream(x, rg);
@@ -408,6 +428,7 @@ void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
     const CUdeviceptr img = rg->dmem + (rg->shards_issued++ % rg->spec.depth) * rg->image_bytes;
     cmd->w.dev = img;
     rc = cx__ring_chunks(x, rg, cmd, img);
+    rg->chunks_issued += cmd->nseq;
     if (rc == 0 && cmd->w.op == LT_OP_VECTOR_SCAN) {
         if (cmd->w.args.scan.elem == LT_ELEM_F32) {
             cmd->query_dev = img + cmd->w.args.scan.query_offset;
@@ -470,6 +491,13 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
     pthread_mutex_unlock(&x->mu);
     if (rg->own_stream && !x->faulted)
         ga_stream_free(x->streams, rg->st);
+    if (rg->shards_issued)
+        ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64 " shard(s), %" PRIu64
+                  " chunk(s) queued in %.3f ms of worker time (%.1f us a shard); the first queued "
+                  "%.3f ms after the open",
+                  o->id, rg->shards_issued, rg->chunks_issued, (double)rg->issue_ns / 1e6,
+                  (double)rg->issue_ns / 1e3 / (double)rg->shards_issued,
+                  (double)(rg->t_first_issued - rg->t_open) / 1e6);
     ga_exec_ring_released(rg->r, close);
     pthread_mutex_lock(&x->mu);
     cx__owner_unref(x, o);

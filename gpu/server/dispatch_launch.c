@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "dispatch_launch.h"
 #include "jobs.h"
+#include "work.h"
 
 /* What a launch job holds beyond struct ga_server__job. */
 struct ga_server__launch {
@@ -84,6 +85,11 @@ static int ga_launch__ranges(struct ga_server__conn *c, const struct lt_msg_laun
         const struct lt_launch_lease *e = &m->leases[i];
         struct lease_info li;
         int rc = lease_query(srv->svc, c->client, e->lease, &li, why);
+        /* A kernel reads (or writes) every range it is given as data. */
+        char what[32];
+        snprintf(what, sizeof what, "lease range %" PRIu32, i);
+        if (rc == 0)
+            rc = ga_server__lease_as_data(what, &li, why);
         if (rc == 0 && li.released)
             rc = lt_failure_set(why, LT_E_STALE_ID, 0,
                                 "lease range %u: lease {%" PRIu32 ",%" PRIu32

@@ -77,7 +77,16 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
     const struct lt_lease_id ids[2] = {m->slots, m->words};
     struct lease_info *out[2] = {s, w};
     for (int k = 0; k < 2; k++) {
-        if (lease_query(srv->svc, c->client, ids[k], out[k], &why) < 0) {
+        /* The slots are the data the GPU copies: never in a words-only
+         * lease; the words lease is what ALLOW_WORDS is for. */
+        int rc = lease_query(srv->svc, c->client, ids[k], out[k], &why);
+        if (rc == 0 && k == 0) {
+            char what[48];
+            snprintf(what, sizeof what, "slots lease {%" PRIu32 ",%" PRIu32 "}", ids[k].slot,
+                     ids[k].gen);
+            rc = ga_server__lease_as_data(what, out[k], &why);
+        }
+        if (rc < 0) {
             ga_server__send_failure(c, rid, LT_MSG_RING_OPEN, LT_INDEX_NONE, &why);
             return -1;
         }

@@ -108,15 +108,23 @@ static bool ga_work__word_gone(const struct lease_segment_info *info, uint64_t o
                                const char *what, struct lt_failure *why)
 {
     uint64_t v;
-    const uint64_t *w = (const uint64_t *)(const void *)((const unsigned char *)info->host_base + off);
+    const uint64_t *w =
+        (const uint64_t *)(const void *)((const unsigned char *)info->host_base + off);
     if (base_guard_load_u64(w, &v) == 0)
         return false;
     lt_failure_set(why, LT_E_SEGMENT_GONE, -EFAULT,
-                   "the %s word at offset %" PRIu64
-                   " could not be read: its page was freed under the agent (a hole punched in "
-                   "its segment?)",
-                   what, off);
+                   "%s word at offset %" PRIu64 ": its page is gone (a hole punched?)", what, off);
     return true;
+}
+
+int ga_server__lease_as_data(const char *what, const struct lease_info *li, struct lt_failure *why)
+{
+    if (!li->words_only)
+        return 0;
+    return lt_failure_set(why, LT_E_SEGMENT_UNSEALED, -EPERM,
+                          "%s: segment {%" PRIu32 ",%" PRIu32
+                          "} lacks F_SEAL_FUTURE_WRITE: ring words only, not data",
+                          what, li->segment.slot, li->segment.gen);
 }
 
 /* The op's ranges against the lease and the alignment the kernels need;
@@ -231,6 +239,12 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         return;
     }
     int rc = lease_query(srv->svc, c->client, m->lease, &li, &why);
+    /* Every op reads the lease's bytes (a scan may write its hits there). */
+    if (rc == 0) {
+        char what[48];
+        snprintf(what, sizeof what, "lease {%" PRIu32 ",%" PRIu32 "}", m->lease.slot, m->lease.gen);
+        rc = ga_server__lease_as_data(what, &li, &why);
+    }
     if (rc < 0) {
         ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         return;

@@ -5,6 +5,12 @@
 
 #include "internal.h"
 
+/* Refuses a lease (resolved into @li; @what names it, as the request does)
+ * as data when the lease service marked it words-only: granted through
+ * LEASE_GRANT_ALLOW_WORDS in an unsealed MAPPED segment, whose client can
+ * punch or MADV_REMOVE those pages under the lease. Returns 0, or -EPERM
+ * with LT_E_SEGMENT_UNSEALED in *@why, worded to fit an ERROR's 87 bytes. */
+int ga_server__lease_as_data(const char *what, const struct lease_info *li, struct lt_failure *why);
 /* A validated SUBMIT from @c: resolved, held and handed to the executor, or
  * refused with an ERROR. */
 void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m);

@@ -1781,6 +1781,53 @@ START_TEST(segment_query_reports_class_registration_and_the_chunks_device_pointe
 }
 END_TEST
 
+/* A strict service leases an unsealed MAPPED segment only with
+ * LEASE_GRANT_ALLOW_WORDS, and marks that lease words-only: its client can
+ * free the pages, so the agent takes it as a ring's words, never as data.
+ * A sealed segment's lease is never words-only, with the flag or without,
+ * nor is an unsealed one's under legacy seals (leasable there). */
+START_TEST(an_unsealed_mapped_lease_is_words_only)
+{
+    struct lease_backend be = fake_backend(0);
+    struct lease_service *svc = new_svc(&be, 0, 4 * MiB);
+    struct lease_client_id c = new_client(svc);
+    int fd = make_memfd(1 * MiB, OLD_SEALS, 81);
+    struct lt_segment_id u = {0, 0};
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, MAPPED, &u, &why), 0);
+    struct lt_segment_id s = add_seg(svc, c, 1 * MiB, MAPPED, 82, NULL);
+    struct lease_grant_result r;
+    assert_refused(grant1(svc, c, u, 0, 4096, MAPPED, 0, &r), -EPERM, LT_E_SEGMENT_UNSEALED,
+                   "not sealed F_SEAL_FUTURE_WRITE");
+    ck_assert_int_eq(grant1(svc, c, u, 0, 4096, MAPPED, LEASE_GRANT_ALLOW_WORDS, &r), 0);
+    struct lease_info li;
+    ck_assert_int_eq(lease_query(svc, c, r.lease, &li, &why), 0);
+    ck_assert_uint_eq(li.words_only, 1);
+    ck_assert_uint_eq(li.writable, 1);
+    ck_assert_int_eq(release1(svc, c, r.lease), 0);
+    ck_assert_int_eq(grant1(svc, c, s, 0, 4096, MAPPED, LEASE_GRANT_ALLOW_WORDS, &r), 0);
+    ck_assert_int_eq(lease_query(svc, c, r.lease, &li, &why), 0);
+    ck_assert_uint_eq(li.words_only, 0);
+    ck_assert_uint_eq(li.writable, 0);
+    ck_assert_int_eq(grant1(svc, c, s, 4096, 4096, MAPPED, 0, &r), 0);
+    ck_assert_int_eq(lease_query(svc, c, r.lease, &li, &why), 0);
+    ck_assert_uint_eq(li.words_only, 0);
+    lease_service_destroy(svc);
+
+    struct lease_service_config cfg = config(0, 4 * MiB);
+    cfg.seals = LEASE_SEALS_LEGACY;
+    be = fake_backend(0);
+    ck_assert_int_eq(lease_service_create(&cfg, &be, &svc, &why), 0);
+    c = new_client(svc);
+    fd = make_memfd(1 * MiB, OLD_SEALS, 83);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, MAPPED, &u, &why), 0);
+    ck_assert_int_eq(grant1(svc, c, u, 0, 4096, MAPPED, LEASE_GRANT_ALLOW_WORDS, &r), 0);
+    ck_assert_int_eq(lease_query(svc, c, r.lease, &li, &why), 0);
+    ck_assert_uint_eq(li.words_only, 0);
+    ck_assert_uint_eq(li.writable, 1);
+    lease_service_destroy(svc);
+}
+END_TEST
+
 START_TEST(held_segment_is_never_evicted_or_removed_and_is_reregistered_when_needed)
 {
     struct lease_backend be = fake_backend(0);
@@ -1932,6 +1979,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, held_segment_is_never_evicted_or_removed_and_is_reregistered_when_needed);
     tcase_add_test(tc, holds_never_span_a_registration_chunk);
     tcase_add_test(tc, dropped_client_drains_only_after_its_last_hold);
+    tcase_add_test(tc, an_unsealed_mapped_lease_is_words_only);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stats_and_threads");

@@ -297,7 +297,8 @@ int lease_segment_unhold(struct lease_service *svc, struct lt_segment_id seg,
 /* May lease (as MAPPED) a MAPPED segment taken without F_SEAL_FUTURE_WRITE,
  * otherwise words only: a ring's words lease (RING_OPEN), which the device
  * writes and the service maps read-write. Its client can free those pages
- * itself (every CPU access to them is guarded). */
+ * itself (every CPU access to them is guarded), so such a lease is marked
+ * words-only (lease_info.words_only) and its user must refuse it as data. */
 #define LEASE_GRANT_ALLOW_WORDS 0x2u
 
 struct lease_grant_req {
@@ -368,7 +369,11 @@ struct lease_info {
     uint64_t pending_work;
     void *host_addr;
     uint64_t dev_ptr;
-    uint32_t writable; /* 1: host_addr is writable (a segment without F_SEAL_FUTURE_WRITE) */
+    uint32_t writable;   /* 1: host_addr is writable (a segment without F_SEAL_FUTURE_WRITE) */
+    uint32_t words_only; /* 1: granted only through LEASE_GRANT_ALLOW_WORDS, in a segment
+                            not leasable (unsealed MAPPED under strict seals): its client
+                            can free these pages, so only a ring's words may live here,
+                            never bytes read or written as data */
 };
 
 /* Describes a lease of @client that is not yet release-complete. Returns 0
