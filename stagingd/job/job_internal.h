@@ -274,6 +274,10 @@ struct sd_job__ring {
     int stop;
     /* the thread's counters (read by the loop after join or under mu) */
     uint64_t chunks, waits, sleeps, bytes_read;
+    /* where the thread's time went (ns): reading chunks into slots, waiting
+     * for a slot's done word, waiting for a task; and when it stored its
+     * first chunk (base_now_ns, 0: none yet) */
+    uint64_t ns_read, ns_slot_wait, ns_task_wait, t_first_store;
     uint64_t ring_shards, ring_chunks; /* the agent's RING_CLOSED */
 };
 

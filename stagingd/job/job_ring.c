@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "job_internal.h"
 
 #define SD_JOB__SPIN 512u            /* polls of a done word before the first sleep */
@@ -116,6 +117,7 @@ static int sd_job__stage(struct sd_job__ring *r, struct sd_job__task *t, uint64_
     for (uint64_t i = 0; i < t->chunks; i++) {
         const uint64_t s = t->first_seq + i;
         const uint32_t slot = (uint32_t)(s % N);
+        const uint64_t t0 = base_now_ns();
         if (s > N) {
             int rc = sd_job__slot_wait(r, slot, s - N, gen);
             if (rc < 0)
@@ -123,12 +125,18 @@ static int sd_job__stage(struct sd_job__ring *r, struct sd_job__task *t, uint64_
         } else if (sd_job__aborted(r, gen)) {
             return -ECANCELED;
         }
+        const uint64_t t1 = base_now_ns();
         const uint64_t lo = i * C;
         const uint64_t hi = lo + C < t->image_len ? lo + C : t->image_len;
         sd_job__chunk_fill(r, t, (unsigned char *)r->slots_buf.base + (uint64_t)slot * C, lo, hi);
         /* The release store publishes the slot's bytes with the number. */
         leasec_client_ring(&r->seq[slot], s);
+        const uint64_t t2 = base_now_ns();
         __atomic_add_fetch(&r->chunks, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->ns_slot_wait, t1 - t0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->ns_read, t2 - t1, __ATOMIC_RELAXED);
+        if (!__atomic_load_n(&r->t_first_store, __ATOMIC_RELAXED))
+            __atomic_store_n(&r->t_first_store, t2, __ATOMIC_RELAXED);
     }
     return 0;
 }
@@ -140,8 +148,14 @@ void *sd_job__ring_main(void *arg)
     pthread_mutex_lock(&r->mu);
     uint64_t gen = r->abort_gen;
     for (;;) {
-        while (!r->q_head && !r->stop && r->abort_gen == gen)
-            pthread_cond_wait(&r->cv, &r->mu);
+        if (!r->q_head && !r->stop && r->abort_gen == gen) {
+            const uint64_t t0 = base_now_ns();
+            while (!r->q_head && !r->stop && r->abort_gen == gen)
+                pthread_cond_wait(&r->cv, &r->mu);
+            /* The first task's wait is the ring's set-up, not a gap. */
+            if (r->t_first_store)
+                __atomic_add_fetch(&r->ns_task_wait, base_now_ns() - t0, __ATOMIC_RELAXED);
+        }
         if (r->stop)
             break;
         if (r->abort_gen != gen) {
