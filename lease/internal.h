@@ -145,6 +145,10 @@ struct lease__segment {
     bool leasable;      /* false: words only (unsealed MAPPED, or the agent's words area) */
     bool words;         /* the agent's own words area (lease_segment_add_words) */
     bool registered;
+    /* Evicted, and the backend's thread is still unregistering it: the
+     * driver holds the old registration, so registering it again now would
+     * be refused (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). */
+    struct lease__retiring *retire;
     uint32_t nchunks;
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
     uint64_t leases;     /* not yet release-complete */
@@ -171,6 +175,26 @@ struct lease__lease {
 struct lease__class_acct {
     uint64_t registered; /* bytes registered now */
     uint64_t reserved;   /* bytes being registered outside the lock */
+    uint64_t retiring;   /* bytes a backend's thread is still unregistering */
+};
+
+/* What a retire_range callback reaches the service through: it may come
+ * after lease_service_destroy (the backend drains its queue at fini), so
+ * @svc is cleared then, under @mu. @refs: the service's one and one per
+ * job in flight (atomic); the last to drop it frees the hub. */
+struct lease__retire_hub {
+    pthread_mutex_t mu;
+    struct lease_service *svc;
+    uint64_t refs;
+};
+
+/* One retire_range job of the service (service.c). */
+struct lease__retiring {
+    struct lease_retire job; /* first: done() gets &job */
+    struct lease__retire_hub *hub;
+    uint64_t seg_id;  /* the evicted segment (0: destroyed, or never published) */
+    bool budgeted;    /* its bytes count in acct[].retiring (not a words area) */
+    bool unmap;       /* the mapping goes with the registration (under svc->mu) */
 };
 
 struct lease_service {
@@ -187,6 +211,10 @@ struct lease_service {
     uint64_t mapped;   /* bytes of every segment mapped (and being added) */
     uint64_t staged;   /* of those, STAGED */
     uint64_t segments; /* segments held (and being added): each holds an fd */
+    struct lease__retire_hub *hub;
+    pthread_cond_t retire_cv;  /* a retire_range job came back (CLOCK_MONOTONIC) */
+    uint64_t retire_pending;   /* jobs handed to the backend, not yet back */
+    uint64_t retire_progress_ns; /* the last job came back (or the first left) */
 };
 
 /* Backend chunking shared by service.c: registers/unregisters every chunk of
