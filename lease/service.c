@@ -6,6 +6,7 @@
  * in this file (registration and eviction could move to a budget.c). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -387,13 +388,16 @@ static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need
             if (evictable(s, cls, except))
                 idle += s->size;
         }
-        if (need > budget || held - idle > budget - need)
+        if (need > budget || held - idle > budget - need) {
+            char more[64] = "";
+            if (a->retiring)
+                snprintf(more, sizeof more, "; %" PRIu64 " more being unregistered", a->retiring);
             return lt_failure_set(why_p, LT_E_BUDGET, -ENOSPC,
                                   "%s pin budget exhausted: request %" PRIu64
                                   " bytes, budget %" PRIu64 " bytes, in use %" PRIu64
-                                  " bytes (%" PRIu64 " of them idle and evictable, %" PRIu64
-                                  " more being unregistered)",
-                                  lt_class_name(cls), need, budget, held, idle, a->retiring);
+                                  " bytes (%" PRIu64 " of them idle and evictable%s)",
+                                  lt_class_name(cls), need, budget, held, idle, more);
+        }
         while (need > budget - (a->registered + a->reserved)) {
             struct lease__segment *lru = NULL;
             for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
