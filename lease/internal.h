@@ -80,8 +80,8 @@ bool lease__future_write_supported(void);
  * maps it at a 2 MiB boundary, read-only when it is sealed
  * F_SEAL_FUTURE_WRITE; fills *kind_p. A refusal fills *why_p (not logged:
  * the caller logs it). */
-int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy,
-                  void **base_p, struct lease__fd_kind *kind_p, struct lt_failure *why_p);
+int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy, void **base_p,
+                  struct lease__fd_kind *kind_p, struct lt_failure *why_p);
 /* Maps the agent's own words memfd @fd of @size bytes read-write, then
  * seals it SHRINK|GROW|SEAL and FUTURE_WRITE (where the kernel has it), so
  * the client it goes to can only read it and nobody can free its pages. */
@@ -128,8 +128,8 @@ struct lease__client {
     uint64_t segments;
     uint64_t mapped; /* bytes of its segments mapped, every class */
     uint64_t staged; /* of those, STAGED */
-    uint32_t busy;  /* segment_add calls registering outside the lock */
-    uint64_t holds; /* lease_segment_hold calls not yet undone, on any of its segments */
+    uint32_t busy;   /* calls that may drop the lock midway (segment_add, grant, hold) */
+    uint64_t holds;  /* lease_segment_hold calls not yet undone, on any of its segments */
     bool dropping;
 };
 
@@ -149,6 +149,7 @@ struct lease__segment {
      * driver holds the old registration, so registering it again now would
      * be refused (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). */
     struct lease__retiring *retire;
+    uint32_t waiters; /* calls registering it that may drop the lock to wait */
     uint32_t nchunks;
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
     uint64_t leases;     /* not yet release-complete */
@@ -192,9 +193,9 @@ struct lease__retire_hub {
 struct lease__retiring {
     struct lease_retire job; /* first: done() gets &job */
     struct lease__retire_hub *hub;
-    uint64_t seg_id;  /* the evicted segment (0: destroyed, or never published) */
-    bool budgeted;    /* its bytes count in acct[].retiring (not a words area) */
-    bool unmap;       /* the mapping goes with the registration (under svc->mu) */
+    uint64_t seg_id; /* the evicted segment (0: destroyed, or never published) */
+    bool budgeted;   /* its bytes count in acct[].retiring (not a words area) */
+    bool unmap;      /* the mapping goes with the registration (under svc->mu) */
 };
 
 struct lease_service {
@@ -212,8 +213,8 @@ struct lease_service {
     uint64_t staged;   /* of those, STAGED */
     uint64_t segments; /* segments held (and being added): each holds an fd */
     struct lease__retire_hub *hub;
-    pthread_cond_t retire_cv;  /* a retire_range job came back (CLOCK_MONOTONIC) */
-    uint64_t retire_pending;   /* jobs handed to the backend, not yet back */
+    pthread_cond_t retire_cv;    /* a retire_range job came back (CLOCK_MONOTONIC) */
+    uint64_t retire_pending;     /* jobs handed to the backend, not yet back */
     uint64_t retire_progress_ns; /* the last job came back (or the first left) */
 };
 

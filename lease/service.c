@@ -354,14 +354,13 @@ static int room_busy(const struct lease_service *svc, enum lt_class cls, uint64_
                      struct lt_failure *why_p)
 {
     const struct lease__class_acct *a = &svc->acct[cls];
-    return lt_failure_set(why_p, LT_E_BUSY, -EBUSY,
-                          "%s pin budget: request %" PRIu64 " bytes, budget %" PRIu64
-                          " bytes, %" PRIu64 " registered, %" PRIu64
-                          " evicted still being unregistered behind the device's queued work "
-                          "(a doorbell not yet rung?) after %.0f ms: try again later",
-                          lt_class_name(cls), need, lease__budget(svc, cls),
-                          a->registered + a->reserved, a->retiring,
-                          (double)(base_now_ns() - svc->retire_progress_ns) / 1e6);
+    return lt_failure_set(
+        why_p, LT_E_BUSY, -EBUSY,
+        "%s pin budget: request %" PRIu64 " bytes, budget %" PRIu64 " bytes, %" PRIu64
+        " registered, %" PRIu64 " evicted still being unregistered behind the device's queued work "
+        "(a doorbell not yet rung?) after %.0f ms: try again later",
+        lt_class_name(cls), need, lease__budget(svc, cls), a->registered + a->reserved, a->retiring,
+        (double)(base_now_ns() - svc->retire_progress_ns) / 1e6);
 }
 
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
@@ -418,8 +417,23 @@ static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need
 /* Locked. Registers a published segment (a lease needs it after an
  * eviction). A segment whose eviction is still in flight waits for it as
  * make_room does. A refusal is explained in *why_p, not logged. */
+static int seg_register_wait_locked(struct lease_service *svc, struct lease__segment *seg,
+                                    struct lt_failure *why_p);
+
+/* Locked. The lock may be dropped inside: seg->waiters keeps @seg from
+ * lease_segment_remove meanwhile (its client is kept by the caller's
+ * c->busy), so it is still there when this returns. */
 static int seg_register_locked(struct lease_service *svc, struct lease__segment *seg,
                                struct lt_failure *why_p)
+{
+    seg->waiters++;
+    int rc = seg_register_wait_locked(svc, seg, why_p);
+    seg->waiters--;
+    return rc;
+}
+
+static int seg_register_wait_locked(struct lease_service *svc, struct lease__segment *seg,
+                                    struct lt_failure *why_p)
 {
     uint64_t deadline = seg->retire ? retire_deadline(svc, svc->acct[seg->cls].retiring) : 0;
     while (seg->retire) {
@@ -1126,8 +1140,7 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
 }
 
 int lease_segment_add_words(struct lease_service *svc, struct lease_client_id client_id, int fd,
-                            uint64_t size, struct lt_segment_id *seg_id_p,
-                            struct lt_failure *why_p)
+                            uint64_t size, struct lt_segment_id *seg_id_p, struct lt_failure *why_p)
 {
     if (!svc || !seg_id_p)
         return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
@@ -1158,6 +1171,9 @@ int lease_segment_remove(struct lease_service *svc, struct lease_client_id clien
                          "segment id %#" PRIx64 " is held by %" PRIu64
                          " GPU operations (doorbell or done words)",
                          id, seg->holds);
+    if (rc == 0 && seg->waiters != 0)
+        rc = lease__fail(svc, why_p, LT_E_BUSY, -EBUSY,
+                         "segment id %#" PRIx64 " is being registered for a lease or hold", id);
     if (rc == 0) {
         seg_destroy(svc, seg);
         c->segments--;
@@ -1243,6 +1259,10 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
             return lease__fail_logged(svc, why, &f);
         }
     }
+    if (c->dropping) /* while a registration waited with the lock dropped */
+        return lease__fail(svc, why, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
+                           "client id %#" PRIx64 " was dropped while its lease was registered",
+                           c->id);
     struct lease__lease *l = calloc(1, sizeof(*l));
     if (!l)
         return lease__fail(svc, why, LT_E_SYSTEM, -ENOMEM, "lease grant: out of memory");
@@ -1291,6 +1311,9 @@ int lease_grant(struct lease_service *svc, struct lease_client_id client, size_t
         return rc;
     }
     int granted = 0;
+    /* A registration may wait for evictions with the lock dropped: busy
+     * keeps c (and so its segments) until the last request is answered. */
+    c->busy++;
     for (size_t i = 0; i < n; i++) {
         struct lease_grant_result *res = &results_p[i];
         res->cls = LT_CLASS_INVALID;
@@ -1302,7 +1325,12 @@ int lease_grant(struct lease_service *svc, struct lease_client_id client, size_t
         if (res->rc == 0)
             granted++;
     }
+    c->busy--;
+    struct events ev;
+    events_init(&ev, client.value, NULL, 0);
+    client_maybe_finalize(svc, c, &ev);
     pthread_mutex_unlock(&svc->mu);
+    events_fire(svc, &ev);
     return granted;
 }
 
@@ -1351,7 +1379,7 @@ int lease_release(struct lease_service *svc, struct lease_client_id client, size
     pthread_mutex_unlock(&svc->mu);
     events_fire(svc, &ev);
     if (done != done_stack)
-            free(done);
+        free(done);
     return released;
 }
 
@@ -1552,11 +1580,17 @@ int lease_segment_hold(struct lease_service *svc, struct lease_client_id client,
     if (rc == 0 && needs_reg(seg->cls) && !seg->registered) {
         /* Evicted while idle: the GPU needs the registration back first. */
         struct lt_failure f = {0};
+        c->busy++; /* the lock may be dropped to wait for evictions */
         rc = seg_register_locked(svc, seg, &f);
+        c->busy--;
         if (rc == -ENOSPC || rc == -ENOMEM)
             svc->st.cls[seg->cls].budget_refusals++;
         if (rc < 0)
             lease__fail_logged(svc, why_p, &f);
+        else if (c->dropping)
+            rc = lease__fail(svc, why_p, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
+                             "client id %#" PRIx64 " was dropped while its segment was registered",
+                             c->id);
     }
     if (rc == 0) {
         seg->holds++;
@@ -1564,7 +1598,12 @@ int lease_segment_hold(struct lease_service *svc, struct lease_client_id client,
         seg->last_use = ++svc->tick;
         seg_info_fill(svc, seg, offset, info_p);
     }
+    struct events ev;
+    events_init(&ev, client.value, NULL, 0);
+    if (c)
+        client_maybe_finalize(svc, c, &ev);
     pthread_mutex_unlock(&svc->mu);
+    events_fire(svc, &ev);
     return rc;
 }
 

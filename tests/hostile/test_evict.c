@@ -109,8 +109,7 @@ START_TEST(test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered)
 
     /* B: the evicted first segment, PINNED or else STAGED: registering it
      * evicts the second (least recently used). */
-    struct lt_lease_grant_entry g0 =
-        ev_lease(b, p[0].id, LT_CLASS_PINNED, LT_LEASE_F_ALLOW_STAGED);
+    struct lt_lease_grant_entry g0 = ev_lease(b, p[0].id, LT_CLASS_PINNED, LT_LEASE_F_ALLOW_STAGED);
     ck_assert_msg(g0.status == LT_OK, "the grant needing an eviction: %s",
                   lt_error_name(g0.status));
     ev_checksum(b, g0.lease);
