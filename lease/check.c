@@ -230,12 +230,19 @@ static int check__totals(struct lease_service *svc, const struct check__sums *s,
                                s->bytes_leased[k]);
         if (reg_class((enum lt_class)k)) {
             uint64_t budget = lease__budget(svc, (enum lt_class)k);
+            /* Bytes still being unregistered by the backend's thread count too. */
             uint64_t used = svc->acct[k].registered + svc->acct[k].reserved;
-            if (used < svc->acct[k].registered || used > budget)
-                return check__fail(msg, len, "%s: %" PRIu64 " bytes registered and %" PRIu64
-                                   " reserved pass the budget of %" PRIu64,
-                                   name, svc->acct[k].registered, svc->acct[k].reserved, budget);
-        } else if (svc->acct[k].registered || svc->acct[k].reserved) {
+            uint64_t all = used + svc->acct[k].retiring;
+            if (used < svc->acct[k].registered || all < used || all > budget)
+                return check__fail(msg, len, "%s: %" PRIu64 " bytes registered, %" PRIu64
+                                   " reserved and %" PRIu64 " retiring pass the budget of %" PRIu64,
+                                   name, svc->acct[k].registered, svc->acct[k].reserved,
+                                   svc->acct[k].retiring, budget);
+            if (st->bytes_retiring != svc->acct[k].retiring)
+                return check__fail(msg, len, "%s: counts %" PRIu64 " bytes retiring, the budget "
+                                   "account %" PRIu64, name, st->bytes_retiring,
+                                   svc->acct[k].retiring);
+        } else if (svc->acct[k].registered || svc->acct[k].reserved || svc->acct[k].retiring) {
             return check__fail(msg, len, "%s: has registered or reserved bytes", name);
         }
     }

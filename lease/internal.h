@@ -80,8 +80,8 @@ bool lease__future_write_supported(void);
  * maps it at a 2 MiB boundary, read-only when it is sealed
  * F_SEAL_FUTURE_WRITE; fills *kind_p. A refusal fills *why_p (not logged:
  * the caller logs it). */
-int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy,
-                  void **base_p, struct lease__fd_kind *kind_p, struct lt_failure *why_p);
+int lease__fd_map(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t policy, void **base_p,
+                  struct lease__fd_kind *kind_p, struct lt_failure *why_p);
 /* Maps the agent's own words memfd @fd of @size bytes read-write, then
  * seals it SHRINK|GROW|SEAL and FUTURE_WRITE (where the kernel has it), so
  * the client it goes to can only read it and nobody can free its pages. */
@@ -128,8 +128,8 @@ struct lease__client {
     uint64_t segments;
     uint64_t mapped; /* bytes of its segments mapped, every class */
     uint64_t staged; /* of those, STAGED */
-    uint32_t busy;  /* segment_add calls registering outside the lock */
-    uint64_t holds; /* lease_segment_hold calls not yet undone, on any of its segments */
+    uint32_t busy;   /* calls that may drop the lock midway (segment_add, grant, hold) */
+    uint64_t holds;  /* lease_segment_hold calls not yet undone, on any of its segments */
     bool dropping;
 };
 
@@ -145,6 +145,11 @@ struct lease__segment {
     bool leasable;      /* false: words only (unsealed MAPPED, or the agent's words area) */
     bool words;         /* the agent's own words area (lease_segment_add_words) */
     bool registered;
+    /* Evicted, and the backend's thread is still unregistering it: the
+     * driver holds the old registration, so registering it again now would
+     * be refused (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). */
+    struct lease__retiring *retire;
+    uint32_t waiters; /* calls registering it that may drop the lock to wait */
     uint32_t nchunks;
     uint64_t *chunk_dev; /* per chunk, MAPPED device pointers */
     uint64_t leases;     /* not yet release-complete */
@@ -174,6 +179,26 @@ struct lease__lease {
 struct lease__class_acct {
     uint64_t registered; /* bytes registered now */
     uint64_t reserved;   /* bytes being registered outside the lock */
+    uint64_t retiring;   /* bytes a backend's thread is still unregistering */
+};
+
+/* What a retire_range callback reaches the service through: it may come
+ * after lease_service_destroy (the backend drains its queue at fini), so
+ * @svc is cleared then, under @mu. @refs: the service's one and one per
+ * job in flight (atomic); the last to drop it frees the hub. */
+struct lease__retire_hub {
+    pthread_mutex_t mu;
+    struct lease_service *svc;
+    uint64_t refs;
+};
+
+/* One retire_range job of the service (service.c). */
+struct lease__retiring {
+    struct lease_retire job; /* first: done() gets &job */
+    struct lease__retire_hub *hub;
+    uint64_t seg_id; /* the evicted segment (0: destroyed, or never published) */
+    bool budgeted;   /* its bytes count in acct[].retiring (not a words area) */
+    bool unmap;      /* the mapping goes with the registration (under svc->mu) */
 };
 
 struct lease_service {
@@ -190,6 +215,10 @@ struct lease_service {
     uint64_t mapped;   /* bytes of every segment mapped (and being added) */
     uint64_t staged;   /* of those, STAGED */
     uint64_t segments; /* segments held (and being added): each holds an fd */
+    struct lease__retire_hub *hub;
+    pthread_cond_t retire_cv;    /* a retire_range job came back (CLOCK_MONOTONIC) */
+    uint64_t retire_pending;     /* jobs handed to the backend, not yet back */
+    uint64_t retire_progress_ns; /* the last job came back (or the first left) */
 };
 
 /* Backend chunking shared by service.c: registers/unregisters every chunk of

@@ -6,6 +6,7 @@
  * in this file (registration and eviction could move to a budget.c). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -170,7 +171,7 @@ void lease__seg_backend_unregister(struct lease_service *svc, struct lease__segm
     }
 }
 
-/* Locked. Unregisters a registered segment and returns its budget. */
+/* Locked. Unregisters a registered segment in place and returns its budget. */
 static void seg_unregister_locked(struct lease_service *svc, struct lease__segment *seg)
 {
     if (!seg->registered)
@@ -185,6 +186,153 @@ static void seg_unregister_locked(struct lease_service *svc, struct lease__segme
     svc->st.cls[seg->cls].unregistrations++;
 }
 
+/* ---- unregistration off the caller's thread (retire_range) -------------
+ * The bytes of a job in flight count against the budget (acct[].retiring)
+ * until the backend hands it back: the driver still holds them pinned.
+ * A caller that needs them waits for that at most RETIRE_WAIT_NS (more for
+ * big jobs), and not at all while no job has come back for that long (the
+ * backend's thread is held by queued device work, e.g. a peer's unrung
+ * doorbell); then it is refused -EBUSY with the numbers, never blocked. */
+#define RETIRE_WAIT_NS (100ull * 1000 * 1000)
+#define RETIRE_NS_PER_BYTE 1ull /* 1 GB/s: unpinning runs well above it */
+
+static void hub_unref(struct lease__retire_hub *hub)
+{
+    if (__atomic_sub_fetch(&hub->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    pthread_mutex_destroy(&hub->mu);
+    free(hub);
+}
+
+/* Locked. A job came back: its bytes leave the budget, its segment (if it
+ * is still the one evicted) may be registered again. */
+static void retire_settle_locked(struct lease_service *svc, struct lease__retiring *r)
+{
+    enum lt_class cls = r->job.cls;
+    if (r->budgeted) {
+        svc->acct[cls].retiring -= r->job.size;
+        svc->st.cls[cls].bytes_retiring -= r->job.size;
+    }
+    struct base_idtab_slot *slot = NULL;
+    if (r->seg_id && lease__id_lookup(&svc->segs, r->seg_id, &slot) == LEASE__ID_LIVE) {
+        struct lease__segment *seg = slot->obj;
+        if (seg->retire == r)
+            seg->retire = NULL;
+    }
+    svc->retire_pending--;
+    svc->retire_progress_ns = base_now_ns();
+    pthread_cond_broadcast(&svc->retire_cv);
+}
+
+/* The backend's thread, no service lock held: every chunk is unregistered. */
+static void retire_done(struct lease_retire *job)
+{
+    struct lease__retiring *r = (struct lease__retiring *)(void *)job;
+    struct lease__retire_hub *hub = r->hub;
+    pthread_mutex_lock(&hub->mu);
+    struct lease_service *svc = hub->svc;
+    if (svc) {
+        pthread_mutex_lock(&svc->mu);
+        retire_settle_locked(svc, r);
+        pthread_mutex_unlock(&svc->mu);
+    }
+    /* Set under svc->mu, and before the hub lets go of the service. */
+    bool unmap = r->unmap;
+    pthread_mutex_unlock(&hub->mu);
+    if (unmap)
+        munmap(job->base, (size_t)job->size);
+    free(r);
+    hub_unref(hub);
+}
+
+/* Locked. Hands @seg's unregistration (and with @unmap its mapping) to the
+ * backend's thread, its bytes moved from registered to retiring. Returns
+ * false when the backend has no such thread (or no memory was left): the
+ * caller unregisters in place. */
+static bool seg_retire_locked(struct lease_service *svc, struct lease__segment *seg, bool unmap)
+{
+    if (!seg->registered || !svc->be.retire_range || (seg->words && svc->be.words_unregistered))
+        return false;
+    struct lease__retiring *r = calloc(1, sizeof(*r));
+    if (!r)
+        return false;
+    r->job = (struct lease_retire){.base = seg->base,
+                                   .size = seg->size,
+                                   .chunk_bytes = chunk_of(svc, seg),
+                                   .cls = seg->cls,
+                                   .done = retire_done};
+    r->hub = svc->hub;
+    r->seg_id = unmap ? 0 : seg->id;
+    r->budgeted = !seg->words;
+    r->unmap = unmap;
+    __atomic_add_fetch(&svc->hub->refs, 1, __ATOMIC_ACQ_REL);
+    if (svc->be.retire_range(svc->be.ctx, &r->job) < 0) {
+        hub_unref(svc->hub); /* the service's own reference remains */
+        free(r);
+        return false;
+    }
+    if (svc->retire_pending++ == 0)
+        svc->retire_progress_ns = base_now_ns();
+    seg->registered = false;
+    if (!unmap)
+        seg->retire = r;
+    if (r->budgeted) {
+        svc->acct[seg->cls].registered -= seg->size;
+        svc->acct[seg->cls].retiring += seg->size;
+        svc->st.cls[seg->cls].bytes_registered -= seg->size;
+        svc->st.cls[seg->cls].bytes_retiring += seg->size;
+    }
+    svc->st.cls[seg->cls].unregistrations++;
+    return true;
+}
+
+/* The hub and the condition variable of a new service. */
+static int retire_init(struct lease_service *svc)
+{
+    struct lease__retire_hub *hub = calloc(1, sizeof(*hub));
+    if (!hub)
+        return -ENOMEM;
+    pthread_condattr_t ca;
+    int rc = -pthread_condattr_init(&ca);
+    if (rc == 0) {
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        rc = -pthread_cond_init(&svc->retire_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (rc == 0 && (rc = -pthread_mutex_init(&hub->mu, NULL)) < 0)
+        pthread_cond_destroy(&svc->retire_cv);
+    if (rc < 0) {
+        free(hub);
+        return rc;
+    }
+    hub->svc = svc;
+    hub->refs = 1;
+    svc->hub = hub;
+    return 0;
+}
+
+/* Locked. When the caller may wait for retiring bytes of @cls (@bytes of
+ * them wanted), until when; 0: not at all, the backend's thread is held. */
+static uint64_t retire_deadline(const struct lease_service *svc, uint64_t bytes)
+{
+    uint64_t now = base_now_ns();
+    if (svc->retire_pending == 0 || now - svc->retire_progress_ns > RETIRE_WAIT_NS)
+        return 0;
+    return now + RETIRE_WAIT_NS + bytes * RETIRE_NS_PER_BYTE;
+}
+
+/* Locked. Waits for a job to come back, until @deadline; -ETIMEDOUT after. */
+static int retire_wait_locked(struct lease_service *svc, uint64_t deadline)
+{
+    if (deadline == 0 || base_now_ns() >= deadline)
+        return -ETIMEDOUT;
+    struct timespec ts = base_ns_timespec(deadline);
+    int rc = pthread_cond_timedwait(&svc->retire_cv, &svc->mu, &ts);
+    return rc == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
+/* ---- the budget ------------------------------------------------------- */
+
 static bool evictable(const struct lease__segment *seg, enum lt_class cls,
                       const struct lease__segment *except)
 {
@@ -192,50 +340,118 @@ static bool evictable(const struct lease__segment *seg, enum lt_class cls,
            seg->holds == 0 && !seg->words;
 }
 
+/* Locked. Evicts @seg: off this thread when the backend can, else here. */
+static void seg_evict_locked(struct lease_service *svc, struct lease__segment *seg)
+{
+    if (!seg_retire_locked(svc, seg, false))
+        seg_unregister_locked(svc, seg);
+    svc->st.cls[seg->cls].evictions++;
+}
+
+/* Locked. Refuses @need bytes of @cls while evicted bytes are still being
+ * unregistered behind queued device work. */
+static int room_busy(const struct lease_service *svc, enum lt_class cls, uint64_t need,
+                     struct lt_failure *why_p)
+{
+    const struct lease__class_acct *a = &svc->acct[cls];
+    return lt_failure_set(
+        why_p, LT_E_BUSY, -EBUSY,
+        "%s pin budget: request %" PRIu64 " bytes, budget %" PRIu64 " bytes, %" PRIu64
+        " registered, %" PRIu64 " evicted still being unregistered behind the device's queued work "
+        "(a doorbell not yet rung?) after %.0f ms: try again later",
+        lt_class_name(cls), need, lease__budget(svc, cls), a->registered + a->reserved, a->retiring,
+        (double)(base_now_ns() - svc->retire_progress_ns) / 1e6);
+}
+
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
  * idle segments least recently used first, but only once it is known that
- * enough of them exist. Returns 0 or -ENOSPC (LT_E_BUDGET) with the numbers
- * in *why_p (not logged). */
+ * enough of them exist. An eviction handed to the backend's thread frees
+ * its bytes when that thread is done: this waits for it as
+ * retire_deadline allows (dropping the lock meanwhile; @except must stay
+ * published). Returns 0, -ENOSPC (LT_E_BUDGET) or -EBUSY (LT_E_BUSY) with
+ * the numbers in *why_p (not logged). */
 static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need,
                      const struct lease__segment *except, struct lt_failure *why_p)
 {
     struct lease__class_acct *a = &svc->acct[cls];
     uint64_t budget = lease__budget(svc, cls);
-    uint64_t in_use = a->registered + a->reserved;
-    if (need <= budget && in_use <= budget - need)
-        return 0;
-    uint64_t idle = 0;
-    struct lease__segment *s;
-    for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
-        if (evictable(s, cls, except))
-            idle += s->size;
-    }
-    if (need > budget || in_use - idle > budget - need)
-        return lt_failure_set(why_p, LT_E_BUDGET, -ENOSPC,
-                              "%s pin budget exhausted: request %" PRIu64 " bytes, budget %" PRIu64
-                              " bytes, in use %" PRIu64 " bytes (%" PRIu64
-                              " of them idle and evictable)",
-                              lt_class_name(cls), need, budget, in_use, idle);
-    while (need > budget - (a->registered + a->reserved)) {
-        struct lease__segment *lru = NULL;
+    uint64_t deadline = UINT64_MAX; /* not yet decided */
+    for (;;) {
+        uint64_t held = a->registered + a->reserved;
+        uint64_t in_use = held + a->retiring;
+        if (need <= budget && in_use <= budget - need)
+            return 0;
+        uint64_t idle = 0;
+        struct lease__segment *s;
         for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
-            if (evictable(s, cls, except) && (!lru || s->last_use < lru->last_use))
-                lru = s;
+            if (evictable(s, cls, except))
+                idle += s->size;
         }
-        seg_unregister_locked(svc, lru);
-        svc->st.cls[cls].evictions++;
+        if (need > budget || held - idle > budget - need) {
+            char more[64] = "";
+            if (a->retiring)
+                snprintf(more, sizeof more, "; %" PRIu64 " more being unregistered", a->retiring);
+            return lt_failure_set(why_p, LT_E_BUDGET, -ENOSPC,
+                                  "%s pin budget exhausted: request %" PRIu64
+                                  " bytes, budget %" PRIu64 " bytes, in use %" PRIu64
+                                  " bytes (%" PRIu64 " of them idle and evictable%s)",
+                                  lt_class_name(cls), need, budget, held, idle, more);
+        }
+        while (need > budget - (a->registered + a->reserved)) {
+            struct lease__segment *lru = NULL;
+            for (uint32_t cur = 0; (s = lease__next(&svc->segs, &cur));) {
+                if (evictable(s, cls, except) && (!lru || s->last_use < lru->last_use))
+                    lru = s;
+            }
+            seg_evict_locked(svc, lru);
+        }
+        if (need <= budget - (a->registered + a->reserved + a->retiring))
+            return 0;
+        if (deadline == UINT64_MAX)
+            deadline = retire_deadline(svc, a->retiring);
+        if (retire_wait_locked(svc, deadline) < 0)
+            return room_busy(svc, cls, need, why_p);
     }
-    return 0;
 }
 
 /* Locked. Registers a published segment (a lease needs it after an
- * eviction). A refusal is explained in *why_p, not logged. */
+ * eviction). A segment whose eviction is still in flight waits for it as
+ * make_room does. A refusal is explained in *why_p, not logged. */
+static int seg_register_wait_locked(struct lease_service *svc, struct lease__segment *seg,
+                                    struct lt_failure *why_p);
+
+/* Locked. The lock may be dropped inside: seg->waiters keeps @seg from
+ * lease_segment_remove meanwhile (its client is kept by the caller's
+ * c->busy), so it is still there when this returns. */
 static int seg_register_locked(struct lease_service *svc, struct lease__segment *seg,
                                struct lt_failure *why_p)
 {
+    seg->waiters++;
+    int rc = seg_register_wait_locked(svc, seg, why_p);
+    seg->waiters--;
+    return rc;
+}
+
+static int seg_register_wait_locked(struct lease_service *svc, struct lease__segment *seg,
+                                    struct lt_failure *why_p)
+{
+    uint64_t deadline = seg->retire ? retire_deadline(svc, svc->acct[seg->cls].retiring) : 0;
+    while (seg->retire) {
+        if (retire_wait_locked(svc, deadline) < 0)
+            return lt_failure_set(why_p, LT_E_BUSY, -EBUSY,
+                                  "segment %#" PRIx64 " (%s, %" PRIu64
+                                  " bytes) was evicted and is still being unregistered behind "
+                                  "the device's queued work (a doorbell not yet rung?): it "
+                                  "cannot be registered again yet, try again later",
+                                  seg->id, lt_class_name(seg->cls), seg->size);
+    }
+    if (seg->registered) /* the lock was dropped: a concurrent call registered it */
+        return 0;
     int rc = make_room(svc, seg->cls, seg->size, seg, why_p);
     if (rc < 0)
         return rc;
+    if (seg->registered)
+        return 0;
     uint64_t t0 = base_now_ns();
     /* Under the lock, and the page tables outlive an unregistration: no
      * populating threads for a re-registration. */
@@ -276,17 +492,13 @@ static struct lease__client *client_of(struct lease_service *svc, uint64_t clien
 
 static void seg_destroy(struct lease_service *svc, struct lease__segment *seg)
 {
-    if (seg->registered && svc->be.retire_range && !(seg->words && svc->be.words_unregistered)) {
-        /* The backend unregisters and unmaps it off this thread; the
-         * accounting is as seg_unregister_locked's. */
-        svc->be.retire_range(svc->be.ctx, seg->base, seg->size, chunk_of(svc, seg), seg->cls);
-        seg->registered = false;
-        if (!seg->words) {
-            svc->acct[seg->cls].registered -= seg->size;
-            svc->st.cls[seg->cls].bytes_registered -= seg->size;
-        }
-        svc->st.cls[seg->cls].unregistrations++;
-    } else {
+    if (seg->retire) {
+        /* Evicted, its unregistration still in flight: the mapping goes
+         * when that is done, so its addresses are not reused before. */
+        seg->retire->unmap = true;
+        seg->retire->seg_id = 0;
+        seg->retire = NULL;
+    } else if (!seg_retire_locked(svc, seg, true)) {
         seg_unregister_locked(svc, seg);
         munmap(seg->base, (size_t)seg->size);
     }
@@ -568,6 +780,12 @@ int lease_service_create(const struct lease_service_config *cfg,
         lease__fail(svc, why_p, LT_E_SYSTEM, rc, "pthread_mutex_init failed: %s", strerror(-rc));
         goto fail_free;
     }
+    rc = retire_init(svc);
+    if (rc < 0) {
+        lease__fail(svc, why_p, LT_E_SYSTEM, rc, "retire hub: %s", strerror(-rc));
+        pthread_mutex_destroy(&svc->mu);
+        goto fail_free;
+    }
     /* LIFO: a freed slot is reused first, while it is warm in the cache. */
     base_idtab_init(&svc->clients, NULL);
     base_idtab_init(&svc->segs, NULL);
@@ -605,6 +823,13 @@ void lease_service_destroy(struct lease_service *svc)
     base_idtab_fini(&svc->leases);
     base_idtab_fini(&svc->tickets);
     pthread_mutex_unlock(&svc->mu);
+    /* Jobs still with the backend come back after this: they find no
+     * service, unmap what they were given and free themselves. */
+    pthread_mutex_lock(&svc->hub->mu);
+    svc->hub->svc = NULL;
+    pthread_mutex_unlock(&svc->hub->mu);
+    hub_unref(svc->hub);
+    pthread_cond_destroy(&svc->retire_cv);
     pthread_mutex_destroy(&svc->mu);
     free(svc);
 }
@@ -795,12 +1020,21 @@ static int segment_add(struct lease_service *svc, struct lease_client_id client_
      * outside the class budget and never evicted: the agent's own memory. */
     const bool budgeted = needs_reg(cls) && !words;
     if (budgeted) {
+        /* make_room may drop the lock to wait for evictions: busy keeps c. */
+        c->busy++;
         rc = make_room(svc, cls, claimed_size, NULL, &f);
+        c->busy--;
         if (rc < 0) {
             seg_unaccount(svc, c, claimed_size, cls);
-            svc->st.cls[cls].budget_refusals++;
+            if (rc == -ENOSPC)
+                svc->st.cls[cls].budget_refusals++;
             lease__fail_logged(svc, why_p, &f);
-            goto fail_unlock;
+            struct events dev;
+            events_init(&dev, client, NULL, 0);
+            client_maybe_finalize(svc, c, &dev);
+            pthread_mutex_unlock(&svc->mu);
+            events_fire(svc, &dev);
+            goto fail_free;
         }
         svc->acct[cls].reserved += claimed_size;
     }
@@ -845,14 +1079,21 @@ static int segment_add(struct lease_service *svc, struct lease_client_id client_
         if (rc < 0)
             table_full(svc, why_p, rc, "lease_segment_add");
     }
+    bool handed = false; /* the mapping went with the unregistration */
     if (rc < 0) {
-        seg_unregister_locked(svc, seg);
+        handed = seg_retire_locked(svc, seg, true);
+        if (!handed)
+            seg_unregister_locked(svc, seg);
         c->segments--;
         seg_unaccount(svc, c, claimed_size, cls);
         client_maybe_finalize(svc, c, &ev);
         pthread_mutex_unlock(&svc->mu);
         events_fire(svc, &ev);
-        goto fail_free;
+        free(seg->chunk_dev);
+        free(seg);
+        if (!handed)
+            munmap(base, (size_t)claimed_size);
+        return rc;
     }
     seg->fd = fd;
     seg->last_use = ++svc->tick;
@@ -899,8 +1140,7 @@ int lease_segment_add(struct lease_service *svc, struct lease_client_id client_i
 }
 
 int lease_segment_add_words(struct lease_service *svc, struct lease_client_id client_id, int fd,
-                            uint64_t size, struct lt_segment_id *seg_id_p,
-                            struct lt_failure *why_p)
+                            uint64_t size, struct lt_segment_id *seg_id_p, struct lt_failure *why_p)
 {
     if (!svc || !seg_id_p)
         return lt_failure_set(why_p, LT_E_BAD_VALUE, -EINVAL,
@@ -931,6 +1171,9 @@ int lease_segment_remove(struct lease_service *svc, struct lease_client_id clien
                          "segment id %#" PRIx64 " is held by %" PRIu64
                          " GPU operations (doorbell or done words)",
                          id, seg->holds);
+    if (rc == 0 && seg->waiters != 0)
+        rc = lease__fail(svc, why_p, LT_E_BUSY, -EBUSY,
+                         "segment id %#" PRIx64 " is being registered for a lease or hold", id);
     if (rc == 0) {
         seg_destroy(svc, seg);
         c->segments--;
@@ -1001,7 +1244,7 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
         /* Not yet the caller's: a fallback to STAGED succeeds. */
         struct lt_failure f = {0};
         rc = seg_register_locked(svc, seg, &f);
-        if (rc == -ENOSPC || rc == -ENOMEM) {
+        if (rc == -ENOSPC || rc == -ENOMEM || rc == -EBUSY) {
             /* Counted against the class whose budget ran out: the segment's. */
             if (!(req->flags & LEASE_GRANT_ALLOW_STAGED)) {
                 svc->st.cls[seg->cls].budget_refusals++;
@@ -1016,6 +1259,10 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
             return lease__fail_logged(svc, why, &f);
         }
     }
+    if (c->dropping) /* while a registration waited with the lock dropped */
+        return lease__fail(svc, why, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
+                           "client id %#" PRIx64 " was dropped while its lease was registered",
+                           c->id);
     struct lease__lease *l = calloc(1, sizeof(*l));
     if (!l)
         return lease__fail(svc, why, LT_E_SYSTEM, -ENOMEM, "lease grant: out of memory");
@@ -1066,6 +1313,9 @@ int lease_grant(struct lease_service *svc, struct lease_client_id client, size_t
         return rc;
     }
     int granted = 0;
+    /* A registration may wait for evictions with the lock dropped: busy
+     * keeps c (and so its segments) until the last request is answered. */
+    c->busy++;
     for (size_t i = 0; i < n; i++) {
         struct lease_grant_result *res = &results_p[i];
         res->cls = LT_CLASS_INVALID;
@@ -1077,7 +1327,12 @@ int lease_grant(struct lease_service *svc, struct lease_client_id client, size_t
         if (res->rc == 0)
             granted++;
     }
+    c->busy--;
+    struct events ev;
+    events_init(&ev, client.value, NULL, 0);
+    client_maybe_finalize(svc, c, &ev);
     pthread_mutex_unlock(&svc->mu);
+    events_fire(svc, &ev);
     return granted;
 }
 
@@ -1126,7 +1381,7 @@ int lease_release(struct lease_service *svc, struct lease_client_id client, size
     pthread_mutex_unlock(&svc->mu);
     events_fire(svc, &ev);
     if (done != done_stack)
-            free(done);
+        free(done);
     return released;
 }
 
@@ -1328,11 +1583,17 @@ int lease_segment_hold(struct lease_service *svc, struct lease_client_id client,
     if (rc == 0 && needs_reg(seg->cls) && !seg->registered) {
         /* Evicted while idle: the GPU needs the registration back first. */
         struct lt_failure f = {0};
+        c->busy++; /* the lock may be dropped to wait for evictions */
         rc = seg_register_locked(svc, seg, &f);
+        c->busy--;
         if (rc == -ENOSPC || rc == -ENOMEM)
             svc->st.cls[seg->cls].budget_refusals++;
         if (rc < 0)
             lease__fail_logged(svc, why_p, &f);
+        else if (c->dropping)
+            rc = lease__fail(svc, why_p, LT_E_SHUTTING_DOWN, -ESHUTDOWN,
+                             "client id %#" PRIx64 " was dropped while its segment was registered",
+                             c->id);
     }
     if (rc == 0) {
         seg->holds++;
@@ -1340,7 +1601,12 @@ int lease_segment_hold(struct lease_service *svc, struct lease_client_id client,
         seg->last_use = ++svc->tick;
         seg_info_fill(svc, seg, offset, info_p);
     }
+    struct events ev;
+    events_init(&ev, client.value, NULL, 0);
+    if (c)
+        client_maybe_finalize(svc, c, &ev);
     pthread_mutex_unlock(&svc->mu);
+    events_fire(svc, &ev);
     return rc;
 }
 

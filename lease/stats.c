@@ -111,11 +111,11 @@ int lease_stats_format(struct lease_service *svc, char *buf, size_t len)
             "  %s: segments=%" PRIu64 " (huge %" PRIu64 ") registered=%" PRIu64 "/%" PRIu64
             "B leases=%" PRIu64 " leased=%" PRIu64 "B registrations=%" PRIu64
             " (%.3f ms) unregistrations=%" PRIu64 " evictions=%" PRIu64 " budget_refusals=%" PRIu64
-            " fallbacks=%" PRIu64 "\n",
+            " fallbacks=%" PRIu64 " retiring=%" PRIu64 "B\n",
             lt_class_name((uint32_t)cls), c->segments, c->huge_segments, c->bytes_registered,
             c->budget, c->live_leases, c->bytes_leased, c->registrations,
             (double)c->registration_ns / 1e6, c->unregistrations, c->evictions, c->budget_refusals,
-            c->fallbacks);
+            c->fallbacks, c->bytes_retiring);
     }
     const struct lease__client *c;
     for (uint32_t cur = 0; (c = lease__next(&svc->clients, &cur));) {

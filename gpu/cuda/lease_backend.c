@@ -2,36 +2,30 @@
  * worker thread, so each one makes the agent's context current first. Every
  * CUresult goes through GA_CU and its one map to -errno (errmap.c).
  *
- * A destroyed segment is unregistered and unmapped by the reaper thread:
- * cuMemHostUnregister waits for every queued operation on the device, and a
- * client's doorbell wait (cuStreamWaitValue64) lasts until that client rings
- * it or goes, which the agent's loop must be free to see. The mapping stays
- * until the unregistration, so its addresses are not reused before. */
+ * A segment evicted or destroyed is unregistered by the reaper thread
+ * (retire_range): cuMemHostUnregister waits for every queued operation on
+ * the device, and a client's doorbell wait (cuStreamWaitValue64) lasts
+ * until that client rings it or goes, which the agent's loop must be free
+ * to see. The service learns through each job's done callback that the
+ * driver has let go of the range (and only then unmaps a destroyed one, so
+ * its addresses are not reused before). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <sys/mman.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cu_call.h"
 #include "ga_internal.h"
 #include "gpu/lease_backend.h"
 
-struct cuda_retired {
-    struct cuda_retired *next;
-    void *base;
-    uint64_t size;
-    uint64_t chunk;
-    enum lt_class cls;
-};
-
 struct cuda_ctx {
     CUcontext ctx;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct cuda_retired *head, *tail; /* the reaper's queue, in order */
+    struct lease_retire *head, *tail; /* the reaper's queue, in order */
     bool reaper_started;
     bool stopping;
     pthread_t reaper;
@@ -118,17 +112,18 @@ static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class
     return 0;
 }
 
-/* Unregisters each chunk of @r and unmaps it. */
-static void cuda_retired_release(struct cuda_ctx *c, struct cuda_retired *r)
+/* Unregisters each chunk of @r (failures logged), then hands it back. */
+static void cuda_retired_release(struct cuda_ctx *c, struct lease_retire *r)
 {
     char *base = r->base;
-    for (uint64_t off = 0; off < r->size; off += r->chunk) {
-        uint64_t len = r->size - off < r->chunk ? r->size - off : r->chunk;
+    uint64_t chunk = r->chunk_bytes ? r->chunk_bytes : r->size;
+    for (uint64_t off = 0; off < r->size; off += chunk) {
+        uint64_t len = r->size - off < chunk ? r->size - off : chunk;
         struct lt_failure f = {0};
         if (cuda_unregister(c, base + off, len, r->cls, &f) < 0)
             ga__err("%s", f.message);
     }
-    munmap(r->base, (size_t)r->size);
+    r->done(r);
 }
 
 static void *cuda_reaper_main(void *arg)
@@ -136,7 +131,7 @@ static void *cuda_reaper_main(void *arg)
     struct cuda_ctx *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        struct cuda_retired *r = c->head;
+        struct lease_retire *r = c->head;
         if (!r) {
             if (c->stopping)
                 break;
@@ -148,45 +143,39 @@ static void *cuda_reaper_main(void *arg)
             c->tail = NULL;
         pthread_mutex_unlock(&c->mu);
         cuda_retired_release(c, r);
-        free(r);
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
-/* Queues the range for the reaper, started on first need; without memory or
- * a thread it is released here, as before. */
-static void cuda_retire(void *ctx, void *base, uint64_t size, uint64_t chunk_bytes,
-                        enum lt_class cls)
+/* Queues @r for the reaper, started on first need. Without a thread it
+ * declines (-EAGAIN): the service unregisters in place, as before. */
+static int cuda_retire(void *ctx, struct lease_retire *r)
 {
     struct cuda_ctx *c = ctx;
-    struct cuda_retired *r = malloc(sizeof(*r));
-    struct cuda_retired here = {.base = base, .size = size, .chunk = chunk_bytes, .cls = cls};
-    if (r) {
-        *r = here;
-        pthread_mutex_lock(&c->mu);
-        if (!c->reaper_started && !c->stopping &&
-            pthread_create(&c->reaper, NULL, cuda_reaper_main, c) == 0)
-            c->reaper_started = true;
-        if (c->reaper_started) {
-            if (c->tail)
-                c->tail->next = r;
-            else
-                c->head = r;
-            c->tail = r;
-            pthread_cond_signal(&c->cv);
-            r = NULL;
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (!r)
-            return;
-        free(r);
+    int rc = 0;
+    r->next = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (!c->reaper_started && !c->stopping &&
+        (rc = pthread_create(&c->reaper, NULL, cuda_reaper_main, c)) == 0)
+        c->reaper_started = true;
+    if (c->reaper_started) {
+        if (c->tail)
+            c->tail->next = r;
+        else
+            c->head = r;
+        c->tail = r;
+        pthread_cond_signal(&c->cv);
     }
-    ga__err("cuda backend: no reaper thread for %p + %" PRIu64
+    bool queued = c->reaper_started;
+    pthread_mutex_unlock(&c->mu);
+    if (queued)
+        return 0;
+    ga__err("cuda backend: no reaper thread (%s) for %p + %" PRIu64
             " bytes: unregistered on the caller's thread",
-            base, size);
-    cuda_retired_release(c, &here);
+            rc ? strerror(rc) : "stopping", r->base, r->size);
+    return rc ? -rc : -EAGAIN;
 }
 
 /* The reaper releases what is queued, then ends. */

@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "huge_pages.h" /* test_smaps_kb */
+#include "lease/check.h"
 #include "lease/lease.h"
 
 #define KiB 1024ull
@@ -1152,6 +1154,170 @@ START_TEST(segments_with_leases_or_pending_work_are_never_evicted)
 }
 END_TEST
 
+/* A backend whose retire_range keeps the jobs until the test (or a helper
+ * thread) finishes them: the reaper held by a peer's unrung doorbell. */
+static struct {
+    pthread_mutex_t mu;
+    struct lease_retire *jobs[64];
+    int n;
+    bool run; /* the helper thread finishes jobs while set */
+} held = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int held_retire(void *ctx, struct lease_retire *job)
+{
+    (void)ctx;
+    pthread_mutex_lock(&held.mu);
+    ck_assert_int_lt(held.n, 64);
+    held.jobs[held.n++] = job;
+    pthread_mutex_unlock(&held.mu);
+    return 0;
+}
+
+/* Unregisters and hands back every job held, in order; returns how many. */
+static int held_finish(void)
+{
+    int done = 0;
+    for (;;) {
+        pthread_mutex_lock(&held.mu);
+        struct lease_retire *j = held.n ? held.jobs[0] : NULL;
+        if (j) {
+            memmove(held.jobs, held.jobs + 1, (size_t)(held.n - 1) * sizeof(held.jobs[0]));
+            held.n--;
+        }
+        pthread_mutex_unlock(&held.mu);
+        if (!j)
+            return done;
+        uint64_t chunk = j->chunk_bytes ? j->chunk_bytes : j->size;
+        for (uint64_t off = 0; off < j->size; off += chunk)
+            fake_unregister(&fake, (char *)j->base + off,
+                            j->size - off < chunk ? j->size - off : chunk, j->cls, NULL);
+        j->done(j);
+        done++;
+    }
+}
+
+static void *held_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&held.mu);
+        bool run = held.run;
+        pthread_mutex_unlock(&held.mu);
+        if (!run)
+            return NULL;
+        base_sleep_ns(2 * 1000 * 1000);
+        held_finish();
+    }
+}
+
+static struct lease_backend held_backend(void)
+{
+    struct lease_backend be = fake_backend(0);
+    be.retire_range = held_retire;
+    held.n = 0;
+    held.run = false;
+    return be;
+}
+
+static void check_consistent(struct lease_service *svc)
+{
+    char msg[512];
+    ck_assert_msg(lease_service_check(svc, msg, sizeof msg) == 0, "%s", msg);
+}
+
+START_TEST(an_eviction_in_flight_counts_against_the_budget_and_blocks_no_one)
+{
+    struct lease_backend be = held_backend();
+    struct lease_service *svc = new_svc(&be, 2 * MiB, 0);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 60, NULL);
+    add_seg(svc, c, 1 * MiB, PINNED, 61, NULL);
+    void *base_a = fake.ops[0].base;
+    /* C needs A evicted; the backend holds the job: refused busy, bounded. */
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 62);
+    struct lt_segment_id cs;
+    uint64_t t0 = base_now_ns();
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &cs, &why), -EBUSY, LT_E_BUSY,
+                   "1048576 evicted still being unregistered behind the device's queued work");
+    ck_assert_uint_lt(base_now_ns() - t0, 1000ull * 1000 * 1000);
+    ck_assert_int_eq(held.n, 1);
+    struct lease_stats st = stats(svc);
+    ck_assert_uint_eq(st.cls[PINNED].evictions, 1);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_registered, 1 * MiB);
+    ck_assert_uint_eq(st.cls[PINNED].bytes_retiring, 1 * MiB);
+    check_consistent(svc);
+    /* A itself: not registered again while the driver still holds it, and
+     * with the backend stuck, not waited for either. */
+    uint64_t regs = fake.regs;
+    struct lease_grant_result r;
+    t0 = base_now_ns();
+    assert_refused(grant1(svc, c, a, 0, 4096, PINNED, 0, &r), -EBUSY, LT_E_BUSY,
+                   "was evicted and is still being unregistered");
+    ck_assert_uint_lt(base_now_ns() - t0, 50ull * 1000 * 1000);
+    ck_assert_uint_eq(fake.regs, regs);
+    ck_assert_int_eq(grant1(svc, c, a, 0, 4096, PINNED, LEASE_GRANT_ALLOW_STAGED, &r), 0);
+    ck_assert_int_eq(r.cls, STAGED);
+    ck_assert_uint_eq(r.fell_back, 1);
+    ck_assert_int_eq(release1(svc, c, r.lease), 0);
+    /* The backend done: the bytes are back, C fits. */
+    ck_assert_int_eq(held_finish(), 1);
+    ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_retiring, 0);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &cs, &why), 0);
+    check_consistent(svc);
+    /* A backend that finishes soon: A's grant evicts B and waits for it,
+     * and A is registered only after its own old registration went. */
+    pthread_mutex_lock(&held.mu);
+    held.run = true;
+    pthread_mutex_unlock(&held.mu);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, held_thread, NULL), 0);
+    must_grant(svc, c, a, 0, 4096, PINNED);
+    pthread_mutex_lock(&held.mu);
+    held.run = false;
+    pthread_mutex_unlock(&held.mu);
+    pthread_join(th, NULL);
+    held_finish();
+    int last_u = -1, last_r = -1;
+    for (int i = 0; i < fake.nops; i++) {
+        if (fake.ops[i].base == base_a)
+            *(fake.ops[i].op == 'U' ? &last_u : &last_r) = i;
+    }
+    ck_assert_int_gt(last_r, last_u);
+    ck_assert_uint_eq(stats(svc).cls[PINNED].bytes_registered, 2 * MiB);
+    check_consistent(svc);
+    lease_service_destroy(svc);
+    ck_assert_int_eq(held_finish(), 2); /* destroyed: its registered segments retire */
+    ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
+START_TEST(a_segment_removed_or_a_service_destroyed_mid_eviction_is_unmapped_after_it)
+{
+    struct lease_backend be = held_backend();
+    struct lease_service *svc = new_svc(&be, 1 * MiB, 0);
+    struct lease_client_id c = new_client(svc);
+    struct lt_segment_id a = add_seg(svc, c, 1 * MiB, PINNED, 63, NULL);
+    void *base_a = fake.ops[0].base;
+    int fd = make_memfd(1 * MiB, GOOD_SEALS, 64);
+    struct lt_segment_id bs;
+    assert_refused(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &bs, &why), -EBUSY, LT_E_BUSY,
+                   "being unregistered");
+    /* A removed while its eviction is held: its mapping stays until then. */
+    ck_assert_int_eq(lease_segment_remove(svc, c, a, &why), 0);
+    unsigned char vec;
+    ck_assert_int_eq(mincore(base_a, 4096, &vec), 0);
+    ck_assert_int_eq(held_finish(), 1);
+    ck_assert_int_eq(mincore(base_a, 4096, &vec), -1);
+    ck_assert_int_eq(errno, ENOMEM);
+    ck_assert_int_eq(lease_segment_add(svc, c, fd, 1 * MiB, PINNED, &bs, &why), 0);
+    check_consistent(svc);
+    /* Destroyed with a job held: the job comes back to no service. */
+    lease_service_destroy(svc);
+    ck_assert_int_eq(held_finish(), 1);
+    ck_assert_uint_eq(fake.live, 0);
+}
+END_TEST
+
 START_TEST(fallback_to_staged_when_the_client_allows_it)
 {
     struct lease_backend be = fake_backend(0);
@@ -1959,6 +2125,8 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, lru_order_follows_use_not_age);
     tcase_add_test(tc, segments_with_leases_or_pending_work_are_never_evicted);
     tcase_add_test(tc, fallback_to_staged_when_the_client_allows_it);
+    tcase_add_test(tc, an_eviction_in_flight_counts_against_the_budget_and_blocks_no_one);
+    tcase_add_test(tc, a_segment_removed_or_a_service_destroyed_mid_eviction_is_unmapped_after_it);
     tcase_add_test(tc, a_refusal_is_written_only_on_failure_and_logged_once);
     suite_add_tcase(s, tc);
 

@@ -10,7 +10,15 @@
  * invoked with the lock held and must not call into the service.
  * Backend calls: lease_segment_add registers without the lock (the segment is
  * not visible yet); a re-registration after an LRU eviction (in lease_grant)
- * and every unregistration run with the lock held.
+ * and every unregistration run with the lock held. With a backend that has
+ * retire_range, evictions and destroyed segments are unregistered on the
+ * backend's thread instead; their bytes count against the budget until it
+ * is done, and a grant, hold or segment_add that needs them waits for that
+ * (dropping the lock) at most ~100 ms plus 1 ns per byte, and not at all
+ * while the backend's thread is held by queued device work: then it is
+ * refused LT_E_BUSY (-EBUSY) with the numbers, or served STAGED where
+ * LEASE_GRANT_ALLOW_STAGED allows. docs/reliability.md, "a peer's unrung
+ * doorbell".
  *
  * Errors: functions return 0 or a count on success, -errno on failure. A
  * call that can be refused takes an optional struct lt_failure *why_p as
@@ -58,6 +66,20 @@ static inline int lease_client_id_eq(struct lease_client_id a, struct lease_clie
 
 /* ---- registration backends -------------------------------------------- */
 
+/* A registered range being unregistered by a backend's retire_range. The
+ * service fills and owns it; the backend links it through @next while it
+ * holds it and calls done(job) once, after the last chunk is unregistered
+ * (failures logged by the backend), from a thread that holds none of the
+ * service's locks; done takes the job back. */
+struct lease_retire {
+    struct lease_retire *next; /* the backend's */
+    void *base;
+    uint64_t size;
+    uint64_t chunk_bytes;
+    enum lt_class cls;
+    void (*done)(struct lease_retire *job);
+};
+
 /* How memory gets registered. Both functions may be called concurrently from
  * several threads, with or without the service lock held. register_range is
  * called once per chunk of at most chunk_bytes (0 = no limit) and must write
@@ -92,16 +114,16 @@ struct lease_backend {
      * registration here, their host addresses serving as device ones (the
      * host backend: locking them would only eat RLIMIT_MEMLOCK). */
     int words_unregistered;
-    /* Optional: takes over the mapping [base, base + size) of a registered
-     * segment being destroyed: unregisters each chunk of chunk_bytes (the
-     * last one shorter) as unregister_range would, then munmaps it, possibly
-     * later and on a thread of its own. The CUDA driver's unregister waits
-     * for all the device's queued work, which a peer's unrung doorbell can
-     * hold forever: the service's caller (the agent's loop) must not. The
-     * service has closed the fd and returned the budget already. NULL: the
-     * service unregisters and unmaps in place. */
-    void (*retire_range)(void *ctx, void *base, uint64_t size, uint64_t chunk_bytes,
-                         enum lt_class cls);
+    /* Optional: unregisters a registered range off the caller's thread.
+     * The CUDA driver's unregister waits for all the device's queued work,
+     * which a peer's unrung doorbell can hold forever: the service's caller
+     * (the agent's loop) must not. Takes @job (struct lease_retire below)
+     * and returns 0: every chunk of job->chunk_bytes (the last one shorter)
+     * will be unregistered as unregister_range would, jobs in the order
+     * given, each then handed back through job->done on the backend's own
+     * thread. Or -errno: @job not taken, the caller unregisters in place.
+     * NULL: the service always unregisters in place (mlock's backend). */
+    int (*retire_range)(void *ctx, struct lease_retire *job);
 };
 
 /* Fills @backend_p with the host backend: mlock/munlock, refusing (-ENOMEM,
@@ -393,6 +415,10 @@ struct lease_class_stats {
     uint64_t registration_ns; /* total time spent in them */
     uint64_t unregistrations;
     uint64_t evictions; /* unregistrations made to free budget (LRU) */
+    /* Bytes evicted or destroyed that the backend is still unregistering
+     * (retire_range): counted against the budget until it has. In the log
+     * lines and here only, like huge_segments. */
+    uint64_t bytes_retiring;
     uint64_t budget_refusals;
     uint64_t fallbacks; /* requests for this class served as STAGED */
     /* Of the segments, those on hugetlb pages (MFD_HUGETLB). In the log

@@ -1,0 +1,174 @@
+/* Evictions under a small pin budget while another client holds work behind
+ * a doorbell it never rings (issue #12). On the CUDA backend an eviction's
+ * cuMemHostUnregister waits for all the device's queued work, the unrung
+ * bell's wait included: an agent that evicts on its loop thread stops
+ * answering everyone. Here client B's grant needs an eviction while client
+ * A's bell stands, and must be answered in bounded time: granted (PINNED on
+ * the host backend, STAGED where it allows the fallback on the CUDA one,
+ * whose eviction is still in flight), or refused LT_E_BUSY; B's work on its
+ * other lease completes; and once A rings, the evicted segment registers
+ * again (never CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). Run against
+ * lease-agent-host, and (test_hostile_evict_fakecuda) against lease-agent
+ * under the fake driver. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/time.h"
+#include "check_main.h"
+#include "hostile.h"
+
+#define EV_SEG (64 * HS_KIB)
+#define EV_DATA (32 * HS_KIB)
+#define EV_BOUND_MS 3000 /* the old agent never answers: TH_TIMEOUT_MS would fail it */
+
+/* One LEASE_REQUEST of all of @seg as @cls with @flags; its grant entry,
+ * asserting it came within EV_BOUND_MS. */
+static struct lt_lease_grant_entry ev_lease(int c, struct lt_segment_id seg, uint32_t cls,
+                                            uint32_t flags)
+{
+    union {
+        uint64_t a;
+        unsigned char b[sizeof(struct lt_msg_lease_request) + sizeof(struct lt_lease_req_entry)];
+    } req;
+    struct lt_msg_lease_request *r = (void *)req.b;
+    lt_msg_init(r, sizeof req.b, LT_MSG_LEASE_REQUEST, th_rid());
+    r->count = 1;
+    r->entries[0] = (struct lt_lease_req_entry){
+        .segment = seg, .offset = 0, .length = EV_SEG, .mem_class = cls, .flags = flags};
+    uint64_t t0 = base_now_ns();
+    ck_assert_int_eq(th_send(c, r, sizeof req.b, NULL, 0), 0);
+    union lt_msg_buffer buf;
+    ssize_t n = th_recv(c, &buf, EV_BOUND_MS);
+    ck_assert_msg(n > 0, "no answer to a lease request within %d ms (%zd): the agent is blocked",
+                  EV_BOUND_MS, n);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_LEASE_GRANT);
+    ck_assert_uint_eq(buf.hdr.request_id, r->hdr.request_id);
+    ck_assert_uint_lt((base_now_ns() - t0) / 1000000, EV_BOUND_MS);
+    return ((const struct lt_msg_lease_grant *)(const void *)buf.bytes)->entries[0];
+}
+
+static void ev_release(int c, struct lt_lease_id lease)
+{
+    union lt_msg_buffer buf;
+    uint64_t rid = th_release_send(c, lease);
+    th_expect(c, &buf, LT_MSG_RELEASE_COMPLETE);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+}
+
+/* A CHECKSUM_VERIFY of @lease, completed OK within EV_BOUND_MS. */
+static void ev_checksum(int c, struct lt_lease_id lease)
+{
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, lease, EV_DATA);
+    uint64_t rid = th_submit_send(c, &sub);
+    union lt_msg_buffer buf;
+    ssize_t n = th_recv(c, &buf, EV_BOUND_MS);
+    ck_assert_msg(n > 0, "no completion within %d ms (%zd)", EV_BOUND_MS, n);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+}
+
+START_TEST(test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered)
+{
+    static const char *const extra[] = {"--pinned-budget", "128K", NULL};
+    struct th_agent a;
+    th_agent_start(&a, NULL, extra);
+    union lt_msg_buffer buf;
+    char msg[128];
+
+    /* B: three PINNED segments, two fit the budget: the third's offer
+     * evicts the first (nothing queued on the device yet). All idle. */
+    int b = th_hello(a.sock, 0, NULL);
+    struct hs_seg p[3];
+    for (int i = 0; i < 3; i++) {
+        struct lt_lease_grant_entry g =
+            hs_offer_and_lease(b, &p[i], EV_SEG, 0, LT_CLASS_PINNED, 0x70 + i, EV_DATA, NULL);
+        ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
+        ev_release(b, g.lease);
+    }
+
+    /* A: a submit queued behind a bell it never rings, and A stays. */
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells;
+    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x75), 0);
+    memset(bells.map, 0, 64);
+    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct hs_seg data;
+    struct lt_lease_grant_entry ga =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x76, EV_DATA, NULL);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, ga.lease, EV_DATA);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(c, &sub);
+    th_expect_silence(c, 50);
+
+    /* B: the evicted first segment, PINNED or else STAGED: registering it
+     * evicts the second (least recently used). */
+    struct lt_lease_grant_entry g0 = ev_lease(b, p[0].id, LT_CLASS_PINNED, LT_LEASE_F_ALLOW_STAGED);
+    ck_assert_msg(g0.status == LT_OK, "the grant needing an eviction: %s",
+                  lt_error_name(g0.status));
+    ev_checksum(b, g0.lease);
+    /* The second, evicted (its unregistration maybe still queued behind
+     * A's bell), PINNED only: granted, or refused busy, never blocked. */
+    struct lt_lease_grant_entry g1 = ev_lease(b, p[1].id, LT_CLASS_PINNED, 0);
+    ck_assert_msg(g1.status == LT_OK || g1.status == LT_E_BUSY || g1.status == LT_E_BUDGET,
+                  "a segment evicted behind a doorbell: %s", lt_error_name(g1.status));
+    if (g1.status == LT_OK)
+        ev_release(b, g1.lease);
+    /* The third stayed registered: its work runs. */
+    struct lt_lease_grant_entry g2 = ev_lease(b, p[2].id, LT_CLASS_PINNED, 0);
+    ck_assert_uint_eq(g2.status, LT_OK);
+    ck_assert_uint_eq(g2.mem_class, LT_CLASS_PINNED);
+    ev_checksum(b, g2.lease);
+    hs_assert_serving(&a);
+
+    /* A rings; its work completes, the unregistrations behind it finish. */
+    __atomic_store_n((uint64_t *)(void *)bells.map, 1, __ATOMIC_RELEASE);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+
+    /* The second registers again, PINNED, within the bound (room made by
+     * evicting the idle first one if it was registered): never a driver
+     * refusal of a registration it still held. */
+    ev_release(b, g0.lease);
+    struct lt_lease_grant_entry again = {0};
+    uint64_t t0 = base_now_ns();
+    do {
+        again = ev_lease(b, p[1].id, LT_CLASS_PINNED, 0);
+        if (again.status == LT_E_BUSY)
+            base_sleep_ns(20 * 1000 * 1000);
+    } while (again.status == LT_E_BUSY && base_now_ns() - t0 < EV_BOUND_MS * 1000000ull);
+    ck_assert_msg(again.status == LT_OK, "the evicted segment registered again: %s",
+                  lt_error_name(again.status));
+    ck_assert_uint_eq(again.mem_class, LT_CLASS_PINNED);
+    ev_checksum(b, again.lease);
+
+    close(c);
+    close(b);
+    for (int i = 0; i < 3; i++)
+        hs_seg_close(&p[i]);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
+static Suite *evict_suite(void)
+{
+    Suite *s = suite_create("hostile_evict");
+    TCase *tc = tcase_create("evict");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+LEASE_CHECK_MAIN(evict_suite, NULL)
