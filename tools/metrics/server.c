@@ -30,7 +30,10 @@ struct lm_server {
 
 #define lm__log(srv, level, ...) base_log(&(srv)->log, (level), "metrics", __VA_ARGS__)
 
-static void lm__mhd_log(void *cls, const char *fmt, va_list ap)
+/* libmicrohttpd's own format and arguments (clang's -Wformat-nonliteral
+ * accepts the vsnprintf below only in a function marked as taking one). */
+__attribute__((format(printf, 2, 0))) static void lm__mhd_log(void *cls, const char *fmt,
+                                                             va_list ap)
 {
     struct lm_server *srv = cls;
     char line[512];
