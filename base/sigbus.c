@@ -95,8 +95,8 @@ static int base__guard_run2(const void *addr, size_t len, const void *addr2, siz
         return rc;
     /* A synchronous SIGBUS that is blocked on the faulting thread kills the
      * process whatever the handler (the kernel forces the default action),
-     * and library threads often block every signal: the CUDA driver's,
-     * which run stream host functions such as the bounce copies. */
+     * and this may run on a thread someone else made and masked (a
+     * driver's, running a stream host function such as a bounce copy). */
     sigset_t bus;
     sigemptyset(&bus);
     sigaddset(&bus, SIGBUS);

@@ -26,9 +26,9 @@
  * or the first guard's call); ranges are armed per thread. The handler
  * reads only the faulting thread's own thread-local state. Every guarded
  * call unblocks SIGBUS on its thread (and leaves it unblocked): the kernel
- * kills a process whose thread faults with SIGBUS blocked, and a library's
- * threads (the CUDA driver's, which run stream host functions) may block
- * every signal. */
+ * kills a process whose thread faults with SIGBUS blocked, and guarded code
+ * may run on threads its caller did not make (a driver's, running stream
+ * host functions) with whatever mask they were given. */
 #ifndef BASE_SIGBUS_H
 #define BASE_SIGBUS_H
 
