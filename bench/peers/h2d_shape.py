@@ -19,6 +19,84 @@ import sys
 
 import torch
 
+try:
+    import cupy
+except ImportError:  # the SM rows are left out
+    cupy = None
+
+# A copy by the SMs: each thread moves 16-byte words from mapped host
+# memory to device memory (the copy engines are not used).
+SM_COPY_SRC = r"""
+extern "C" __global__ void sm_copy(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
+                                   unsigned long long n)
+{
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+    for (; i < n; i += step)
+        dst[i] = src[i];
+}
+extern "C" __global__ void spin(long long cycles)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles)
+        ;
+}
+"""
+
+
+def run_sm(streams, chunk, slots, total, repeat, blocks):
+    """The ring shape with the copies made by a kernel reading mapped host
+    memory: median GB/s of `repeat` runs."""
+    mod = cupy.RawModule(code=SM_COPY_SRC)
+    k_copy, k_spin = mod.get_function("sm_copy"), mod.get_function("spin")
+    per_stream = total // streams // chunk * chunk
+    rt = cupy.cuda.runtime
+    hosts = [rt.hostAlloc(slots * chunk, 2) for _ in range(streams)]  # cudaHostAllocMapped
+    # With unified addressing (every 64-bit Linux system CUDA 13 runs on) a
+    # mapped host allocation has the same address on the device.
+    devs = list(hosts)
+    for i, h in enumerate(hosts):
+        ctypes_memset(h, (i * 7 + 3) % 251, slots * chunk)
+    dst = cupy.empty(per_stream * streams, dtype=cupy.uint8)
+    sts = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
+    main = cupy.cuda.Stream(non_blocking=True)
+    n16 = chunk // 16
+    rates = []
+    for _ in range(repeat):
+        t0, t1 = cupy.cuda.Event(), cupy.cuda.Event()
+        k_spin((1,), (1,), (cupy.int64(2_000_000_000),), stream=main)
+        t0.record(main)
+        for st in sts:
+            st.wait_event(t0)
+        for k in range(per_stream // chunk):
+            for i, st in enumerate(sts):
+                src = devs[i] + (k % slots) * chunk
+                off = dst.data.ptr + i * per_stream + k * chunk
+                k_copy((blocks,), (256,), (cupy.uint64(src), cupy.uint64(off), cupy.uint64(n16)),
+                       stream=st)
+        for st in sts:
+            ev = cupy.cuda.Event()
+            ev.record(st)
+            main.wait_event(ev)
+        t1.record(main)
+        t1.synchronize()
+        rates.append(per_stream * streams / (cupy.cuda.get_elapsed_time(t0, t1) / 1e3) / 1e9)
+    for i in range(streams):
+        want = (i * 7 + 3) % 251
+        got = dst[(i + 1) * per_stream - chunk:(i + 1) * per_stream]
+        if not bool((got == want).all()):
+            raise SystemExit(f"h2d-shape: SM copy, stream {i}: device bytes differ from the source")
+    for h in hosts:
+        rt.freeHost(h)
+    del dst
+    rates.sort()
+    return rates[len(rates) // 2]
+
+
+def ctypes_memset(ptr, value, n):
+    import ctypes
+    ctypes.memset(ptr, value, n)
+
 
 def size(s):
     m = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -100,6 +178,8 @@ def main():
     ap.add_argument("--chunks", default="1M,2M,4M")
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sm-blocks", default="",
+                    help="also copy with a kernel reading mapped host memory, these grid sizes (e.g. 16,64)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("h2d-shape: no CUDA device", file=sys.stderr)
@@ -111,6 +191,12 @@ def main():
         for s in a.streams.split(","):
             label = f"{s} stream(s) x {a.slots} slots of {c}"
             print(f"{label:<40} {run(int(s), size(c), a.slots, total, a.repeat):8.2f}", flush=True)
+            if not a.sm_blocks or cupy is None:
+                continue
+            for b in a.sm_blocks.split(","):
+                lab = f"  SM copy, {b} blocks"
+                print(f"{lab:<40} {run_sm(int(s), size(c), a.slots, total, a.repeat, int(b)):8.2f}",
+                      flush=True)
     return 0
 
 

@@ -127,6 +127,18 @@ int ga_server__lease_as_data(const char *what, const struct lease_info *li, stru
                           what, li->segment.slot, li->segment.gen);
 }
 
+/* The class the executor serves @li's op as. A lease whose segment lacks
+ * F_SEAL_FUTURE_WRITE (--seals legacy) can have its pages punched out by its
+ * client: the CUDA driver reads a registered range on the CPU for small
+ * copies, outside any guard of ours, and the agent died of that SIGBUS on
+ * the H200 (test_hostile_sigbus). Served as STAGED, every CPU read of it is
+ * the agent's own bounce copy, under the guard; the GPU never reads it in
+ * place. Sealed leases, the default, are served as granted. */
+static uint32_t ga_work__served_class(const struct lease_info *li)
+{
+    return li->writable && li->cls != LT_CLASS_STAGED ? LT_CLASS_STAGED : li->cls;
+}
+
 /* The op's ranges against the lease and the alignment the kernels need;
  * a scan's hits against @words (the client's words area) when it has one. */
 static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info *li,
@@ -337,7 +349,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         .host = li.host_addr,
         .dev = li.dev_ptr,
         .length = li.length,
-        .mem_class = li.cls,
+        .mem_class = ga_work__served_class(&li),
         .accepted_ns = base_now_ns(),
         .done_cb = ga_work__work_done,
         .arg = j,

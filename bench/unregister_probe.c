@@ -1,0 +1,148 @@
+/* unregister-probe: what a cuMemHostUnregister that waits behind a stream
+ * stalled on an unwritten word does to the rest of the context (issue #12,
+ * docs/reliability.md, "A peer's unrung doorbell").
+ *
+ * Stream A waits (cuStreamWaitValue32) on a mapped host word nobody writes
+ * yet, as the agent's stream waits on a client's unrung bell. A thread then
+ * calls cuMemHostUnregister on an idle registered buffer (as the reaper
+ * does for an evicted segment). Meanwhile the main thread times work on
+ * another stream B: a copy and a host function, issued and waited for, as
+ * another client's work would be. After --hold-ms the word is written, A
+ * passes and the unregistration returns. Prints when each finished, so it
+ * shows whether the pending unregistration blocks only itself or every
+ * caller of the driver. Every CUresult is checked. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *s_ = NULL;                                                                 \
+            cuGetErrorName(r_, &s_);                                                               \
+            fprintf(stderr, "unregister-probe: %s failed: %s\n", #call, s_ ? s_ : "?");            \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static CUcontext ctx;
+static void *reg_buf;
+static double t_start, t_unreg_done;
+
+static void *unregister_main(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuMemHostUnregister(reg_buf));
+    t_unreg_done = now_ms() - t_start;
+    return NULL;
+}
+
+static uint32_t *word;
+static int hold_ms = 2000;
+static double t_write;
+
+/* Writes the word at hold_ms whatever the main thread is doing: if the
+ * other work is stuck behind the unregistration, this is what frees it. */
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    double left = hold_ms - (now_ms() - t_start);
+    if (left > 0)
+        usleep((useconds_t)(left * 1000));
+    t_write = now_ms() - t_start;
+    __atomic_store_n(word, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static volatile int host_fn_ran;
+static void host_fn(void *arg)
+{
+    (void)arg;
+    host_fn_ran = 1;
+}
+
+/* One round of other work on @st: a 1 MiB copy from pinned memory and a host
+ * function, waited for. Returns the ms it took. */
+static double other_work(CUstream st, CUdeviceptr d, void *pinned)
+{
+    double t0 = now_ms();
+    host_fn_ran = 0;
+    CK(cuMemcpyHtoDAsync(d, pinned, 1 << 20, st));
+    CK(cuLaunchHostFunc(st, host_fn, NULL));
+    CK(cuStreamSynchronize(st));
+    if (!host_fn_ran) {
+        fprintf(stderr, "unregister-probe: the host function did not run\n");
+        exit(1);
+    }
+    return now_ms() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    hold_ms = argc > 1 ? atoi(argv[1]) : 2000;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CUdevice dev;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CUstream a, b;
+    CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CK(cuMemHostAlloc((void **)&word, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+    *word = 0;
+    CUdeviceptr word_dev;
+    CK(cuMemHostGetDevicePointer(&word_dev, word, 0));
+    void *pinned;
+    CK(cuMemHostAlloc(&pinned, 1 << 20, 0));
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 1 << 20));
+    size_t reg_len = 64u << 20;
+    reg_buf = aligned_alloc(4096, reg_len);
+    memset(reg_buf, 1, reg_len);
+    CK(cuMemHostRegister(reg_buf, reg_len, 0));
+
+    printf("other work, idle device:                 %8.3f ms\n", other_work(b, d, pinned));
+    CK(cuStreamWaitValue32(a, word_dev, 1, CU_STREAM_WAIT_VALUE_GEQ));
+    printf("other work, stream A waiting on the word: %8.3f ms\n", other_work(b, d, pinned));
+
+    t_start = now_ms();
+    pthread_t th, wr;
+    if (pthread_create(&wr, NULL, writer_main, NULL) != 0 ||
+        pthread_create(&th, NULL, unregister_main, NULL) != 0)
+        return 1;
+    usleep(100 * 1000);
+    double t0 = now_ms() - t_start;
+    double took = other_work(b, d, pinned);
+    printf("other work, unregistration pending:       %8.3f ms (started %.0f ms after it)\n", took,
+           t0);
+    pthread_join(wr, NULL);
+    pthread_join(th, NULL);
+    printf("word written at %.0f ms; the unregistration returned at %.0f ms\n", t_write,
+           t_unreg_done);
+    CK(cuStreamSynchronize(a));
+    printf("verdict: %s\n",
+           took > (hold_ms - t0) / 2.0 ? "a pending unregistration BLOCKS other work in the context"
+                                : "a pending unregistration blocks only its own caller");
+    CK(cuMemFree(d));
+    CK(cuMemFreeHost(pinned));
+    CK(cuMemFreeHost(word));
+    CK(cuStreamDestroy(a));
+    CK(cuStreamDestroy(b));
+    CK(cuDevicePrimaryCtxRelease(dev));
+    free(reg_buf);
+    return 0;
+}
