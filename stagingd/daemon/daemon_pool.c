@@ -72,12 +72,12 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
      * ring fits in. */
     const uint64_t ring_seg = sd_daemon__round_up(sd_daemon__size_class(ring) + 4096, align);
     const uint64_t ring_bytes = rings * ring_seg;
-    /* Streamed, the pool holds rings; auto may stream too, so its segments
-     * must fit a ring even where the shards are smaller than one (1 MiB
-     * shards against 4 x 2 MiB slots). */
+    /* Streamed, the pool holds rings. Under auto the segments fit the
+     * largest shard: where that is smaller than a ring (1 MiB shards against
+     * 4 x 2 MiB slots) no ring fits and the job stages whole shards, which
+     * keeps the pool within small pin budgets; --path stream sizes for
+     * rings (docs/streaming.md, "Which path wins at which shard size"). */
     if (cfg->job.path == SD_JOB_PATH_STREAM && !cfg->segment_size)
-        seg = ring_seg;
-    else if (cfg->job.path == SD_JOB_PATH_AUTO && !cfg->segment_size && seg < ring_seg)
         seg = ring_seg;
     int rc = -ENOMEM;
     for (int attempt = 0; attempt < 4; attempt++) {
