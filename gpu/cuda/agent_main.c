@@ -47,6 +47,7 @@ enum {
     AGENT_OPT_LAUNCH_ARGS,
     AGENT_OPT_ON_FAULT,
     AGENT_OPT_FAULT_RESTARTS,
+    AGENT_OPT_BELL_TIMEOUT,
 };
 
 static const struct option agent_own_options[] = {
@@ -65,6 +66,7 @@ static const struct option agent_own_options[] = {
     {"launch-max-args", required_argument, NULL, AGENT_OPT_LAUNCH_ARGS},
     {"on-fault", required_argument, NULL, AGENT_OPT_ON_FAULT},
     {"fault-restarts", required_argument, NULL, AGENT_OPT_FAULT_RESTARTS},
+    {"bell-timeout", required_argument, NULL, AGENT_OPT_BELL_TIMEOUT},
 };
 #define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
 #define AGENT_FAULT_RESTARTS_DEFAULT 16u
@@ -76,6 +78,7 @@ struct agent_args {
     enum agent_backend backend;
     uint64_t chunk;
     uint32_t ring_streams;
+    uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
     uint32_t fault_restarts;             /* --fault-restarts */
@@ -88,7 +91,8 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--ring-streams N] [--cubin-dir DIR] [server options]\n"
+            "                   [--ring-streams N] [--bell-timeout MS] [--cubin-dir DIR]\n"
+            "                   [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
             "       lease-agent --help | --version\n"
@@ -105,6 +109,10 @@ static void agent_usage(FILE *f)
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
             "  --ring-streams N CUDA streams the streaming rings share (1..64); default 0:\n"
             "                   a stream per ring (docs/streaming.md)\n"
+            "  --bell-timeout MS  how long a client's unrung bell or unstored ring word\n"
+            "                   may hold back the unregistration of pinned memory before\n"
+            "                   the agent stores it itself and answers that work BUSY\n"
+            "                   (10..3600000, default %u; docs/reliability.md)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
             "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
@@ -135,7 +143,8 @@ static void agent_usage(FILE *f)
             "saying so.\n"
             "\n"
             "Server options (as lease-agent-host):\n",
-            AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
+            GA_CUDA_BELL_TIMEOUT_MS_DEFAULT, AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES,
+            AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
 
@@ -181,6 +190,12 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         if (base_parse_u32(val, 0, 64, &u, NULL, 0) < 0)
             return agent_refuse(name, "0..64", val, err, errlen);
         a->ring_streams = u;
+        return 0;
+    case AGENT_OPT_BELL_TIMEOUT:
+        a->serve_only = "--bell-timeout";
+        if (base_parse_u32(val, 10, 3600000, &u, NULL, 0) < 0)
+            return agent_refuse(name, "10..3600000 (ms)", val, err, errlen);
+        a->bell_timeout_ms = u;
         return 0;
     case AGENT_OPT_CUBIN_DIR:
         if (!val[0])
@@ -362,7 +377,7 @@ static void agent_on_fault(void *arg, int err)
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            uint32_t ring_streams, const char *cubin_dir,
+                            uint32_t ring_streams, uint32_t bell_timeout_ms, const char *cubin_dir,
                             const struct ga_exec_launch_limits *launch)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
@@ -400,6 +415,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
     }
     const struct ga_device_info *in = ga_device_info_get(dev);
     ga_server_cli_budgets_default(cli, ga_server_cli_half_memory(), "half the physical memory");
+    struct ga_cuda_retire_gate gate = {0};
     struct ga_executor_cuda_opts xo = {
         .workers = cli->exec.workers,
         .max_streams = cli->exec.max_streams,
@@ -409,6 +425,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
         .launch = *launch,
+        .retire_gate = &gate,
     };
     struct ga_executor *ex = NULL;
     rc = ga_executor_cuda_create(dev, &xo, &ex);
@@ -422,6 +439,8 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
              "CUDA backend on device %d %s (sm_%u, %s, driver API %d, kernel module %d.%d)",
              in->ordinal, in->name, in->arch, in->pci_bus_id, in->driver_version, in->kmd_major,
              in->kmd_minor);
+    /* The reaper asks the executor before each unregistration (issue 12). */
+    ga_cuda_lease_backend_gate(&be, &gate, bell_timeout_ms);
     cli->cfg.backend = &be;
     cli->cfg.executor = ex;
     status = ga_server_cli_serve(cli, &agent_srv);
@@ -429,6 +448,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         status = 1;
     cli->cfg.backend = NULL;
     cli->cfg.executor = NULL;
+    ga_cuda_lease_backend_gate(&be, NULL, bell_timeout_ms); /* before the gate's executor goes */
     ga_executor_destroy(ex);
 out_be:
     lease_backend_fini(&be);
@@ -499,8 +519,9 @@ static int agent_reexec(char **argv, const struct ga_server_listener *l, uint32_
     if (rc == 0 && (setenv(AGENT_ENV_LISTENER, fds, 1) < 0 || setenv(AGENT_ENV_RESTARTS, n, 1) < 0))
         rc = -errno;
     if (rc == 0) {
-        fprintf(stderr, "lease-agent: re-executing after a GPU fault (restart %" PRIu32
-                        "), serving the same socket\n",
+        fprintf(stderr,
+                "lease-agent: re-executing after a GPU fault (restart %" PRIu32
+                "), serving the same socket\n",
                 restarts);
         execv("/proc/self/exe", argv);
         rc = -errno;
@@ -558,7 +579,7 @@ int main(int argc, char **argv)
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
                      ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams,
-                                        a.st.cubin_dir, &a.launch)
+                                        a.bell_timeout_ms, a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,

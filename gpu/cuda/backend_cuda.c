@@ -450,6 +450,61 @@ static void cx_destroy(void *ctx)
     cx__free(x);
 }
 
+/* ---- the reaper's gate (gpu/executor_cuda.h, issue 12) ----------------------- */
+
+/* Locked. @cmd waits on a bell its client has not rung (a load that faults
+ * counts as unrung: the device reads the page the registration pinned). */
+static bool cx__bell_unrung(const struct cx_cmd *cmd)
+{
+    if (cmd->kind != CX_WORK || !cmd->w.bell.host || cmd->cancelled || cmd->forced || cmd->state)
+        return false;
+    uint64_t now = 0;
+    return base_guard_load_u64(cmd->w.bell.host, &now) < 0 || (int64_t)(now - cmd->w.bell.seq) < 0;
+}
+
+static uint64_t cx__retire_stalled_ns(void *arg)
+{
+    struct cx *x = arg;
+    uint64_t now = base_now_ns(), oldest = 0;
+    pthread_mutex_lock(&x->mu);
+    for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext)
+        if (cx__bell_unrung(cmd) && now - cmd->t_inflight > oldest)
+            oldest = now - cmd->t_inflight;
+    uint64_t rings = cx__rings_stalled_ns(x, now);
+    pthread_mutex_unlock(&x->mu);
+    return rings > oldest ? rings : oldest;
+}
+
+/* Stores each unrung bell older than @older_ns itself, with a guarded CPU
+ * store and never a driver call (the driver may be blocked behind that very
+ * wait); the work runs and is answered LT_E_BUSY. */
+static uint32_t cx__retire_release(void *arg, uint64_t older_ns, const char *why)
+{
+    struct cx *x = arg;
+    uint64_t now = base_now_ns();
+    uint32_t n = 0;
+    pthread_mutex_lock(&x->mu);
+    for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext) {
+        if (!cx__bell_unrung(cmd) || now - cmd->t_inflight < older_ns)
+            continue;
+        cmd->forced = true;
+        n++;
+        if (base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq) < 0) {
+            ga__err("CUDA executor: client %#" PRIx64 ": its bell (seq %" PRIu64
+                    ") faults in the agent's mapping: it could not be released (%s)",
+                    cmd->o->id, cmd->w.bell.seq, why);
+            continue;
+        }
+        ga__err("CUDA executor: client %#" PRIx64
+                ": the agent had to release its bell (seq %" PRIu64 ", unrung for %" PRIu64
+                " ms): %s; its submit is answered BUSY",
+                cmd->o->id, cmd->w.bell.seq, (now - cmd->t_inflight) / 1000000u, why);
+    }
+    n += cx__rings_force(x, now, older_ns, why);
+    pthread_mutex_unlock(&x->mu);
+    return n;
+}
+
 static const struct ga_exec_backend_ops cx_ops = {
     .work_check = cx_work_check,
     .owner_open = cx_owner_open,
@@ -592,6 +647,9 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
         return rc;
     }
     x->mon_started = true;
+    if (o.retire_gate)
+        *o.retire_gate = (struct ga_cuda_retire_gate){
+            .stalled_ns = cx__retire_stalled_ns, .release = cx__retire_release, .arg = x};
     ga__info("CUDA executor: device %d %s (sm_%u), %u workers, chunks of %" PRIu64
              " bytes, %u result slots, %u streams and %u events in the tables; streaming rings "
              "on %s",

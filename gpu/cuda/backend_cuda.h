@@ -119,6 +119,10 @@ struct cx_cmd {
     uint64_t records; /* scan: records in the range */
     int rc;           /* enqueue error (the op still completes behind it) */
     bool cancelled;   /* the owner went: its bell was rung by the agent */
+    /* The agent stored its bell (or its shard's chunk words) itself so an
+     * unregistration could proceed (cx__retire_release): answered LT_E_BUSY. */
+    bool forced;
+    uint64_t t_inflight; /* base_now_ns when it joined the in-flight list */
     /* A completion behind xs->st: it proves xs's first @covers operations done. */
     bool covers_xs;
     uint64_t covers;
@@ -186,7 +190,7 @@ struct cx {
     int fault_err;
     void (*on_fault)(void *arg, int err);
     void *fault_arg;
-    CUresult fault_cu; /* the sticky error, when known */
+    CUresult fault_cu;              /* the sticky error, when known */
     struct cx_launch_table *launch; /* launchable kernels (launch_cuda.c) */
     /* the fault monitor */
     CUstream mon_stream;
@@ -240,6 +244,13 @@ void cx__ring_close_issue(struct cx *x, struct cx_ring *rg);
 void cx__rings_cancel(struct cx *x, struct cx_owner *o);
 /* On a worker (the owner's drop): each ring of @o released behind its work. */
 void cx__rings_release(struct cx *x, struct cx_owner *o);
+/* Locked: how long (ns, at @now) the ring whose first unstored awaited
+ * chunk word has stayed the same the longest has waited; 0: none waits. */
+uint64_t cx__rings_stalled_ns(struct cx *x, uint64_t now);
+/* Locked: each ring stalled for at least @older_ns (as above): every chunk
+ * word its pending shards await is stored (guarded, no CUDA) and those
+ * shards are answered LT_E_BUSY. Returns how many shards it forced. */
+uint32_t cx__rings_force(struct cx *x, uint64_t now, uint64_t older_ns, const char *why);
 /* The device faulted: every ring not yet released is released now. */
 void cx__rings_fault(struct cx *x);
 /* For a ring shard's checksum mismatch: the bad block's table entry and

@@ -400,6 +400,10 @@ void cx__launch_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_e
         res->status = LT_E_SHUTTING_DOWN;
         return;
     }
+    if (cmd->forced) {
+        res->status = LT_E_BUSY; /* the agent released its wait (cx__retire_release) */
+        return;
+    }
     if (cmd->rc < 0) {
         res->status = cmd->launch_refused ? LT_E_LAUNCH_FAILED
                       : cmd->rc == -EIO   ? LT_E_GPU_FAULT

@@ -8,7 +8,20 @@
  * until that client rings it or goes, which the agent's loop must be free
  * to see. The service learns through each job's done callback that the
  * driver has let go of the range (and only then unmaps a destroyed one, so
- * its addresses are not reused before). */
+ * its addresses are not reused before).
+ *
+ * The reaper alone is not enough: while a cuMemHostUnregister waits, every
+ * other driver call in the context blocks, from any thread (measured on the
+ * H200, bench/unregister_probe.c: a 1 MiB copy and a host function on
+ * another stream took 1901 ms instead of 0.12 ms, released only when the
+ * stalled stream's word was written). So before each unregistration the
+ * reaper asks the executor's gate (gpu/executor_cuda.h) whether a wait only
+ * a client can end (an unrung bell, a ring's unstored word) has stood for
+ * more than CUDA_GATE_GRACE_MS; while one has, it defers (the bytes keep
+ * counting as retiring, so the budget stays honest), and a wait standing
+ * for --bell-timeout is released by the agent. A wait queued just after
+ * the check is the watchdog's: an unregistration pending in the driver for
+ * CUDA_WATCHDOG_MS gets every client wait released, by CPU stores. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,9 +30,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "cu_call.h"
 #include "ga_internal.h"
+#include "gpu/executor_cuda.h"
 #include "gpu/lease_backend.h"
+
+/* A client wait unsatisfied for longer defers an unregistration: a
+ * streaming job's waits are met within ms, a stalled one's are not. */
+#define CUDA_GATE_GRACE_MS 30u
+#define CUDA_GATE_POLL_MS 5u
+/* An unregistration pending in the driver this long is stuck behind a
+ * client's wait queued after the gate's check: the watchdog releases it. */
+#define CUDA_WATCHDOG_MS 100u
 
 struct cuda_ctx {
     CUcontext ctx;
@@ -29,6 +52,17 @@ struct cuda_ctx {
     bool reaper_started;
     bool stopping;
     pthread_t reaper;
+    /* the gate (gate_mu: held across each call of it, so clearing it
+     * waits for one in progress) */
+    pthread_mutex_t gate_mu;
+    struct ga_cuda_retire_gate gate;
+    bool have_gate;
+    uint64_t bell_timeout_ns;
+    /* the watchdog (mu): when the unregistration in the driver began, 0: none */
+    uint64_t unreg_since;
+    pthread_cond_t wd_cv;
+    pthread_t watchdog;
+    bool watchdog_started;
 };
 
 /* The protocol code for a driver refusal: no lockable memory, a capability
@@ -112,7 +146,88 @@ static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class
     return 0;
 }
 
-/* Unregisters each chunk of @r (failures logged), then hands it back. */
+/* The gate's stall (ns); 0 without a gate. With @older_ns, first releases
+ * the waits standing that long. */
+static uint64_t cuda_gate_ask(struct cuda_ctx *c, uint64_t older_ns, const char *why)
+{
+    uint64_t stalled = 0;
+    pthread_mutex_lock(&c->gate_mu);
+    if (c->have_gate) {
+        if (older_ns)
+            c->gate.release(c->gate.arg, older_ns, why);
+        stalled = c->gate.stalled_ns(c->gate.arg);
+    }
+    pthread_mutex_unlock(&c->gate_mu);
+    return stalled;
+}
+
+/* Defers the unregistration of @base + @len while a client's wait has stood
+ * unsatisfied past the grace; releases waits standing --bell-timeout. */
+static void cuda_defer(struct cuda_ctx *c, const void *base, uint64_t len)
+{
+    const uint64_t grace = (uint64_t)CUDA_GATE_GRACE_MS * 1000000u;
+    uint64_t t0 = base_now_ns(), stalled = cuda_gate_ask(c, 0, NULL);
+    bool told = false;
+    while (stalled > grace) {
+        if (!told) {
+            ga__info("cuda backend: unregistering %p + %" PRIu64 " bytes deferred: a client's "
+                     "wait has stood unsatisfied for %" PRIu64 " ms (at most --bell-timeout "
+                     "%" PRIu64 " ms)",
+                     base, len, stalled / 1000000u, c->bell_timeout_ns / 1000000u);
+            told = true;
+        }
+        bool release = stalled >= c->bell_timeout_ns;
+        if (!release)
+            base_sleep_ns((uint64_t)CUDA_GATE_POLL_MS * 1000000u);
+        stalled = cuda_gate_ask(c, release ? c->bell_timeout_ns : 0,
+                                "it deferred the unregistration of pinned memory for "
+                                "--bell-timeout");
+        if (release && stalled > grace)
+            base_sleep_ns((uint64_t)CUDA_GATE_POLL_MS * 1000000u); /* a word that faults */
+    }
+    if (told)
+        ga__info("cuda backend: unregistering %p + %" PRIu64 " bytes after %" PRIu64 " ms deferred",
+                 base, len, (base_now_ns() - t0) / 1000000u);
+}
+
+/* Releases every client wait while an unregistration has been pending in
+ * the driver for CUDA_WATCHDOG_MS (no driver call: the driver is blocked). */
+static void *cuda_watchdog_main(void *arg)
+{
+    struct cuda_ctx *c = arg;
+    const uint64_t bound = (uint64_t)CUDA_WATCHDOG_MS * 1000000u;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stopping || c->unreg_since) {
+        if (!c->unreg_since) {
+            pthread_cond_wait(&c->wd_cv, &c->mu);
+            continue;
+        }
+        uint64_t since = c->unreg_since, now = base_now_ns();
+        if (now - since < bound) {
+            struct timespec until = base_deadline_ns(bound - (now - since));
+            pthread_cond_timedwait(&c->wd_cv, &c->mu, &until);
+            continue;
+        }
+        c->unreg_since = now; /* again in CUDA_WATCHDOG_MS if it still waits */
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(&c->gate_mu);
+        uint32_t n = c->have_gate ? c->gate.release(c->gate.arg, 0,
+                                                    "an unregistration of pinned memory waited "
+                                                    "behind it in the driver, which blocks every "
+                                                    "client's GPU work meanwhile")
+                                  : 0;
+        pthread_mutex_unlock(&c->gate_mu);
+        ga__err("cuda backend: an unregistration has been pending in the driver for over %u ms; "
+                "%" PRIu32 " client wait(s) released",
+                CUDA_WATCHDOG_MS, n);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Unregisters each chunk of @r (failures logged), each one behind the
+ * gate and under the watchdog, then hands it back. */
 static void cuda_retired_release(struct cuda_ctx *c, struct lease_retire *r)
 {
     char *base = r->base;
@@ -120,7 +235,16 @@ static void cuda_retired_release(struct cuda_ctx *c, struct lease_retire *r)
     for (uint64_t off = 0; off < r->size; off += chunk) {
         uint64_t len = r->size - off < chunk ? r->size - off : chunk;
         struct lt_failure f = {0};
-        if (cuda_unregister(c, base + off, len, r->cls, &f) < 0)
+        cuda_defer(c, base + off, len);
+        pthread_mutex_lock(&c->mu);
+        c->unreg_since = base_now_ns();
+        pthread_cond_signal(&c->wd_cv);
+        pthread_mutex_unlock(&c->mu);
+        int rc = cuda_unregister(c, base + off, len, r->cls, &f);
+        pthread_mutex_lock(&c->mu);
+        c->unreg_since = 0;
+        pthread_mutex_unlock(&c->mu);
+        if (rc < 0)
             ga__err("%s", f.message);
     }
     r->done(r);
@@ -157,7 +281,10 @@ static int cuda_retire(void *ctx, struct lease_retire *r)
     int rc = 0;
     r->next = NULL;
     pthread_mutex_lock(&c->mu);
-    if (!c->reaper_started && !c->stopping &&
+    if (!c->watchdog_started && !c->stopping &&
+        (rc = pthread_create(&c->watchdog, NULL, cuda_watchdog_main, c)) == 0)
+        c->watchdog_started = true;
+    if (c->watchdog_started && !c->reaper_started && !c->stopping &&
         (rc = pthread_create(&c->reaper, NULL, cuda_reaper_main, c)) == 0)
         c->reaper_started = true;
     if (c->reaper_started) {
@@ -189,9 +316,32 @@ static void cuda_fini(void *ctx)
     pthread_mutex_unlock(&c->mu);
     if (started)
         pthread_join(c->reaper, NULL);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_signal(&c->wd_cv);
+    bool wd = c->watchdog_started;
+    pthread_mutex_unlock(&c->mu);
+    if (wd)
+        pthread_join(c->watchdog, NULL);
+    pthread_cond_destroy(&c->wd_cv);
     pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->gate_mu);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+void ga_cuda_lease_backend_gate(struct lease_backend *backend,
+                                const struct ga_cuda_retire_gate *gate, uint32_t bell_timeout_ms)
+{
+    if (!backend || backend->retire_range != cuda_retire)
+        return; /* not this backend: nothing asks */
+    struct cuda_ctx *c = backend->ctx;
+    pthread_mutex_lock(&c->gate_mu);
+    c->have_gate = gate != NULL;
+    if (gate)
+        c->gate = *gate;
+    c->bell_timeout_ns =
+        (uint64_t)(bell_timeout_ms ? bell_timeout_ms : GA_CUDA_BELL_TIMEOUT_MS_DEFAULT) * 1000000u;
+    pthread_mutex_unlock(&c->gate_mu);
 }
 
 int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
@@ -221,6 +371,16 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
     c->head = c->tail = NULL;
     c->reaper_started = false;
     c->stopping = false;
+    pthread_mutex_init(&c->gate_mu, NULL);
+    c->have_gate = false;
+    c->bell_timeout_ns = (uint64_t)GA_CUDA_BELL_TIMEOUT_MS_DEFAULT * 1000000u;
+    c->unreg_since = 0;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wd_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->watchdog_started = false;
     *backend_p = (struct lease_backend){
         .name = "cuda (cuMemHostRegister)",
         .ctx = c,

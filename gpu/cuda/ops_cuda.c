@@ -743,6 +743,10 @@ void cx__op_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_
         res->status = LT_E_SHUTTING_DOWN;
         return;
     }
+    if (cmd->forced) {
+        res->status = LT_E_BUSY; /* the agent released its wait (cx__retire_release) */
+        return;
+    }
     if (cmd->rc < 0) {
         res->status = cmd->rc == -EIO ? LT_E_GPU_FAULT : LT_E_SYSTEM;
         return;

@@ -62,6 +62,9 @@ struct cx_ring {
     struct cx_cmd *close_cmd;             /* allocated at open: closing never fails */
     struct ga_exec_call *close_call;
     bool releasing, released;
+    /* the reaper's gate: the first awaited chunk not stored on, and since
+     * when it has been (0: none) */
+    uint64_t stall_seq, stall_since;
 };
 
 /* The pieces a shard's copies and query need while they are queued. */
@@ -249,6 +252,84 @@ static void cx__ring_ring_out(struct cx_ring *rg, bool all)
                 (void)base_guard_store_u64(w, s);
         }
     }
+}
+
+/* Locked. The sequence of the first chunk @rg's pending shards await
+ * whose word is not stored (a load that faults counts as not stored), and
+ * its shard; false when none. */
+static bool cx__ring_first_unstored(struct cx_ring *rg, uint64_t *seq_p, struct cx_cmd **cmd_p)
+{
+    for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
+        if (cmd->cancelled || cmd->forced)
+            continue;
+        for (uint64_t i = 0; i < cmd->nseq; i++) {
+            uint64_t s = cmd->first_seq + i, v = 0;
+            if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
+                (int64_t)(v - s) < 0) {
+                *seq_p = s;
+                *cmd_p = cmd;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A ring streaming well stores its words within ms of the GPU's need, so
+ * the stall is measured from when its first unstored word last changed:
+ * a ring making progress never looks stalled for long. */
+uint64_t cx__rings_stalled_ns(struct cx *x, uint64_t now)
+{
+    uint64_t oldest = 0;
+    for (struct cx_ring *rg = x->rings; rg; rg = rg->xnext) {
+        uint64_t s = 0;
+        struct cx_cmd *cmd = NULL;
+        if (rg->released || !cx__ring_first_unstored(rg, &s, &cmd)) {
+            rg->stall_since = 0;
+            continue;
+        }
+        if (!rg->stall_since || rg->stall_seq != s) {
+            rg->stall_seq = s;
+            rg->stall_since = now;
+        }
+        if (now - rg->stall_since > oldest)
+            oldest = now - rg->stall_since;
+    }
+    return oldest;
+}
+
+uint32_t cx__rings_force(struct cx *x, uint64_t now, uint64_t older_ns, const char *why)
+{
+    uint32_t n = 0;
+    for (struct cx_ring *rg = x->rings; rg; rg = rg->xnext) {
+        uint64_t s = 0;
+        struct cx_cmd *first = NULL;
+        if (rg->released || !rg->stall_since || now - rg->stall_since < older_ns ||
+            !cx__ring_first_unstored(rg, &s, &first))
+            continue;
+        /* From the stalled shard on, every shard waits for it: all forced. */
+        uint64_t age_ms = (now - rg->stall_since) / 1000000u;
+        uint32_t shards = 0;
+        for (struct cx_cmd *cmd = first; cmd; cmd = cmd->rnext) {
+            if (cmd->cancelled || cmd->forced)
+                continue;
+            cmd->forced = true;
+            shards++;
+            for (uint64_t i = 0; i < cmd->nseq; i++) {
+                uint64_t q = cmd->first_seq + i, v = 0;
+                uint64_t *w = &rg->spec.seq[q % rg->spec.nslots];
+                if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - q) < 0)
+                    (void)base_guard_store_u64(w, q);
+            }
+        }
+        rg->stall_since = 0;
+        n += shards;
+        ga__err("CUDA executor: client %#" PRIx64 ": the agent had to store its ring's chunk "
+                "words from seq %" PRIu64 " (unstored for %" PRIu64 " ms): %s; %" PRIu32
+                " shard(s) answered BUSY",
+                rg->o->id, s, age_ms, why, shards);
+    }
+    return n;
 }
 
 void cx__rings_cancel(struct cx *x, struct cx_owner *o)
@@ -492,7 +573,8 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
     if (rg->own_stream && !x->faulted)
         ga_stream_free(x->streams, rg->st);
     if (rg->shards_issued)
-        ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64 " shard(s), %" PRIu64
+        ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64
+                  " shard(s), %" PRIu64
                   " chunk(s) queued in %.3f ms of worker time (%.1f us a shard); the first queued "
                   "%.3f ms after the open",
                   o->id, rg->shards_issued, rg->chunks_issued, (double)rg->issue_ns / 1e6,

@@ -571,7 +571,8 @@ static int cx__serve(void *arg)
         bool cancel = o->dropped || x->faulted;
         uint32_t status = x->faulted ? LT_E_GPU_FAULT : LT_E_SHUTTING_DOWN;
         if (!cancel) {
-            cx__inflight_add(x, cmd); /* from here the drop and the fault path see it */
+            cx__inflight_add(x, cmd);        /* from here the drop and the fault path see it */
+            cmd->t_inflight = base_now_ns(); /* and the reaper's gate */
             if (cmd->kind == CX_RING_SHARD)
                 cx__ring_pending_add(x, cmd); /* and the ring's close and drop */
         }

@@ -165,6 +165,15 @@ CUresult fk__enter(const char *fn, unsigned int need)
         return rc;
     }
     pthread_mutex_lock(&fk.mu);
+    /* A pending cuMemHostUnregister (cuMemFree, cuMemFreeHost) holds the
+     * context: measured on the H200 (bench/unregister_probe.c), while one
+     * waited behind a stream stalled on an unwritten word, a 1 MiB copy and
+     * a host function on another stream, from another thread, took 1901 ms
+     * instead of 0.12 ms, released only when the word was written. The
+     * device keeps running: the stream threads never come through here. */
+    if (need & FK_ENQUEUE)
+        while (fk.freeing)
+            pthread_cond_wait(&fk.cv, &fk.mu);
     if (need & FK_CTX) {
         if (!fk__current)
             rc = CUDA_ERROR_INVALID_CONTEXT;

@@ -157,6 +157,10 @@ struct fk_global {
     struct CUstream_st *streams; /* lists of every handle ever made */
     struct CUevent_st *events;
     struct CUmod_st *modules;
+    /* cuMemFree, cuMemFreeHost and cuMemHostUnregister calls waiting for
+     * the device's queued work: while one does, every other call that
+     * queues or waits blocks (api.c, fk__enter; measured on the H200). */
+    unsigned int freeing;
 };
 
 extern struct fk_global fk;

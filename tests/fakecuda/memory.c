@@ -255,7 +255,9 @@ static CUresult fk_free_target(struct CUctx_st *ctx, uint64_t p, enum fk_range_k
 }
 
 /* cuMemFree, cuMemFreeHost and cuMemHostUnregister wait for the device's
- * queued work first, as the driver does (measured). */
+ * queued work first, as the driver does (measured), and while they wait
+ * every other thread's call that queues or waits blocks (fk.freeing, see
+ * fk__enter: 1.9 s for a 1 MiB copy on another stream, on the H200). */
 static CUresult fk_free_sync(const char *fn, uint64_t p, enum fk_range_kind kind)
 {
     CUresult rc = fk__enter(fn, FK_LIVE | FK_ENQUEUE);
@@ -266,7 +268,11 @@ static CUresult fk_free_sync(const char *fn, uint64_t p, enum fk_range_kind kind
         return fk__leave(fn, CUDA_ERROR_INVALID_VALUE);
     if ((rc = fk_free_target(&fk.ctx, p, kind, &r)) != CUDA_SUCCESS)
         return fk__leave(fn, rc);
-    if ((rc = fk__ctx_wait(&fk.ctx)) != CUDA_SUCCESS)
+    fk.freeing++;
+    rc = fk__ctx_wait(&fk.ctx);
+    fk.freeing--;
+    pthread_cond_broadcast(&fk.cv);
+    if (rc != CUDA_SUCCESS)
         return fk__leave(fn, rc);
     /* Another thread may have freed it while this one waited. */
     if ((rc = fk_free_target(&fk.ctx, p, kind, &r)) == CUDA_SUCCESS)

@@ -11,7 +11,9 @@
  * lease-agent-host, and (test_hostile_evict_fakecuda) against lease-agent
  * under the fake driver. */
 #include <check.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -161,12 +163,107 @@ START_TEST(test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered)
 }
 END_TEST
 
+/* Is the agent under test the CUDA one (lease-agent under the fake driver
+ * or on a GPU)? Only it has a reaper, and --bell-timeout. */
+static int ev_cuda_agent(void)
+{
+    const char *agent = getenv("TH_AGENT");
+    size_t n = agent ? strlen(agent) : 0;
+    return n >= 11 && strcmp(agent + n - 11, "lease-agent") == 0;
+}
+
+/* A bell left unrung while an eviction's unregistration waits is released
+ * by the agent after --bell-timeout: the work behind it is answered BUSY
+ * (the agent stored the word itself), and the evicted segment registers
+ * again, so no client holds pinned bytes hostage. */
+START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout)
+{
+    if (!ev_cuda_agent()) {
+        printf("the host backend has no reaper and no --bell-timeout: nothing to test\n");
+        return;
+    }
+    static const char *const extra[] = {"--pinned-budget", "128K", "--bell-timeout", "300", NULL};
+    struct th_agent a;
+    th_agent_start(&a, NULL, extra);
+    union lt_msg_buffer buf;
+    char msg[128];
+    int b = th_hello(a.sock, 0, NULL);
+    struct hs_seg p[3];
+    for (int i = 0; i < 3; i++) {
+        struct lt_lease_grant_entry g =
+            hs_offer_and_lease(b, &p[i], EV_SEG, 0, LT_CLASS_PINNED, 0x80 + i, EV_DATA, NULL);
+        ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
+        ev_release(b, g.lease);
+    }
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells;
+    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x85), 0);
+    memset(bells.map, 0, 64);
+    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct hs_seg data;
+    struct lt_lease_grant_entry ga =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x86, EV_DATA, NULL);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, ga.lease, EV_DATA);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(c, &sub);
+    th_expect_silence(c, 50);
+
+    /* B's lease evicts a segment: its unregistration is deferred behind
+     * A's bell, then the bell is released. */
+    uint64_t t0 = base_now_ns();
+    struct lt_lease_grant_entry g0 = ev_lease(b, p[0].id, LT_CLASS_PINNED, LT_LEASE_F_ALLOW_STAGED);
+    ck_assert_msg(g0.status == LT_OK, "the grant needing an eviction: %s",
+                  lt_error_name(g0.status));
+    ssize_t n = th_recv(c, &buf, EV_BOUND_MS);
+    ck_assert_msg(n > 0, "the unrung bell was not released within %d ms (%zd)", EV_BOUND_MS, n);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    uint32_t status = ((const struct lt_msg_completion *)(const void *)buf.bytes)->status;
+    ck_assert_msg(status == LT_E_BUSY, "the released bell's work: expected BUSY, found %s",
+                  lt_error_name(status));
+    uint64_t waited_ms = (base_now_ns() - t0) / 1000000u;
+    ck_assert_msg(waited_ms >= 250, "released after %" PRIu64 " ms, before --bell-timeout 300",
+                  waited_ms);
+    /* The bell word holds the sequence the agent stored. */
+    ck_assert_uint_eq(__atomic_load_n((uint64_t *)(void *)bells.map, __ATOMIC_ACQUIRE), 1);
+    ev_checksum(b, g0.lease);
+    ev_release(b, g0.lease);
+
+    /* The evicted segment registers again, PINNED. */
+    struct lt_lease_grant_entry again = {0};
+    t0 = base_now_ns();
+    do {
+        again = ev_lease(b, p[1].id, LT_CLASS_PINNED, 0);
+        if (again.status == LT_E_BUSY)
+            base_sleep_ns(20 * 1000 * 1000);
+    } while (again.status == LT_E_BUSY && base_now_ns() - t0 < EV_BOUND_MS * 1000000ull);
+    ck_assert_msg(again.status == LT_OK, "the evicted segment registered again: %s",
+                  lt_error_name(again.status));
+    ck_assert_uint_eq(again.mem_class, LT_CLASS_PINNED);
+    ev_checksum(b, again.lease);
+    close(c);
+    close(b);
+    for (int i = 0; i < 3; i++)
+        hs_seg_close(&p[i]);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 static Suite *evict_suite(void)
 {
     Suite *s = suite_create("hostile_evict");
     TCase *tc = tcase_create("evict");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered);
+    tcase_add_test(tc,
+                   test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout);
     suite_add_tcase(s, tc);
     return s;
 }

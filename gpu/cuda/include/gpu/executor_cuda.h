@@ -21,6 +21,25 @@
 #include "gpu/executor.h"
 #include "gpu/ga.h"
 
+/* What the registration backend's reaper asks the executor before each
+ * cuMemHostUnregister (issue 12, docs/reliability.md "A peer's unrung
+ * doorbell"). A pending unregistration waits for every queued operation on
+ * the device, and while it waits every other driver call in the context
+ * blocks (measured on the H200, bench/unregister_probe.c): it must never be
+ * stuck behind a wait only a client can end (a bell, a ring's sequence
+ * word). Both calls are CUDA-free (guarded CPU loads and stores of the
+ * clients' words), so they work while the driver is blocked. */
+struct ga_cuda_retire_gate {
+    /* How long (ns) the oldest client-controlled wait on the device has
+     * stood unsatisfied; 0: none. */
+    uint64_t (*stalled_ns)(void *arg);
+    /* Satisfies every client-controlled wait unsatisfied for at least
+     * @older_ns by storing its word (guarded), and answers that work
+     * LT_E_BUSY; @why is logged with each. Returns how many it released. */
+    uint32_t (*release)(void *arg, uint64_t older_ns, const char *why);
+    void *arg;
+};
+
 struct ga_executor_cuda_opts {
     uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
     uint32_t max_streams;   /* streams one client may create; 0: 64 */
@@ -41,6 +60,9 @@ struct ga_executor_cuda_opts {
      * stream. Measured on the device: bench/peers, --ring-streams. */
     uint32_t ring_streams;
     struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
+    /* Filled on success (may be NULL): the gate the lease backend's reaper
+     * asks (ga_cuda_lease_backend_gate); valid until ga_executor_destroy. */
+    struct ga_cuda_retire_gate *retire_gate;
 };
 
 /* Creates the CUDA executor on @dev (open, kernels loaded), which must

@@ -32,6 +32,24 @@ LT_EXTERN_C_BEGIN
 int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease_backend *backend_p,
                                struct lt_failure *why_p);
 
+struct ga_cuda_retire_gate; /* gpu/executor_cuda.h */
+
+/* The bound on how long a client's unsatisfied wait (an unrung bell, a
+ * ring's unstored word) may defer an unregistration, by default, before
+ * the agent releases it (--bell-timeout). */
+#define GA_CUDA_BELL_TIMEOUT_MS_DEFAULT 5000u
+
+/* The reaper asks @gate (a copy is kept; NULL: none, as after the executor
+ * is destroyed) before each cuMemHostUnregister: while a client-controlled
+ * wait has stood unsatisfied for more than a grace of a few tens of ms it
+ * defers (the bytes keep counting as retiring), and a wait standing for
+ * @bell_timeout_ms (0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT) is released. A
+ * watchdog releases every such wait when an unregistration has been pending
+ * in the driver for more than about 100 ms (a wait queued just after the
+ * check). Waits for a reaper call in progress to end. */
+void ga_cuda_lease_backend_gate(struct lease_backend *backend,
+                                const struct ga_cuda_retire_gate *gate, uint32_t bell_timeout_ms);
+
 LT_EXTERN_C_END
 
 #endif /* GPU_LEASE_BACKEND_H */
