@@ -127,16 +127,39 @@ int ga_server__lease_as_data(const char *what, const struct lease_info *li, stru
                           what, li->segment.slot, li->segment.gen);
 }
 
-/* The class the executor serves @li's op as. A lease whose segment lacks
- * F_SEAL_FUTURE_WRITE (--seals legacy) can have its pages punched out by its
- * client: the CUDA driver reads a registered range on the CPU for small
- * copies, outside any guard of ours, and the agent died of that SIGBUS on
- * the H200 (test_hostile_sigbus). Served as STAGED, every CPU read of it is
- * the agent's own bounce copy, under the guard; the GPU never reads it in
- * place. Sealed leases, the default, are served as granted. */
-static uint32_t ga_work__served_class(const struct lease_info *li)
+/* Whether a page of @li's bytes is gone, for a lease whose segment lacks
+ * F_SEAL_FUTURE_WRITE (--seals legacy): its client can punch its pages
+ * out, and the CUDA driver reads a registered range on the CPU for some
+ * copies, outside any guard of ours (the agent died of that SIGBUS on the
+ * H200, test_hostile_sigbus). One guarded read a page before the op is
+ * queued turns a freed page into LT_E_SEGMENT_GONE; a punch after it, in
+ * legacy mode only, is not covered (docs/reliability.md). Sealed leases,
+ * the default, cannot lose pages and are not read. */
+struct ga_work__probe {
+    const volatile unsigned char *p;
+    uint64_t len, step;
+};
+
+static void ga_work__probe_pages(void *arg)
 {
-    return li->writable && li->cls != LT_CLASS_STAGED ? LT_CLASS_STAGED : li->cls;
+    const struct ga_work__probe *pr = arg;
+    for (uint64_t off = 0; off < pr->len; off += pr->step)
+        (void)pr->p[off];
+    if (pr->len)
+        (void)pr->p[pr->len - 1];
+}
+
+static bool ga_work__lease_gone(const struct lease_info *li, struct lt_failure *why)
+{
+    if (!li->writable || li->cls == LT_CLASS_STAGED || !li->host_addr)
+        return false;
+    struct ga_work__probe pr = {li->host_addr, li->length, 4096};
+    if (base_guard_run(li->host_addr, (size_t)li->length, ga_work__probe_pages, &pr) == 0)
+        return false;
+    lt_failure_set(why, LT_E_SEGMENT_GONE, -EFAULT,
+                   "lease in segment {%" PRIu32 ",%" PRIu32 "}: a page is gone (hole punched?)",
+                   li->segment.slot, li->segment.gen);
+    return true;
 }
 
 /* The op's ranges against the lease and the alignment the kernels need;
@@ -315,6 +338,8 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         gone = ga_work__word_gone(&bell_info, m->bell.offset, "bell", &why);
     if (rc == 0 && !gone && done)
         gone = ga_work__word_gone(&done_info, m->done.offset, "done", &why);
+    if (rc == 0 && !gone)
+        gone = ga_work__lease_gone(&li, &why);
     if (gone)
         rc = -EFAULT;
     /* record_allocation: the lease cannot complete its release until this
@@ -349,7 +374,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         .host = li.host_addr,
         .dev = li.dev_ptr,
         .length = li.length,
-        .mem_class = ga_work__served_class(&li),
+        .mem_class = li.cls,
         .accepted_ns = base_now_ns(),
         .done_cb = ga_work__work_done,
         .arg = j,
