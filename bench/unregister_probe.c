@@ -2,7 +2,7 @@
  * stalled on an unwritten word does to the rest of the context (issue #12,
  * docs/reliability.md, "A peer's unrung doorbell").
  *
- * Stream A waits (cuStreamWaitValue32) on a mapped host word nobody writes
+ * Stream A waits (cuStreamWaitValue64) on a mapped host word nobody writes
  * yet, as the agent's stream waits on a client's unrung bell. A thread then
  * calls cuMemHostUnregister on an idle registered buffer (as the reaper
  * does for an evicted segment). Meanwhile the main thread times work on
@@ -11,13 +11,14 @@
  * passes and the unregistration returns. Prints when each finished, so it
  * shows whether the pending unregistration blocks only itself or every
  * caller of the driver. Every CUresult is checked. */
-#include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_cuda.h"
 
 static double now_ms(void)
 {
@@ -50,7 +51,7 @@ static void *unregister_main(void *arg)
     return NULL;
 }
 
-static uint32_t *word;
+static uint64_t *word;
 static int hold_ms = 2000;
 static double t_write;
 
@@ -92,8 +93,13 @@ static double other_work(CUstream st, CUdeviceptr d, void *pinned)
 
 int main(int argc, char **argv)
 {
+    if (bench_help_wanted(argc, argv)) {
+        printf("usage: unregister-probe [HOLD_MS]   (default 2000; needs a GPU)\n");
+        return 0;
+    }
     hold_ms = argc > 1 ? atoi(argv[1]) : 2000;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    bench_cuda_require("unregister-probe");
     CUdevice dev;
     CK(cuInit(0));
     CK(cuDeviceGet(&dev, 0));
@@ -116,7 +122,7 @@ int main(int argc, char **argv)
     CK(cuMemHostRegister(reg_buf, reg_len, 0));
 
     printf("other work, idle device:                 %8.3f ms\n", other_work(b, d, pinned));
-    CK(cuStreamWaitValue32(a, word_dev, 1, CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cuStreamWaitValue64(a, word_dev, 1, CU_STREAM_WAIT_VALUE_GEQ));
     printf("other work, stream A waiting on the word: %8.3f ms\n", other_work(b, d, pinned));
 
     t_start = now_ms();
