@@ -104,8 +104,11 @@ for try in 1 2 3 4 5 6 7 8; do
         $L leases --json > "$tmp/alist.json"
         n=$("$JSON_GET" "agents.0.leases#" < "$tmp/alist.json" 2>/dev/null || echo 0)
         if [ "${n:-0}" -gt 0 ]; then
-            listed=1
+            # The text listing is a second round trip: the job may have
+            # released its leases in between. Both must have seen some.
             $L leases > "$tmp/alist.txt"
+            grep -q "lease(s) on the agent (LEASE_LIST" "$tmp/alist.txt" || continue
+            listed=1
             $L segments > "$tmp/slist.txt"
             $L segments --json > "$tmp/slist.json"
             break
