@@ -270,6 +270,9 @@ int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *
  * device memory's free. On error what was queued stays queued (the caller
  * still queues the completion behind it). */
 int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st);
+/* Makes what @cmd's op needs on its stream (copy side, events, bounce
+ * buffer) without queuing anything; cx__op_queue does it too. */
+int cx__op_prepare(struct cx *x, struct cx_cmd *cmd);
 
 /* Queues the op of @cmd whose bytes are already in device memory (a ring's
  * shard image at cmd->w.dev, read as the MAPPED path reads in place): the

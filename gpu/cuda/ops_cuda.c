@@ -565,15 +565,22 @@ static int cx__copy_queue(struct cx_cmd *cmd, CUstream st)
     return rc < 0 ? rc : r2;
 }
 
-int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
+int cx__op_prepare(struct cx *x, struct cx_cmd *cmd)
 {
     if (cmd->w.op == GA_EXEC_OP_LAUNCH)
-        return cx__launch_queue(x, cmd, st);
+        return 0;
     bool scratch = cmd->path == CX_PATH_STAGED ||
                    (cmd->w.op == LT_OP_VECTOR_SCAN && cmd->w.args.scan.elem == LT_ELEM_F16);
     if (cx__pipelined(cmd))
         cmd->xs->want_cs = true;
-    int rc = cx__xs_prepare(x, cmd->xs, scratch);
+    return cx__xs_prepare(x, cmd->xs, scratch);
+}
+
+int cx__op_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
+{
+    if (cmd->w.op == GA_EXEC_OP_LAUNCH)
+        return cx__launch_queue(x, cmd, st);
+    int rc = cx__op_prepare(x, cmd);
     if (rc < 0)
         return rc;
     switch (cmd->w.op) {

@@ -363,6 +363,17 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
             cx__cmd_free(x, cmd);
         return;
     }
+    /* The stream's helpers (its copy side, events, pinned bounce buffer)
+     * are made before the bell's wait is queued: a first cuMemHostAlloc
+     * or cuStreamCreate made behind a wait only the client can end would
+     * hold this worker if the driver waits for queued work there, as its
+     * unregistration does (measured: bench/unregister-probe; for these
+     * calls suspected from an H200 run, docs/reliability.md). */
+    if (w->bell.host && (rc = cx__op_prepare(x, cmd)) < 0) {
+        if (cx__cmd_answer(x, cmd, LT_E_SYSTEM, "the stream's buffers could not be made", NULL))
+            cx__cmd_free(x, cmd);
+        return;
+    }
     xs->issued++;
     if (w->bell.host) {
         struct ga_doorbell_req req = {
