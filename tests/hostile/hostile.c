@@ -108,6 +108,25 @@ void hs_checksum_submit(struct lt_msg_submit *s, struct lt_lease_id lease, uint6
     s->args.checksum.block_size = 4096;
 }
 
+uint64_t hs_unrung_bell_submit(int conn, struct hs_seg *bells, struct hs_seg *data, uint64_t len,
+                               uint64_t seed)
+{
+    char msg[128];
+    ck_assert_int_eq(hs_memfd(bells, 64 * HS_KIB, 0, HS_OLD_SEALS, seed), 0);
+    memset(bells->map, 0, 64);
+    ck_assert_uint_eq(hs_offer(conn, bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(conn, data, 64 * HS_KIB, 0, LT_CLASS_STAGED, seed + 1, len, NULL);
+    struct lt_msg_submit sub;
+    hs_checksum_submit(&sub, g.lease, len);
+    sub.flags = LT_SUBMIT_F_WAIT_BELL;
+    sub.bell = (struct lt_word_ref){.segment = bells->id, .offset = 0};
+    sub.bell_seq = 1;
+    uint64_t rid = th_submit_send(conn, &sub);
+    th_expect_silence(conn, 50);
+    return rid;
+}
+
 int hs_alive(pid_t pid)
 {
     int st;

@@ -69,6 +69,14 @@ void hs_checksum_fill(unsigned char *map, uint64_t data, uint64_t seed);
 /* A CHECKSUM_VERIFY of [0, @data) of @lease against the sums at @data. */
 void hs_checksum_submit(struct lt_msg_submit *s, struct lt_lease_id lease, uint64_t data);
 
+/* A doorbell the client never rings: on @conn (granted LT_CAP_DOORBELL)
+ * offers @bells (64 KiB, unsealed MAPPED, zeroed) and @data (64 KiB, seeds
+ * @seed and @seed + 1), leases @data STAGED and sends a CHECKSUM_VERIFY of
+ * @len bytes behind the bell at offset 0 with sequence 1; asserts the agent
+ * stays silent for 50 ms. Returns the SUBMIT's request id. */
+uint64_t hs_unrung_bell_submit(int conn, struct hs_seg *bells, struct hs_seg *data, uint64_t len,
+                               uint64_t seed);
+
 /* Asserts the agent process is alive and a new client is served: HELLO
  * and STATS_REQUEST answered. */
 void hs_assert_serving(struct th_agent *a);

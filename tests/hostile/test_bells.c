@@ -94,22 +94,9 @@ START_TEST(test_a_client_holding_unrung_bells_leaves_others_served)
     struct th_agent a;
     th_agent_start(&a, NULL, NULL);
     union lt_msg_buffer buf;
-    char msg[128];
     int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
-    struct hs_seg bells;
-    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x65), 0);
-    memset(bells.map, 0, 64);
-    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
-    struct hs_seg data;
-    struct lt_lease_grant_entry g =
-        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x66, 32 * HS_KIB, NULL);
-    struct lt_msg_submit sub;
-    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
-    sub.flags = LT_SUBMIT_F_WAIT_BELL;
-    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
-    sub.bell_seq = 1;
-    uint64_t rid = th_submit_send(c, &sub);
-    th_expect_silence(c, 50);
+    struct hs_seg bells, data;
+    uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, 32 * HS_KIB, 0x65);
     /* Another client's registered segment, released as that client goes. */
     int c2 = th_hello(a.sock, 0, NULL);
     struct hs_seg other;

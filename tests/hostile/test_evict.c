@@ -59,6 +59,18 @@ static void ev_release(int c, struct lt_lease_id lease)
     ck_assert_uint_eq(buf.hdr.request_id, rid);
 }
 
+/* Three PINNED segments of @b, each leased once and released: under the
+ * 128 KiB budget two fit, so the third's offer evicted the first. */
+static void ev_idle_segments(int b, struct hs_seg p[3], uint64_t seed)
+{
+    for (int i = 0; i < 3; i++) {
+        struct lt_lease_grant_entry g = hs_offer_and_lease(b, &p[i], EV_SEG, 0, LT_CLASS_PINNED,
+                                                           seed + (uint64_t)i, EV_DATA, NULL);
+        ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
+        ev_release(b, g.lease);
+    }
+}
+
 /* A CHECKSUM_VERIFY of @lease, completed OK within EV_BOUND_MS. */
 static void ev_checksum(int c, struct lt_lease_id lease)
 {
@@ -79,35 +91,17 @@ START_TEST(test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered)
     struct th_agent a;
     th_agent_start(&a, NULL, extra);
     union lt_msg_buffer buf;
-    char msg[128];
 
     /* B: three PINNED segments, two fit the budget: the third's offer
      * evicts the first (nothing queued on the device yet). All idle. */
     int b = th_hello(a.sock, 0, NULL);
     struct hs_seg p[3];
-    for (int i = 0; i < 3; i++) {
-        struct lt_lease_grant_entry g =
-            hs_offer_and_lease(b, &p[i], EV_SEG, 0, LT_CLASS_PINNED, 0x70 + i, EV_DATA, NULL);
-        ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
-        ev_release(b, g.lease);
-    }
+    ev_idle_segments(b, p, 0x70);
 
     /* A: a submit queued behind a bell it never rings, and A stays. */
     int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
-    struct hs_seg bells;
-    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x75), 0);
-    memset(bells.map, 0, 64);
-    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
-    struct hs_seg data;
-    struct lt_lease_grant_entry ga =
-        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x76, EV_DATA, NULL);
-    struct lt_msg_submit sub;
-    hs_checksum_submit(&sub, ga.lease, EV_DATA);
-    sub.flags = LT_SUBMIT_F_WAIT_BELL;
-    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
-    sub.bell_seq = 1;
-    uint64_t rid = th_submit_send(c, &sub);
-    th_expect_silence(c, 50);
+    struct hs_seg bells, data;
+    uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, EV_DATA, 0x75);
 
     /* B: the evicted first segment, PINNED or else STAGED: registering it
      * evicts the second (least recently used). */
@@ -186,30 +180,12 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
     struct th_agent a;
     th_agent_start(&a, NULL, extra);
     union lt_msg_buffer buf;
-    char msg[128];
     int b = th_hello(a.sock, 0, NULL);
     struct hs_seg p[3];
-    for (int i = 0; i < 3; i++) {
-        struct lt_lease_grant_entry g =
-            hs_offer_and_lease(b, &p[i], EV_SEG, 0, LT_CLASS_PINNED, 0x80 + i, EV_DATA, NULL);
-        ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
-        ev_release(b, g.lease);
-    }
+    ev_idle_segments(b, p, 0x80);
     int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
-    struct hs_seg bells;
-    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_OLD_SEALS, 0x85), 0);
-    memset(bells.map, 0, 64);
-    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
-    struct hs_seg data;
-    struct lt_lease_grant_entry ga =
-        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x86, EV_DATA, NULL);
-    struct lt_msg_submit sub;
-    hs_checksum_submit(&sub, ga.lease, EV_DATA);
-    sub.flags = LT_SUBMIT_F_WAIT_BELL;
-    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
-    sub.bell_seq = 1;
-    uint64_t rid = th_submit_send(c, &sub);
-    th_expect_silence(c, 50);
+    struct hs_seg bells, data;
+    uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, EV_DATA, 0x85);
 
     /* B's lease evicts a segment: its unregistration is deferred behind
      * A's bell, then the bell is released. */
@@ -262,8 +238,8 @@ static Suite *evict_suite(void)
     TCase *tc = tcase_create("evict");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered);
-    tcase_add_test(tc,
-                   test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout);
+    tcase_add_test(
+        tc, test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout);
     suite_add_tcase(s, tc);
     return s;
 }
