@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/sigbus.h"
@@ -19,6 +20,7 @@ struct base__guard_frame {
 /* The innermost armed frame of this thread. Written only by this thread;
  * read by its signal handler, hence the signal fences around the writes. */
 static _Thread_local struct base__guard_frame *base__guard_top;
+static _Thread_local bool base__guard_unblocked; /* SIGBUS unblocked on this thread */
 
 static struct sigaction base__guard_prev; /* what handled SIGBUS before */
 static pthread_once_t base__guard_once = PTHREAD_ONCE_INIT;
@@ -96,12 +98,17 @@ static int base__guard_run2(const void *addr, size_t len, const void *addr2, siz
     /* A synchronous SIGBUS that is blocked on the faulting thread kills the
      * process whatever the handler (the kernel forces the default action),
      * and this may run on a thread someone else made and masked (a
-     * driver's, running a stream host function such as a bounce copy). */
-    sigset_t bus;
-    sigemptyset(&bus);
-    sigaddset(&bus, SIGBUS);
-    if ((rc = pthread_sigmask(SIG_UNBLOCK, &bus, NULL)) != 0)
-        return -rc;
+     * driver's, running a stream host function such as a bounce copy).
+     * Once a thread: guards sit in polling loops (the host backend's
+     * doorbells), and a mask is not changed under them. */
+    if (!base__guard_unblocked) {
+        sigset_t bus;
+        sigemptyset(&bus);
+        sigaddset(&bus, SIGBUS);
+        if ((rc = pthread_sigmask(SIG_UNBLOCK, &bus, NULL)) != 0)
+            return -rc;
+        base__guard_unblocked = true;
+    }
     struct base__guard_frame f;
     base__guard_range(&f.lo, &f.hi, addr, len);
     base__guard_range(&f.lo2, &f.hi2, addr2, len2);

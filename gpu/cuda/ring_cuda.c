@@ -473,13 +473,13 @@ static void cx__ring_shard_done(void *arg)
         cx__cmd_free(x, cmd);
 }
 
-static void cx__ring_shard_issue_timed(struct cx *x, struct cx_cmd *cmd);
+static void cx__ring_shard_queue(struct cx *x, struct cx_cmd *cmd);
 
 void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
 {
     struct cx_ring *rg = cmd->ring;
     const uint64_t t0 = base_now_ns();
-    cx__ring_shard_issue_timed(x, cmd);
+    cx__ring_shard_queue(x, cmd);
     /* @cmd may be answered and freed by now; the ring is the worker's. */
     const uint64_t t1 = base_now_ns();
     rg->issue_ns += t1 - t0;
@@ -487,7 +487,8 @@ void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
         rg->t_first_issued = t1;
 }
 
-static void cx__ring_shard_issue_timed(struct cx *x, struct cx_cmd *cmd)
+/* Queues @cmd's chunks, kernels and completion on its ring's stream. */
+static void cx__ring_shard_queue(struct cx *x, struct cx_cmd *cmd)
 {
     struct cx_ring *rg = cmd->ring;
     int rc = cx__ring_stream(x, rg);

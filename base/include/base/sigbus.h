@@ -24,8 +24,8 @@
  *
  * Threads: the handler is process-wide, installed once (base_guard_install,
  * or the first guard's call); ranges are armed per thread. The handler
- * reads only the faulting thread's own thread-local state. Every guarded
- * call unblocks SIGBUS on its thread (and leaves it unblocked): the kernel
+ * reads only the faulting thread's own thread-local state. A thread's first
+ * guarded call unblocks SIGBUS on it (and leaves it unblocked): the kernel
  * kills a process whose thread faults with SIGBUS blocked, and guarded code
  * may run on threads its caller did not make (a driver's, running stream
  * host functions) with whatever mask they were given. */
