@@ -555,6 +555,9 @@ void sd_job__stream_abandon(struct sd_job *job, const char *why);
 void sd_job__stream_free(struct sd_job *job);
 /* The summary's streaming lines. */
 void sd_job__stream_report(const struct sd_job *job, FILE *out);
+/* Its "staging" line (job_report.c): where the staging threads' time went,
+ * and how long the rings took to start. */
+void sd_job__staging_report(const struct sd_job *job, FILE *out);
 /* Posts an event for the loop (any thread) and wakes it. */
 void sd_job__ev_post(struct sd_job *job, const struct sd_job__ev *ev);
 

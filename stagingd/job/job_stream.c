@@ -772,44 +772,6 @@ void sd_job__stream_free(struct sd_job *job)
 
 /* ---- the report ------------------------------------------------------------------------ */
 
-static int sd_job__u64_cmp(const void *a, const void *b)
-{
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Where the staging threads' time went, and how long the rings took to
- * start: the two things to look at when a streamed job is slower than the
- * copies could go (docs/streaming.md, "Reading the summary"). */
-static void sd_job__staging_report(const struct sd_job *job, FILE *out)
-{
-    const struct sd_job__stream *st = job->stream;
-    uint64_t rd = 0, sw = 0, tw = 0, bytes = 0, firsts[256];
-    unsigned nf = 0;
-    for (unsigned i = 0; i < st->nrings; i++) {
-        const struct sd_job__ring *r = &st->rings[i];
-        rd += __atomic_load_n(&r->ns_read, __ATOMIC_RELAXED);
-        sw += __atomic_load_n(&r->ns_slot_wait, __ATOMIC_RELAXED);
-        tw += __atomic_load_n(&r->ns_task_wait, __ATOMIC_RELAXED);
-        bytes += __atomic_load_n(&r->bytes_read, __ATOMIC_RELAXED);
-        const uint64_t f = __atomic_load_n(&r->t_first_store, __ATOMIC_RELAXED);
-        if (f > job->t_start && nf < sizeof firsts / sizeof firsts[0])
-            firsts[nf++] = f - job->t_start;
-    }
-    const double all = (double)(rd + sw + tw);
-    if (all <= 0)
-        return;
-    qsort(firsts, nf, sizeof firsts[0], sd_job__u64_cmp);
-    fprintf(out,
-            "  %-14s %u thread(s): reading %.0f%% (%.2f GB/s a thread while reading), waiting for "
-            "slots %.0f%%, for shards %.0f%%; first chunk stored %.1f ms (median ring), %.1f ms "
-            "(last) after the start\n",
-            "staging", st->nrings, 100.0 * (double)rd / all,
-            rd ? (double)bytes / (double)rd : 0.0,
-            100.0 * (double)sw / all, 100.0 * (double)tw / all,
-            nf ? (double)firsts[nf / 2] / 1e6 : 0.0, nf ? (double)firsts[nf - 1] / 1e6 : 0.0);
-}
-
 void sd_job__stream_report(const struct sd_job *job, FILE *out)
 {
     const struct sd_job__stream *st = job->stream;
