@@ -10,7 +10,13 @@
  * another client's work would be. After --hold-ms the word is written, A
  * passes and the unregistration returns. Prints when each finished, so it
  * shows whether the pending unregistration blocks only itself or every
- * caller of the driver. Every CUresult is checked. */
+ * caller of the driver.
+ *
+ * Then, with no unregistration pending, it times each other driver call
+ * the agent makes while serving (allocating pinned memory, registering,
+ * making streams and events, allocating device memory) with stream A
+ * again waiting on the word, and says which of them wait for the word.
+ * Every CUresult is checked. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +58,7 @@ static void *unregister_main(void *arg)
 }
 
 static uint64_t *word;
+static uint64_t word_value = 1; /* what the writer stores; A waits for >= it */
 static int hold_ms = 2000;
 static double t_write;
 
@@ -64,7 +71,7 @@ static void *writer_main(void *arg)
     if (left > 0)
         usleep((useconds_t)(left * 1000));
     t_write = now_ms() - t_start;
-    __atomic_store_n(word, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(word, word_value, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -89,6 +96,107 @@ static double other_work(CUstream st, CUdeviceptr d, void *pinned)
         exit(1);
     }
     return now_ms() - t0;
+}
+
+/* The driver calls timed against a waiting stream, each undone at once. */
+enum call_kind {
+    CALL_HOST_ALLOC,
+    CALL_HOST_FREE,
+    CALL_REGISTER,
+    CALL_STREAM,
+    CALL_STREAM_DESTROY,
+    CALL_EVENT,
+    CALL_EVENT_DESTROY,
+    CALL_DEV_ALLOC,
+    CALL_LAST = CALL_DEV_ALLOC
+};
+static const char *const call_names[] = {
+    "cuMemHostAlloc 2 MiB", "cuMemFreeHost 2 MiB", "cuMemHostRegister 64 MiB",
+    "cuStreamCreate",       "cuStreamDestroy",     "cuEventCreate",
+    "cuEventDestroy",       "cuMemAlloc 2 MiB",
+};
+static CUstream spare_stream; /* made before the wait for CALL_STREAM_DESTROY */
+static CUevent spare_event;   /* and for CALL_EVENT_DESTROY */
+
+static void *spare_pinned;     /* made before the wait for CALL_HOST_FREE */
+static void *spare_host;       /* plain memory for CALL_REGISTER */
+enum { SPARE_HOST_BYTES = 64 << 20 };
+
+/* Runs @kind once and undoes what it made (the undo is not timed). */
+static double time_call(enum call_kind kind)
+{
+    void *p = NULL;
+    CUstream st;
+    CUevent ev;
+    CUdeviceptr dp;
+    double t0 = now_ms(), took;
+    switch (kind) {
+    case CALL_HOST_ALLOC:
+        CK(cuMemHostAlloc(&p, 2 << 20, 0));
+        took = now_ms() - t0;
+        CK(cuMemFreeHost(p));
+        return took;
+    case CALL_HOST_FREE:
+        CK(cuMemFreeHost(spare_pinned));
+        spare_pinned = NULL;
+        return now_ms() - t0;
+    case CALL_REGISTER:
+        CK(cuMemHostRegister(spare_host, SPARE_HOST_BYTES, 0));
+        return now_ms() - t0; /* unregistered after the word is written */
+    case CALL_STREAM:
+        CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+        took = now_ms() - t0;
+        CK(cuStreamDestroy(st));
+        return took;
+    case CALL_STREAM_DESTROY:
+        CK(cuStreamDestroy(spare_stream));
+        return now_ms() - t0;
+    case CALL_EVENT_DESTROY:
+        CK(cuEventDestroy(spare_event));
+        return now_ms() - t0;
+    case CALL_EVENT:
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        took = now_ms() - t0;
+        CK(cuEventDestroy(ev));
+        return took;
+    case CALL_DEV_ALLOC:
+        CK(cuMemAlloc(&dp, 2 << 20));
+        took = now_ms() - t0;
+        CK(cuMemFree(dp));
+        return took;
+    }
+    return 0;
+}
+
+/* Queues a wait on @a for the next word value, times @kind while it stands,
+ * then lets the writer end it at hold_ms. Returns 1 if the call waited for
+ * the word (took more than half the hold). */
+static int probe_call(CUstream a, CUdeviceptr word_dev, enum call_kind kind)
+{
+    word_value++;
+    if (kind == CALL_HOST_FREE)
+        CK(cuMemHostAlloc(&spare_pinned, 2 << 20, 0));
+    if (kind == CALL_STREAM_DESTROY)
+        CK(cuStreamCreate(&spare_stream, CU_STREAM_NON_BLOCKING));
+    if (kind == CALL_EVENT_DESTROY)
+        CK(cuEventCreate(&spare_event, CU_EVENT_DISABLE_TIMING));
+    CK(cuStreamWaitValue64(a, word_dev, word_value, CU_STREAM_WAIT_VALUE_GEQ));
+    t_start = now_ms();
+    pthread_t wr;
+    if (pthread_create(&wr, NULL, writer_main, NULL) != 0) {
+        fprintf(stderr, "unregister-probe: pthread_create failed\n");
+        exit(1);
+    }
+    usleep(50 * 1000);
+    double took = time_call(kind);
+    pthread_join(wr, NULL);
+    CK(cuStreamSynchronize(a));
+    if (kind == CALL_REGISTER)
+        CK(cuMemHostUnregister(spare_host));
+    int waited = took > hold_ms / 2.0;
+    printf("  %-26s %9.3f ms  %s\n", call_names[kind], took,
+           waited ? "WAITS for the word" : "does not wait");
+    return waited;
 }
 
 int main(int argc, char **argv)
@@ -143,6 +251,18 @@ int main(int argc, char **argv)
     printf("verdict: %s\n",
            took > (hold_ms - t0) / 2.0 ? "a pending unregistration BLOCKS other work in the context"
                                 : "a pending unregistration blocks only its own caller");
+
+    printf("each call, stream A waiting on the word (hold %d ms):\n", hold_ms);
+    spare_host = aligned_alloc(4096, SPARE_HOST_BYTES);
+    if (!spare_host)
+        return 1;
+    memset(spare_host, 2, SPARE_HOST_BYTES);
+    int waiting_calls = 0;
+    for (int k = CALL_HOST_ALLOC; k <= CALL_LAST; k++)
+        waiting_calls += probe_call(a, word_dev, (enum call_kind)k);
+    printf("verdict: %d of %d calls wait for a stream's unwritten word\n", waiting_calls,
+           CALL_LAST + 1);
+    free(spare_host);
     CK(cuMemFree(d));
     CK(cuMemFreeHost(pinned));
     CK(cuMemFreeHost(word));
