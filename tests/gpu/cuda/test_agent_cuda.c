@@ -463,6 +463,51 @@ START_TEST(release_waits_for_a_doorbell_gated_submit)
 }
 END_TEST
 
+/* The bounce path (a STAGED lease: host functions copy through a pinned
+ * buffer) behind a bell rung late: while the GPU waits on the bell, the
+ * same client's control requests are still answered (docs/reliability.md:
+ * on the H200 a 64 MiB bounce copy behind a late bell once left the next
+ * request unanswered). */
+START_TEST(a_doorbell_gated_bounce_copy_leaves_control_requests_answered)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, agent_args);
+    int fd = th_hello(a.sock, CAPS, NULL);
+    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 43);
+    uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
+    uint64_t *done = (uint64_t *)(void *)(bells.map + 128);
+    __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(done, 0, __ATOMIC_RELEASE);
+    struct seg p = seg_offer(fd, 72 * MiB, LT_CLASS_PINNED, 44);
+    const uint64_t len = 64 * MiB;
+    const uint32_t bs = 1 * MiB;
+    uint64_t *sums = NULL;
+    uint64_t sums_off = write_sums(&p, len, bs, &sums);
+    struct lt_lease_id staged = lease_ok(fd, &p, 0, p.size, LT_CLASS_STAGED);
+    union lt_op_args args = checksum_args(0, len, sums_off, bs);
+    struct words w = {.seg = &bells, .bell_off = 64, .bell_seq = 3, .done_off = 128, .done_seq = 4};
+    uint64_t rid = submit(fd, staged, S0, LT_OP_CHECKSUM_VERIFY, &args, 0, &w);
+    th_expect_silence(fd, 200);
+    /* A control request while the copy waits on the bell: answered. */
+    struct lt_lease_id other = lease_ok(fd, &bells, 0, bells.size, LT_CLASS_MAPPED);
+    release_ok(fd, other);
+    ck_assert_uint_eq(__atomic_load_n(done, __ATOMIC_ACQUIRE), 0);
+    __atomic_store_n(bell, 3, __ATOMIC_RELEASE);
+    union lt_msg_buffer b;
+    th_expect(fd, &b, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(b.hdr.request_id, rid);
+    const struct lt_msg_completion *c = (const void *)b.bytes;
+    ck_assert_msg(c->status == LT_OK, "the bounce-path verify behind the bell: %s",
+                  lt_error_name(c->status));
+    ck_assert_uint_eq(__atomic_load_n(done, __ATOMIC_ACQUIRE), 4);
+    /* And the next request after it, too. */
+    release_ok(fd, staged);
+    close(fd);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 START_TEST(release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it)
 {
     struct th_agent a;
@@ -732,6 +777,7 @@ static Suite *agent_cuda_suite(void)
 
     tc = tcase_create("lifetimes");
     tcase_add_test(tc, release_waits_for_a_doorbell_gated_submit);
+    tcase_add_test(tc, a_doorbell_gated_bounce_copy_leaves_control_requests_answered);
     tcase_add_test(tc, release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it);
     tcase_add_test(tc, a_sigkilled_client_leaves_no_lease_registration_or_fd);
     tcase_set_timeout(tc, 30);
