@@ -269,7 +269,7 @@ struct row {
     const char *bytes; /* "ok", "WRONG", or "-" (nothing was read) */
 };
 
-#define ROWS_PER_REPEAT 12
+#define ROWS_PER_REPEAT 13
 static struct row rows[3 * ROWS_PER_REPEAT];
 static unsigned nrows;
 static unsigned char *check_host;
@@ -471,7 +471,9 @@ int main(int argc, char **argv)
         run_ring("wait (a stream a ring)", false, true, 0, 1);
         run_ring("wait, noread", false, false, 0, 1);
         run_ring("wait, join 2", false, true, 0, 2);
-        static const unsigned shapes[][2] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {2, 4}, {4, 2}};
+        if (cfg.slots >= 8)
+            run_ring("wait, join 4", false, true, 0, 4);
+        static const unsigned shapes[][2] = {{1, 1}, {2, 1}, {2, 2}, {4, 2}, {2, 4}, {4, 4}};
         for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             if (shapes[i][1] > cfg.slots / 2 && shapes[i][1] > 1)
                 continue;
