@@ -32,4 +32,15 @@ static inline void bench_cuda_require(const char *prog)
     }
 }
 
+/* Runs a driver call; on failure the project's ga_cu_check logs the call,
+ * the CUresult's name and where, and the benchmark exits 1 with @prog's
+ * name: a benchmark's figure is worthless after a failed call. */
+#define BENCH_CK(prog, call)                                                                       \
+    do {                                                                                           \
+        if (ga_cu_check((call), #call, __FILE__, __LINE__) < 0) {                                  \
+            fprintf(stderr, "%s: %s failed (see the line above)\n", (prog), #call);               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
 #endif /* BENCH_CUDA_H */

@@ -43,17 +43,7 @@
 
 #include "bench_cuda.h"
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            cuGetErrorName(r_, &s_);                                                               \
-            fprintf(stderr, "ring-probe: %s failed: %s (line %d)\n", #call, s_ ? s_ : "?",         \
-                    __LINE__);                                                                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CK(call) BENCH_CK("ring-probe", call)
 
 static void die(const char *what)
 {

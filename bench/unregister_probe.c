@@ -33,16 +33,7 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            cuGetErrorName(r_, &s_);                                                               \
-            fprintf(stderr, "unregister-probe: %s failed: %s\n", #call, s_ ? s_ : "?");            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CK(call) BENCH_CK("unregister-probe", call)
 
 static CUcontext ctx;
 static void *reg_buf;

@@ -178,6 +178,18 @@ static void release_ok(int fd, struct lt_lease_id lease)
                       LT_OK);
 }
 
+/* A MAPPED page for a SUBMIT's words: the bell at offset 64 and the done
+ * word at 128 (struct words' offsets in the tests below), both zero. */
+static struct seg bells_offer(int fd, uint64_t seed, uint64_t **bell_p, uint64_t **done_p)
+{
+    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, seed);
+    *bell_p = (uint64_t *)(void *)(bells.map + 64);
+    *done_p = (uint64_t *)(void *)(bells.map + 128);
+    __atomic_store_n(*bell_p, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(*done_p, 0, __ATOMIC_RELEASE);
+    return bells;
+}
+
 /* ---- tests ------------------------------------------------------------------------ */
 
 START_TEST(handshake_grants_the_gpu_capabilities_and_no_host_backend)
@@ -424,11 +436,8 @@ START_TEST(release_waits_for_a_doorbell_gated_submit)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 41);
-    uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
-    uint64_t *done = (uint64_t *)(void *)(bells.map + 128);
-    __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(done, 0, __ATOMIC_RELEASE);
+    uint64_t *bell, *done;
+    struct seg bells = bells_offer(fd, 41, &bell, &done);
     struct seg p = seg_offer(fd, 12 * MiB, LT_CLASS_PINNED, 42);
     const uint64_t len = 8 * MiB;
     const uint32_t bs = 64 * KiB;
@@ -473,11 +482,8 @@ START_TEST(a_doorbell_gated_bounce_copy_leaves_control_requests_answered)
     struct th_agent a;
     th_agent_start(&a, NULL, agent_args);
     int fd = th_hello(a.sock, CAPS, NULL);
-    struct seg bells = seg_offer(fd, 4096, LT_CLASS_MAPPED, 43);
-    uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
-    uint64_t *done = (uint64_t *)(void *)(bells.map + 128);
-    __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(done, 0, __ATOMIC_RELEASE);
+    uint64_t *bell, *done;
+    struct seg bells = bells_offer(fd, 43, &bell, &done);
     struct seg p = seg_offer(fd, 72 * MiB, LT_CLASS_PINNED, 44);
     const uint64_t len = 64 * MiB;
     const uint32_t bs = 1 * MiB;
