@@ -20,6 +20,11 @@
  *          never waits on a word, and copies reach it in the order the
  *          chunks were read.
  *
+ * The wait shape also runs with a host function (what the agent's answer to
+ * a shard is) after each file's copies: on the ring's stream, where the
+ * stream waits for a driver thread to run it before the next file's
+ * copies, or on a side stream behind an event, where nothing waits for it.
+ *
  * Beside them: "noread" variants (the threads store the sequence without
  * reading, so the protocol alone is timed), and the ceilings: one stream of
  * back-to-back copies from a pinned buffer, whole files and chunk-sized.
@@ -92,6 +97,8 @@ struct ring {
     CUdeviceptr seq_dev, done_dev;
     CUdeviceptr img[2]; /* a file's image, two in turn */
     CUstream st;
+    CUstream cst; /* the completions' side stream (--hostfn side) */
+    CUevent ev;
     uint64_t nfiles;
     /* per run */
     bool read;
@@ -102,6 +109,18 @@ struct ring {
 
 static struct ring *rings;
 static uint64_t rings_copies; /* the wait shape's copies in a run */
+static uint64_t hostfns_run;  /* the completions that ran in a run */
+
+/* Where the wait shape puts a completion (a host function, as the agent's
+ * answer to a shard) after each file's copies: nowhere, on the ring's
+ * stream, or on a side stream behind an event recorded on the ring's. */
+enum hostfn { HOSTFN_NONE, HOSTFN_RING, HOSTFN_SIDE };
+
+static void hostfn_count(void *arg)
+{
+    (void)arg;
+    __atomic_add_fetch(&hostfns_run, 1, __ATOMIC_RELAXED);
+}
 
 static void files_make(void)
 {
@@ -181,7 +200,7 @@ static void *stage_main(void *arg)
  * @join > 1, runs of up to @join chunks whose slots are adjacent are one
  * copy behind the run's last word (one thread stores a ring's words in
  * order, so the last stored means all are). */
-static void queue_waits(unsigned join)
+static void queue_waits(unsigned join, enum hostfn hf)
 {
     const uint64_t C = cfg.chunk, N = cfg.slots;
     const uint64_t most = rings[0].nfiles;
@@ -205,6 +224,13 @@ static void queue_waits(unsigned join)
                     CK(cuStreamWriteValue64(r->st, r->done_dev + 8 * ((s + i) % N), s + i, 0));
                 rings_copies++;
                 j += n;
+            }
+            if (hf == HOSTFN_RING) {
+                CK(cuLaunchHostFunc(r->st, hostfn_count, NULL));
+            } else if (hf == HOSTFN_SIDE) {
+                CK(cuEventRecord(r->ev, r->st));
+                CK(cuStreamWaitEvent(r->cst, r->ev, CU_EVENT_WAIT_DEFAULT));
+                CK(cuLaunchHostFunc(r->cst, hostfn_count, NULL));
             }
         }
 }
@@ -259,7 +285,7 @@ struct row {
     const char *bytes; /* "ok", "WRONG", or "-" (nothing was read) */
 };
 
-#define ROWS_PER_REPEAT 13
+#define ROWS_PER_REPEAT 15
 static struct row rows[3 * ROWS_PER_REPEAT];
 static unsigned nrows;
 static unsigned char *check_host;
@@ -295,9 +321,11 @@ static void words_reset(void)
     CK(cuCtxSynchronize());
 }
 
-static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, unsigned join)
+static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, unsigned join,
+                     enum hostfn hf)
 {
     rings_copies = 0;
+    hostfns_run = 0;
     static CUstream shared[8];
     for (unsigned i = 0; i < nst; i++)
         if (!shared[i])
@@ -315,7 +343,7 @@ static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, 
     if (cpu_shape)
         dispatch(shared, nst, join, &copies);
     else
-        queue_waits(join);
+        queue_waits(join, hf);
     for (unsigned t = 0; t < cfg.threads; t++)
         pthread_join(th[t], NULL);
     CK(cuCtxSynchronize());
@@ -336,6 +364,8 @@ static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, 
     w->read_pct = 100.0 * (double)rd / 1e9 / (secs * cfg.threads);
     w->wait_pct = 100.0 * (double)wt / 1e9 / (secs * cfg.threads);
     w->bytes = !read ? "-" : check_ring0() ? "ok" : "WRONG";
+    if (hf != HOSTFN_NONE && __atomic_load_n(&hostfns_run, __ATOMIC_RELAXED) != cfg.files)
+        w->bytes = "WRONG (completions)";
     printf("  %-32s %7.2f GB/s  reading %4.1f%%  waiting for slots %4.1f%%  bytes %s\n", w->name,
            w->gbs, w->read_pct, w->wait_pct, w->bytes);
 }
@@ -448,6 +478,8 @@ int main(int argc, char **argv)
         CK(cuMemAlloc(&r->img[0], cfg.file_bytes));
         CK(cuMemAlloc(&r->img[1], cfg.file_bytes));
         CK(cuStreamCreate(&r->st, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamCreate(&r->cst, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&r->ev, CU_EVENT_DISABLE_TIMING));
     }
     CK(cuMemHostAlloc((void **)&check_host, cfg.file_bytes, 0));
     printf("%u thread(s), %u slot(s) of %" PRIu64 " MiB each, %u file(s), %.1f GiB a run\n",
@@ -458,19 +490,21 @@ int main(int argc, char **argv)
         run_h2d("h2d 64 MiB copies", cfg.file_bytes);
         snprintf(name, sizeof name, "h2d %" PRIu64 " MiB copies", cfg.chunk >> 20);
         run_h2d(name, cfg.chunk);
-        run_ring("wait (a stream a ring)", false, true, 0, 1);
-        run_ring("wait, noread", false, false, 0, 1);
-        run_ring("wait, join 2", false, true, 0, 2);
+        run_ring("wait (a stream a ring)", false, true, 0, 1, HOSTFN_NONE);
+        run_ring("wait, host fn a file on it", false, true, 0, 1, HOSTFN_RING);
+        run_ring("wait, host fn a file aside", false, true, 0, 1, HOSTFN_SIDE);
+        run_ring("wait, noread", false, false, 0, 1, HOSTFN_NONE);
+        run_ring("wait, join 2", false, true, 0, 2, HOSTFN_NONE);
         if (cfg.slots >= 8)
-            run_ring("wait, join 4", false, true, 0, 4);
+            run_ring("wait, join 4", false, true, 0, 4, HOSTFN_NONE);
         static const unsigned shapes[][2] = {{1, 1}, {2, 1}, {2, 2}, {4, 2}, {2, 4}, {4, 4}};
         for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             if (shapes[i][1] > cfg.slots / 2 && shapes[i][1] > 1)
                 continue;
             snprintf(name, sizeof name, "cpu %u stream(s), join %u", shapes[i][0], shapes[i][1]);
-            run_ring(name, true, true, shapes[i][0], shapes[i][1]);
+            run_ring(name, true, true, shapes[i][0], shapes[i][1], HOSTFN_NONE);
         }
-        run_ring("cpu 2 stream(s), join 2, noread", true, false, 2, 2);
+        run_ring("cpu 2 stream(s), join 2, noread", true, false, 2, 2, HOSTFN_NONE);
     }
     const double ceiling = rows[0].gbs;
     printf("\n| path | GB/s | x h2d 64 MiB | copies | CPU-s/GB | staging reading / waiting | "

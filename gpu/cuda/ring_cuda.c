@@ -7,7 +7,12 @@
  * [slot], s) (ga_doorbell_queue: wait, work, word); then the op's kernels
  * on the image, read in place as the MAPPED path reads a lease, and a
  * completion. The client's thread refills a slot when its done word says
- * so; nothing per chunk reaches the agent's threads. The images live in
+ * so; nothing per chunk reaches the agent's threads. A shard's completion
+ * (a host function) runs on the ring's second stream, behind an event
+ * recorded after the kernels: a host function blocks the stream it is on
+ * until a driver thread has run it, and on the ring's own stream that
+ * held the next shard's copies, and so the client's slots, for as long as
+ * the host took to get to it. The images live in
  * device memory allocated once per ring, on its first shard (depth images,
  * reused in turn: the stream orders a reuse after the kernels that read
  * it), and freed in stream order when the ring is released. A shard of
@@ -49,6 +54,10 @@ struct cx_ring {
     /* on the serving worker */
     CUstream st;
     bool own_stream;
+    /* the ring's own: its completions' stream, and the event each waits
+     * for there (recorded on st after a shard's kernels, or the release) */
+    CUstream cst;
+    CUevent done_ev;
     CUdeviceptr dmem;
     uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
     uint64_t shards_issued;
@@ -345,8 +354,14 @@ static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
 {
     if (rg->st)
         return 0;
+    /* The completions' stream and event first: st set means all three are. */
+    int rc = rg->cst ? 0 : ga_stream_new(x->streams, &rg->cst);
+    if (rc == 0 && !rg->done_ev)
+        rc = ga_event_new(x->streams, 0, &rg->done_ev);
+    if (rc < 0)
+        return rc; /* what was made goes with the ring */
     if (x->nring_streams == 0) {
-        int rc = ga_stream_new(x->streams, &rg->st);
+        rc = ga_stream_new(x->streams, &rg->st);
         if (rc == 0)
             rg->own_stream = true;
         return rc;
@@ -358,7 +373,7 @@ static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
     pthread_mutex_unlock(&x->mu);
     if (!st) {
         CUstream made = NULL;
-        int rc = ga_stream_new(x->streams, &made);
+        rc = ga_stream_new(x->streams, &made);
         if (rc < 0)
             return rc;
         pthread_mutex_lock(&x->mu);
@@ -371,6 +386,19 @@ static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
     }
     rg->st = st;
     return 0;
+}
+
+/* @fn(@arg) on the completion thread once @rg's stream has passed what is
+ * queued on it now: on the ring's completions' stream, so the ring's own
+ * stream goes on at once to what is queued after. */
+static int cx__ring_when_done(struct cx *x, struct cx_ring *rg, void (*fn)(void *), void *arg)
+{
+    int rc = ga_event_record(x->streams, rg->done_ev, rg->st);
+    if (rc == 0)
+        rc = ga_event_wait(x->streams, rg->cst, rg->done_ev);
+    if (rc == 0)
+        rc = ga_stream_when_done(x->streams, rg->cst, fn, arg);
+    return rc;
 }
 
 static int cx__ring_copy(void *arg, struct CUstream_st *stream)
@@ -526,7 +554,7 @@ static void cx__ring_shard_queue(struct cx *x, struct cx_cmd *cmd)
                 "completes with an error once the stream passes what was queued",
                 cmd->o->id, strerror(-rc));
     cmd->rc = rc;
-    rc = ga_stream_when_done(x->streams, rg->st, cx__ring_shard_done, cmd);
+    rc = cx__ring_when_done(x, rg, cx__ring_shard_done, cmd);
     if (rc == 0)
         return;
     if (rc == -EIO || rc == -ENODEV) {
@@ -571,8 +599,12 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
     }
     struct ga_exec_call *close = rg->close_call;
     pthread_mutex_unlock(&x->mu);
-    if (rg->own_stream && !x->faulted)
-        ga_stream_free(x->streams, rg->st);
+    if (!x->faulted) {
+        if (rg->own_stream)
+            ga_stream_free(x->streams, rg->st);
+        ga_stream_free(x->streams, rg->cst);
+        ga_event_free(x->streams, rg->done_ev);
+    }
     if (rg->shards_issued)
         ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64
                   " shard(s), %" PRIu64
@@ -613,7 +645,8 @@ static void cx__ring_release_queue(struct cx *x, struct cx_ring *rg)
     }
     if (rg->dmem)
         GA_CU(cuMemFreeAsync(rg->dmem, rg->st));
-    if (ga_stream_when_done(x->streams, rg->st, cx__ring_released, rg) < 0)
+    /* Behind every completion as well: they use the ring. */
+    if (cx__ring_when_done(x, rg, cx__ring_released, rg) < 0)
         cx__ring_released(rg); /* the device is gone: nothing will run behind it */
 }
 

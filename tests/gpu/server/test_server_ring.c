@@ -6,8 +6,10 @@
  * op through a ring (a bad block named, hits written into the words lease),
  * every RING_OPEN and RING_SHARD refusal, the depth, a close with work
  * queued (stored shards answered, the rest cancelled, then RING_CLOSED), a
- * lease release held by an open ring, and a client that dies with a ring
- * waiting for words it will never store. */
+ * lease release held by an open ring, a client that dies with a ring
+ * waiting for words it will never store, and a shard's copies that do not
+ * wait for the shard before's completion (a host function the fake driver
+ * holds its stream for, FAKECUDA_HOSTFN_LAG_US, as a busy host does). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +47,18 @@ static void agent_setup(void)
 #else
     th_agent_start(&ag, NULL, NULL);
 #endif
+}
+
+/* A host function holds its stream this long after it returns (the fake
+ * driver's knob; the real driver and the host agent ignore it). */
+#define LAG_MS 1200
+
+static void agent_setup_lagged(void)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", LAG_MS * 1000);
+    ck_assert_int_eq(setenv("FAKECUDA_HOSTFN_LAG_US", v, 1), 0);
+    agent_setup();
 }
 
 static void agent_teardown(void)
@@ -501,6 +515,53 @@ START_TEST(test_client_dying_with_a_ring_open_is_drained)
 }
 END_TEST
 
+/* ---- a completion's host function --------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+START_TEST(test_ring_copies_do_not_wait_for_the_shard_befores_completion)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char img[2 * SLOT_BYTES];
+    th_fill(img, sizeof img, 41);
+    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
+    /* Two shards of two chunks: all four slots stored at once. */
+    uint64_t r1 = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
+    uint64_t r2 = shard_send(&r, ring, 3, sizeof img, LT_OP_COPY_H2D, &a);
+    chunks_store(&r, img, sizeof img, 1, 0, 2);
+    const uint64_t t0 = now_ms();
+    chunks_store(&r, img, sizeof img, 3, 0, 2);
+    /* The second shard's last chunk (sequence 4, slot 0) copied out: its
+     * done word. Behind the first shard's completion on the ring's own
+     * stream it would come LAG_MS after that completion ran. */
+    volatile uint64_t *done4 = &r.words[DONE_OFF / 8 + 4 % SLOTS];
+    while (__atomic_load_n(done4, __ATOMIC_ACQUIRE) < 4 && now_ms() - t0 < 4 * LAG_MS)
+        sleep_ms(1);
+    const uint64_t took = now_ms() - t0;
+    ck_assert_msg(__atomic_load_n(done4, __ATOMIC_ACQUIRE) >= 4,
+                  "the second shard's last chunk was never copied out (%" PRIu64 " ms)", took);
+    ck_assert_msg(took < LAG_MS / 2,
+                  "the second shard's chunks were copied %" PRIu64
+                  " ms after they were stored: they waited for the first shard's completion, "
+                  "whose host function holds its stream %d ms",
+                  took, LAG_MS);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r2)->status, LT_OK);
+    const struct lt_msg_ring_closed *cl = ring_close(&r, ring, &buf);
+    ck_assert_uint_eq(cl->shards, 2);
+    ck_assert_uint_eq(cl->chunks, 4);
+    rc_done(&r);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("server_ring");
@@ -512,6 +573,11 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_ring_close_answers_stored_shards_and_cancels_the_rest);
     tcase_add_test(tc, test_ring_holds_its_leases_until_it_is_closed);
     tcase_add_test(tc, test_client_dying_with_a_ring_open_is_drained);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lagged host functions");
+    tcase_add_checked_fixture(tc, agent_setup_lagged, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ring_copies_do_not_wait_for_the_shard_befores_completion);
     suite_add_tcase(s, tc);
     return s;
 }
