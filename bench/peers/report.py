@@ -13,6 +13,7 @@ Exit status 0 when every row ran and passed its check, 1 otherwise.
 import argparse
 import json
 import os
+import statistics
 import sys
 
 GROUP_ORDER = ("ours", "kvikio", "torch", "naive", "ceiling")
@@ -32,13 +33,39 @@ def load(path):
             except ValueError:
                 print("%s:%d: not JSON, skipped: %.80s" % (path, no, line), file=sys.stderr)
                 continue
-            if r.get("id") in seen:  # a later line for the same path wins
-                rows[seen[r["id"]]] = r
+            if r.get("id") in seen:  # another round of the same path
+                rows[seen[r["id"]]] = merge(rows[seen[r["id"]]], r)
             else:
                 seen[r.get("id")] = len(rows)
                 rows.append(r)
     order = {g: i for i, g in enumerate(GROUP_ORDER)}
     return sorted(rows, key=lambda r: order.get(r.get("group"), len(order)))
+
+
+def merge(old, new):
+    """Two lines for one path are two rounds of it (scripts/device-peers.sh runs the main paths
+    early and again late). Both ran: the line of the faster round, with the runs of both and
+    the median over all of them. One failed: the one that ran, the other's error kept in
+    round_errors. Neither ran: the later line."""
+    rounds = old.get("rounds", 1) + new.get("rounds", 1)
+    errors = old.get("round_errors", []) + new.get("round_errors", [])
+    if old.get("ok") and new.get("ok"):
+        m = dict(new if (new.get("gbps") or 0) > (old.get("gbps") or 0) else old)
+        runs = (old.get("runs") or []) + (new.get("runs") or [])
+        rates = [x["gbps"] for x in runs if isinstance(x.get("gbps"), (int, float))]
+        if runs:
+            m["runs"] = runs
+        if rates:
+            m["gbps_median"] = round(statistics.median(rates), 3)
+    elif old.get("ok") or new.get("ok"):
+        m, bad = (dict(old), new) if old.get("ok") else (dict(new), old)
+        errors = errors + [bad.get("error") or "no result"]
+    else:
+        return new
+    m["rounds"] = rounds
+    if errors:
+        m["round_errors"] = errors
+    return m
 
 
 def reference(rows):
@@ -73,13 +100,16 @@ def table(rows, ref, title):
         ratio = r["gbps"] / ref["gbps"] if ref and r.get("gbps") is not None else None
         out.append("%-*s %8s %8s %7s %9s  %s" % (
             w, label, fmt(r.get("gbps"), "%.2f"), fmt(r.get("gbps_median"), "%.2f"),
-            fmt(ratio, "%.2f"), fmt(r.get("cpu_s_per_gb"), "%.3f"), r.get("checked") or "?"))
+            fmt(ratio, "%.2f"), fmt(r.get("cpu_s_per_gb"), "%.3f"),
+            (r.get("checked") or "?") + (", %d rounds" % r["rounds"] if r.get("rounds", 1) > 1 else "")))
+        for e in r.get("round_errors", []):
+            out.append("%-*s   a round FAILED: %s" % (w, "", str(e)[:150]))
     out.append("")
     if ref:
         out.append('x ours: each row\'s GB/s over %.2f GB/s, the best "ours" row ("%s")' % (ref["gbps"], ref.get("label")))
     else:
         out.append("x ours: no ours row ran, so no ratios")
-    out.append("GB/s: best of each path's runs (10^9 bytes/s; median beside it); CPU-s/GB: CPU seconds of that run per 10^9 bytes")
+    out.append("GB/s: best of each path's runs, over all its rounds (10^9 bytes/s; median beside it); CPU-s/GB: CPU seconds of that run per 10^9 bytes")
     return out
 
 
@@ -102,6 +132,10 @@ def verdicts(rows, ref):
     failed = [r for r in rows if not r.get("ok") and not r.get("skipped")]
     if failed:
         out.append("FAILED: %d path(s): %s" % (len(failed), ", ".join(r.get("id") or "?" for r in failed)))
+        good = False
+    torn = [r for r in rows if r.get("ok") and r.get("round_errors")]
+    if torn:
+        out.append("a round FAILED: %d path(s): %s" % (len(torn), ", ".join(r.get("id") or "?" for r in torn)))
         good = False
     bad = [r for r in rows if r.get("ok") and r.get("checked") in ("MISMATCH", "NO")]
     good &= not bad

@@ -164,7 +164,8 @@ def check_report():
     import report
 
     rows = [
-        {"id": "k1", "label": "KvikIO a", "group": "kvikio", "ok": True, "gbps": 45.5, "gbps_median": 45.0, "cpu_s_per_gb": 0.3, "checked": "yes"},
+        {"id": "k1", "label": "KvikIO a", "group": "kvikio", "ok": True, "gbps": 30.0, "gbps_median": 29.0, "cpu_s_per_gb": 0.3, "checked": "yes",
+         "runs": [{"gbps": 28.0}, {"gbps": 30.0}]},
         {"id": "o1", "label": "ours scan", "group": "ours", "ok": True, "gbps": 35.6, "gbps_median": 35.0, "cpu_s_per_gb": 0.1, "checked": "top-k", "topk": [["a", 1, "2"]]},
         {"id": "o2", "label": "ours verify", "group": "ours", "ok": True, "gbps": 34.5, "gbps_median": 34.0, "cpu_s_per_gb": 0.1, "checked": "yes"},
         {"id": "o3", "label": "ours stream", "group": "ours", "ok": False, "skipped": True, "error": "not built in this tree"},
@@ -174,16 +175,25 @@ def check_report():
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-        f.write('{"id": "k1", "label": "KvikIO a", "group": "kvikio", "ok": true, "gbps": 30.0, "checked": "yes"}\n')
+        # second rounds: k1 slower (its first round's line stays, runs pooled), o2 failed
+        f.write('{"id": "k1", "label": "KvikIO a", "group": "kvikio", "ok": true, "gbps": 27.0, "checked": "yes", "runs": [{"gbps": 27.0}, {"gbps": 26.0}]}\n')
+        f.write('{"id": "o2", "label": "ours verify", "group": "ours", "ok": false, "error": "second round broke"}\n')
         path = f.name
     try:
         loaded = report.load(path)
         expect([r["group"] for r in loaded][:3] == ["ours"] * 3, "report: ours rows first")
-        expect([r for r in loaded if r["id"] == "k1"][0]["gbps"] == 30.0, "report: a later line for an id wins")
+        k1 = [r for r in loaded if r["id"] == "k1"][0]
+        expect(k1["gbps"] == 30.0 and k1["rounds"] == 2, "report: two rounds of a path: the faster one's line")
+        expect(len(k1["runs"]) == 4 and k1["gbps_median"] == 27.5, "report: two rounds: runs pooled, median over all")
+        o2 = [r for r in loaded if r["id"] == "o2"][0]
+        expect(o2["ok"] and o2["round_errors"] == ["second round broke"], "report: a failed round keeps the one that ran")
+        expect(report.merge({"id": "x", "ok": False, "error": "a"}, {"id": "x", "ok": False, "error": "b"})["error"] == "b",
+               "report: two failed rounds: the later")
         ref = report.reference(loaded)
         expect(ref["id"] == "o1", "report: the best ours row is the reference")
         text = "\n".join(report.table(loaded, ref, "t"))
         expect("SKIPPED" in text and "FAILED" in text and "boom" in text, "report: skipped and failed rows shown")
+        expect("a round FAILED: second round broke" in text and "2 rounds" in text, "report: rounds shown")
         expect(" 1.55 " in text, "report: ratio of the ceiling to ours (55.2 / 35.6)")
         v, good = report.verdicts(loaded, ref)
         expect(any("is AHEAD of every KvikIO" in x for x in v), "report: ours ahead of KvikIO (30.0)")
