@@ -4,9 +4,10 @@
  * it fills the slots, stores the sequence words and waits for the done
  * words itself, as stagingd's staging threads do. Covered: a shard of each
  * op through a ring (a bad block named, hits written into the words lease),
- * every RING_OPEN and RING_SHARD refusal, the depth, a close with work
- * queued (stored shards answered, the rest cancelled, then RING_CLOSED), a
- * lease release held by an open ring, a client that dies with a ring
+ * every RING_OPEN and RING_SHARD refusal (the words in a sealed segment
+ * among them), the depth, a close with work queued (stored shards
+ * answered, the rest cancelled, then RING_CLOSED), a lease release held by
+ * an open ring, a client that dies with a ring
  * waiting for words it will never store, and a shard's copies that do not
  * wait for the shard before's completion (a host function the fake driver
  * holds its stream for, FAKECUDA_HOSTFN_LAG_US, as a busy host does). */
@@ -352,6 +353,22 @@ START_TEST(test_ring_refusals_say_what_was_wrong)
     m.slots = th_lease(r.c, r.slots_seg, 512 * KiB, SLOTS * SLOT_BYTES, LT_CLASS_STAGED).lease;
     ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
     th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_BAD_CLASS);
+    /* the words in a sealed MAPPED segment: read-only to the agent, and the
+     * GPU writes the done words */
+    void *sealed = NULL;
+    int sfd = th_memfd(WORDS_BYTES, TH_GOOD_SEALS, 0, &sealed);
+    struct lt_segment_id sseg = th_offer(r.c, sfd, WORDS_BYTES, LT_CLASS_MAPPED, 3);
+    close(sfd);
+    struct lt_lease_grant_entry sg = th_lease(r.c, sseg, 0, WORDS_BYTES, LT_CLASS_MAPPED);
+    ck_assert_uint_eq(sg.status, LT_OK);
+    ring_open_msg(&r, &m, 2, 512 * KiB);
+    m.words = sg.lease;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    const struct lt_msg_error *se = th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_UNSUPPORTED);
+    ck_assert_msg(strstr(se->message, "ring words lease") &&
+                      strstr(se->message, "F_SEAL_FUTURE_WRITE"),
+                  "the refusal names the words lease and its seal: %s", se->message);
+    munmap(sealed, WORDS_BYTES);
     /* words not zero */
     r.words[DONE_OFF / 8 + 2] = 7;
     ring_open_msg(&r, &m, 2, 512 * KiB);
