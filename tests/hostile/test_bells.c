@@ -1,9 +1,9 @@
 /* Doorbells under the seal rule (docs/reliability.md): the agent writes a
  * client's bell when the client goes (the CUDA backend rings it to let the
  * stream pass), so a bell must lie in a mapping the agent holds writable.
- * A bell in a segment sealed F_SEAL_FUTURE_WRITE (read-only to the agent)
- * is refused at SUBMIT, naming the segment and the seal, never a fault at
- * the write; a client that goes with bell-gated work queued leaves an agent
+ * A bell, or a done word, in a segment sealed F_SEAL_FUTURE_WRITE
+ * (read-only to the agent) is refused at SUBMIT, naming the word and the
+ * seal, never a fault at the write; a client that goes with bell-gated work queued leaves an agent
  * that serves the next client. Run against lease-agent-host, and (by
  * hand, TH_AGENT) against lease-agent under the fake driver. */
 #include <check.h>
@@ -14,40 +14,61 @@
 #include "check_main.h"
 #include "hostile.h"
 
-START_TEST(test_a_bell_in_a_sealed_segment_is_refused_at_submit)
+/* A SUBMIT naming a word (@flag: its bell or its done word) in a segment
+ * sealed F_SEAL_FUTURE_WRITE is refused, naming the word and the seal, and
+ * the same work without the word then runs on the same connection. */
+static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what)
 {
     struct th_agent a;
     th_agent_start(&a, NULL, NULL);
     union lt_msg_buffer buf;
     char msg[128];
-    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
-    struct hs_seg bells;
-    ck_assert_int_eq(hs_memfd(&bells, 64 * HS_KIB, 0, HS_SEALS, 0x61), 0);
-    ck_assert_uint_eq(hs_offer(c, &bells, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
+    int c = th_hello(a.sock, caps, NULL);
+    struct hs_seg words;
+    ck_assert_int_eq(hs_memfd(&words, 64 * HS_KIB, 0, HS_SEALS, 0x61), 0);
+    ck_assert_uint_eq(hs_offer(c, &words, LT_CLASS_MAPPED, msg, sizeof msg), LT_OK);
     struct hs_seg data;
     struct lt_lease_grant_entry g =
         hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x62, 32 * HS_KIB, NULL);
     struct lt_msg_submit sub;
     hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
-    sub.flags = LT_SUBMIT_F_WAIT_BELL;
-    sub.bell = (struct lt_word_ref){.segment = bells.id, .offset = 0};
-    sub.bell_seq = 1;
+    sub.flags = flag;
+    const struct lt_word_ref w = {.segment = words.id, .offset = 0};
+    if (flag == LT_SUBMIT_F_WAIT_BELL) {
+        sub.bell = w;
+        sub.bell_seq = 1;
+    } else {
+        sub.done = w;
+        sub.done_seq = 1;
+    }
     uint64_t rid = th_submit_send(c, &sub);
     const struct lt_msg_error *e = th_expect_error(c, &buf, rid, LT_E_UNSUPPORTED);
-    ck_assert_msg(strstr(e->message, "bell") && strstr(e->message, "F_SEAL_FUTURE_WRITE"),
-                  "the refusal names neither the bell nor the seal: %s", e->message);
-    /* The connection stays: the same work without the bell runs. */
+    ck_assert_msg(strstr(e->message, what) && strstr(e->message, "F_SEAL_FUTURE_WRITE"),
+                  "the refusal names neither the %s word nor the seal: %s", what, e->message);
+    /* The connection stays: the same work without the word runs. */
     hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
     rid = th_submit_send(c, &sub);
     th_expect(c, &buf, LT_MSG_COMPLETION);
     ck_assert_uint_eq(buf.hdr.request_id, rid);
     ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
     close(c);
-    hs_seg_close(&bells);
+    hs_seg_close(&words);
     hs_seg_close(&data);
     hs_assert_serving(&a);
     ck_assert_int_eq(th_agent_stop(&a), 0);
     th_agent_cleanup(&a);
+}
+
+START_TEST(test_a_bell_in_a_sealed_segment_is_refused_at_submit)
+{
+    sealed_word_refused(LT_CAP_DOORBELL, LT_SUBMIT_F_WAIT_BELL, "bell word");
+}
+END_TEST
+
+/* The agent (or the GPU) writes a done word: the same rule. */
+START_TEST(test_a_done_word_in_a_sealed_segment_is_refused_at_submit)
+{
+    sealed_word_refused(LT_CAP_DONE_WORD, LT_SUBMIT_F_SIGNAL_DONE, "done word");
 }
 END_TEST
 
@@ -124,6 +145,7 @@ static Suite *bells_suite(void)
     TCase *tc = tcase_create("bells");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_a_bell_in_a_sealed_segment_is_refused_at_submit);
+    tcase_add_test(tc, test_a_done_word_in_a_sealed_segment_is_refused_at_submit);
     tcase_add_test(tc, test_a_client_gone_with_bell_gated_work_leaves_others_served);
     tcase_add_test(tc, test_a_client_holding_unrung_bells_leaves_others_served);
     suite_add_tcase(s, tc);
