@@ -121,9 +121,10 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
         /* The GPU writes the done words (and a scan's hits), the agent
          * reads them: never into a mapping it holds read-only. */
         code = LT_E_UNSUPPORTED;
+        /* Short enough for the wire's LT_ERROR_MSG_LEN, remedy included. */
         snprintf(msg, sizeof msg,
-                 "ring words lease {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
-                 "read-only to the agent; use an unsealed MAPPED segment",
+                 "ring words lease {%" PRIu32 ",%" PRIu32 "} sealed F_SEAL_FUTURE_WRITE; use an "
+                 "unsealed MAPPED segment",
                  m->words.slot, m->words.gen);
     } else if (lt_range_check(m->seq_offset, words, w->length) != LT_OK ||
                lt_range_check(m->done_offset, words, w->length) != LT_OK) {

@@ -81,13 +81,12 @@ static int ga_work__word(struct ga_server__conn *c, const char *what, const stru
      * refused here, never a fault at the write. */
     if (!seg->writable) {
         *code_p = LT_E_UNSUPPORTED;
+        /* Short enough for the wire's LT_ERROR_MSG_LEN, remedy included. */
         snprintf(msg, msglen,
-                 "%s word in segment {%" PRIu32 ",%" PRIu32 "}: sealed F_SEAL_FUTURE_WRITE, "
-                 "the agent may only read it; %s",
-                 what, w->segment.slot, w->segment.gen,
-                 strcmp(what, "done") == 0
-                     ? "use the words area (LT_CAP_WORDS) or a MAPPED segment without that seal"
-                     : "ring it in a MAPPED segment without that seal");
+                 "%s word: segment {%" PRIu32 ",%" PRIu32 "} sealed F_SEAL_FUTURE_WRITE; %s", what,
+                 w->segment.slot, w->segment.gen,
+                 strcmp(what, "done") == 0 ? "use words area or unsealed MAPPED"
+                                           : "use an unsealed MAPPED segment");
         return -1;
     }
     if (w->offset > seg->size - 8) {
@@ -218,11 +217,10 @@ static int ga_work__args(const struct lt_msg_submit *m, const struct lease_info 
         } else if (e == LT_OK && a->k != 0) {
             if (!li->writable) {
                 *code_p = LT_E_UNSUPPORTED;
+                /* Short enough for the wire's LT_ERROR_MSG_LEN, remedy included. */
                 snprintf(msg, msglen,
-                         "VECTOR_SCAN k %" PRIu32 ": the lease is sealed F_SEAL_FUTURE_WRITE, the "
-                         "agent cannot write hits there; put them in the words area "
-                         "(LT_CAP_WORDS)",
-                         a->k);
+                         "VECTOR_SCAN hits: lease sealed F_SEAL_FUTURE_WRITE; use the words area "
+                         "(LT_CAP_WORDS)");
                 return -1;
             }
             what = "top-k hits";

@@ -3,7 +3,8 @@
  * stream pass), so a bell must lie in a mapping the agent holds writable.
  * A bell, or a done word, in a segment sealed F_SEAL_FUTURE_WRITE
  * (read-only to the agent) is refused at SUBMIT, naming the word and the
- * seal, never a fault at the write; a client that goes with bell-gated work queued leaves an agent
+ * seal, never a fault at the write, and so are a scan's hits in a sealed
+ * lease; a client that goes with bell-gated work queued leaves an agent
  * that serves the next client. Run against lease-agent-host, and (by
  * hand, TH_AGENT) against lease-agent under the fake driver. */
 #include <check.h>
@@ -17,7 +18,7 @@
 /* A SUBMIT naming a word (@flag: its bell or its done word) in a segment
  * sealed F_SEAL_FUTURE_WRITE is refused, naming the word and the seal, and
  * the same work without the word then runs on the same connection. */
-static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what)
+static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what, const char *remedy)
 {
     struct th_agent a;
     th_agent_start(&a, NULL, NULL);
@@ -43,8 +44,11 @@ static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what)
     }
     uint64_t rid = th_submit_send(c, &sub);
     const struct lt_msg_error *e = th_expect_error(c, &buf, rid, LT_E_UNSUPPORTED);
-    ck_assert_msg(strstr(e->message, what) && strstr(e->message, "F_SEAL_FUTURE_WRITE"),
-                  "the refusal names neither the %s word nor the seal: %s", what, e->message);
+    /* The whole text reaches the client, the remedy too (the wire holds
+     * LT_ERROR_MSG_LEN bytes and cuts a longer one at a word). */
+    ck_assert_msg(strstr(e->message, what) && strstr(e->message, "F_SEAL_FUTURE_WRITE") &&
+                      strstr(e->message, remedy),
+                  "the refusal names not the %s, the seal and '%s': %s", what, remedy, e->message);
     /* The connection stays: the same work without the word runs. */
     hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
     rid = th_submit_send(c, &sub);
@@ -61,14 +65,58 @@ static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what)
 
 START_TEST(test_a_bell_in_a_sealed_segment_is_refused_at_submit)
 {
-    sealed_word_refused(LT_CAP_DOORBELL, LT_SUBMIT_F_WAIT_BELL, "bell word");
+    sealed_word_refused(LT_CAP_DOORBELL, LT_SUBMIT_F_WAIT_BELL, "bell word",
+                        "use an unsealed MAPPED segment");
 }
 END_TEST
 
 /* The agent (or the GPU) writes a done word: the same rule. */
 START_TEST(test_a_done_word_in_a_sealed_segment_is_refused_at_submit)
 {
-    sealed_word_refused(LT_CAP_DONE_WORD, LT_SUBMIT_F_SIGNAL_DONE, "done word");
+    sealed_word_refused(LT_CAP_DONE_WORD, LT_SUBMIT_F_SIGNAL_DONE, "done word",
+                        "use words area or unsealed MAPPED");
+}
+END_TEST
+
+/* A scan's top-k hits in its own lease (a client without LT_CAP_WORDS):
+ * the agent writes them, so a lease it holds read-only is refused. */
+START_TEST(test_scan_hits_in_a_sealed_lease_are_refused_at_submit)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, NULL);
+    union lt_msg_buffer buf;
+    int c = th_hello(a.sock, 0, NULL);
+    struct hs_seg data;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &data, 64 * HS_KIB, 0, LT_CLASS_STAGED, 0x63, 32 * HS_KIB, NULL);
+    struct lt_msg_submit sub;
+    memset(&sub, 0, sizeof sub);
+    sub.lease = g.lease;
+    sub.op = LT_OP_VECTOR_SCAN;
+    sub.args.scan = (struct lt_op_vector_scan){.offset = 0,
+                                               .length = 16 * HS_KIB,
+                                               .query_offset = 16 * HS_KIB,
+                                               .dim = 16,
+                                               .elem = LT_ELEM_F32,
+                                               .metric = LT_SCAN_DOT,
+                                               .hits_offset = 20 * HS_KIB,
+                                               .k = 4};
+    uint64_t rid = th_submit_send(c, &sub);
+    const struct lt_msg_error *e = th_expect_error(c, &buf, rid, LT_E_UNSUPPORTED);
+    ck_assert_msg(strstr(e->message, "hits") && strstr(e->message, "F_SEAL_FUTURE_WRITE") &&
+                      strstr(e->message, "LT_CAP_WORDS"),
+                  "the refusal names not the hits, the seal and the words area: %s", e->message);
+    /* The connection stays: other work on the same lease runs. */
+    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
+    rid = th_submit_send(c, &sub);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+    close(c);
+    hs_seg_close(&data);
+    hs_assert_serving(&a);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
 }
 END_TEST
 
@@ -146,6 +194,7 @@ static Suite *bells_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_a_bell_in_a_sealed_segment_is_refused_at_submit);
     tcase_add_test(tc, test_a_done_word_in_a_sealed_segment_is_refused_at_submit);
+    tcase_add_test(tc, test_scan_hits_in_a_sealed_lease_are_refused_at_submit);
     tcase_add_test(tc, test_a_client_gone_with_bell_gated_work_leaves_others_served);
     tcase_add_test(tc, test_a_client_holding_unrung_bells_leaves_others_served);
     suite_add_tcase(s, tc);

@@ -366,8 +366,10 @@ START_TEST(test_ring_refusals_say_what_was_wrong)
     ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
     const struct lt_msg_error *se = th_expect_error(r.c, &buf, m.hdr.request_id, LT_E_UNSUPPORTED);
     ck_assert_msg(strstr(se->message, "ring words lease") &&
-                      strstr(se->message, "F_SEAL_FUTURE_WRITE"),
-                  "the refusal names the words lease and its seal: %s", se->message);
+                      strstr(se->message, "F_SEAL_FUTURE_WRITE") &&
+                      strstr(se->message, "use an unsealed MAPPED segment"),
+                  "the refusal names not the words lease, its seal and the remedy: %s",
+                  se->message);
     munmap(sealed, WORDS_BYTES);
     /* words not zero */
     r.words[DONE_OFF / 8 + 2] = 7;
