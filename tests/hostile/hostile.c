@@ -143,6 +143,14 @@ void hs_assert_serving(struct th_agent *a)
     ck_assert_msg(hs_alive(a->pid), "the agent died; its log: %s", a->log);
 }
 
+void hs_agent_finish(struct th_agent *a)
+{
+    hs_assert_serving(a);
+    int st = th_agent_stop(a);
+    ck_assert_msg(st == 0, "the agent exited with status %d; its log: %s", st, a->log);
+    th_agent_cleanup(a);
+}
+
 long hs_huge_free(void)
 {
     return test_huge_pages_free();

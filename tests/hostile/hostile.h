@@ -80,6 +80,9 @@ uint64_t hs_unrung_bell_submit(int conn, struct hs_seg *bells, struct hs_seg *da
 /* Asserts the agent process is alive and a new client is served: HELLO
  * and STATS_REQUEST answered. */
 void hs_assert_serving(struct th_agent *a);
+/* The end of a test: hs_assert_serving, then the agent stopped (SIGTERM)
+ * and expected to exit 0, and its files removed. */
+void hs_agent_finish(struct th_agent *a);
 
 /* 1 while @pid has not exited (it is not reaped). */
 int hs_alive(pid_t pid);

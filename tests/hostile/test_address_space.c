@@ -65,9 +65,7 @@ START_TEST(test_sparse_terabyte_segments_cannot_lock_others_out)
     }
     close(y);
     close(x);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

@@ -15,6 +15,19 @@
 #include "check_main.h"
 #include "hostile.h"
 
+/* A checksum of the 32 KiB in @lease (with its table behind them) on
+ * connection @c: answered LT_OK. */
+static void checksum_runs(int c, struct lt_lease_id lease)
+{
+    struct lt_msg_submit sub;
+    union lt_msg_buffer buf;
+    hs_checksum_submit(&sub, lease, 32 * HS_KIB);
+    uint64_t rid = th_submit_send(c, &sub);
+    th_expect(c, &buf, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+}
+
 /* A SUBMIT naming a word (@flag: its bell or its done word) in a segment
  * sealed F_SEAL_FUTURE_WRITE is refused, naming the word and the seal, and
  * the same work without the word then runs on the same connection. */
@@ -50,17 +63,11 @@ static void sealed_word_refused(uint32_t caps, uint32_t flag, const char *what, 
                       strstr(e->message, remedy),
                   "the refusal names not the %s, the seal and '%s': %s", what, remedy, e->message);
     /* The connection stays: the same work without the word runs. */
-    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
-    rid = th_submit_send(c, &sub);
-    th_expect(c, &buf, LT_MSG_COMPLETION);
-    ck_assert_uint_eq(buf.hdr.request_id, rid);
-    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+    checksum_runs(c, g.lease);
     close(c);
     hs_seg_close(&words);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 
 START_TEST(test_a_bell_in_a_sealed_segment_is_refused_at_submit)
@@ -107,16 +114,10 @@ START_TEST(test_scan_hits_in_a_sealed_lease_are_refused_at_submit)
                       strstr(e->message, "LT_CAP_WORDS"),
                   "the refusal names not the hits, the seal and the words area: %s", e->message);
     /* The connection stays: other work on the same lease runs. */
-    hs_checksum_submit(&sub, g.lease, 32 * HS_KIB);
-    rid = th_submit_send(c, &sub);
-    th_expect(c, &buf, LT_MSG_COMPLETION);
-    ck_assert_uint_eq(buf.hdr.request_id, rid);
-    ck_assert_uint_eq(((const struct lt_msg_completion *)(const void *)buf.bytes)->status, LT_OK);
+    checksum_runs(c, g.lease);
     close(c);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
@@ -181,9 +182,7 @@ START_TEST(test_a_client_holding_unrung_bells_leaves_others_served)
     close(c);
     hs_seg_close(&bells);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

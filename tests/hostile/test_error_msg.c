@@ -39,9 +39,7 @@ START_TEST(test_a_client_that_sends_error_is_disconnected)
     th_expect_eof(c);
     close(c);
     ck_assert(th_file_wait_for(a.log, "sent an ERROR", TH_TIMEOUT_MS));
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

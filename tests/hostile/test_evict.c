@@ -151,9 +151,7 @@ START_TEST(test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered)
         hs_seg_close(&p[i]);
     hs_seg_close(&bells);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
@@ -228,9 +226,7 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
         hs_seg_close(&p[i]);
     hs_seg_close(&bells);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

@@ -101,9 +101,7 @@ START_TEST(test_segments_past_the_fd_budget_are_refused_and_others_still_connect
     ck_assert_uint_eq(offer_small(x, seals, &again, msg, sizeof msg), LT_OK);
     close(y);
     close(x);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
@@ -180,9 +178,7 @@ START_TEST(test_an_offer_whose_fd_was_dropped_is_refused_and_accept_resumes_when
     set_nofile(a.pid, was.rlim_cur);
     close(y);
     close(x);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

@@ -63,9 +63,7 @@ START_TEST(test_leased_bytes_cannot_be_freed_under_a_lease)
         close(c);
         hs_seg_close(&s);
     }
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

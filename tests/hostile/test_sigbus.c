@@ -174,9 +174,7 @@ START_TEST(test_a_bell_in_a_punched_word_segment_fails_only_its_client)
     close(c);
     hs_seg_close(&words);
     hs_seg_close(&data);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 

@@ -120,9 +120,7 @@ START_TEST(test_a_words_only_lease_is_refused_as_submit_data)
     th_stats(c, 0, &buf);
     close(c);
     hs_seg_close(&w);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
@@ -207,9 +205,7 @@ START_TEST(test_a_words_only_lease_is_refused_as_launch_data)
     close(c);
     hs_seg_close(&w);
     hs_seg_close(&s);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
@@ -264,9 +260,7 @@ START_TEST(test_a_words_only_lease_is_refused_as_ring_slots_and_serves_as_ring_w
     hs_seg_close(&words);
     hs_seg_close(&bad);
     hs_seg_close(&slots);
-    hs_assert_serving(&a);
-    ck_assert_int_eq(th_agent_stop(&a), 0);
-    th_agent_cleanup(&a);
+    hs_agent_finish(&a);
 }
 END_TEST
 
