@@ -41,6 +41,7 @@ enum {
     AGENT_OPT_BLOCK_SIZE,
     AGENT_OPT_SEED,
     AGENT_OPT_RING_STREAMS,
+    AGENT_OPT_RING_DISPATCH,
     AGENT_OPT_MAX_LAUNCHES,
     AGENT_OPT_LAUNCH_THREADS,
     AGENT_OPT_LAUNCH_SHARED,
@@ -60,6 +61,7 @@ static const struct option agent_own_options[] = {
     {"block-size", required_argument, NULL, AGENT_OPT_BLOCK_SIZE},
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
     {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
+    {"ring-dispatch", required_argument, NULL, AGENT_OPT_RING_DISPATCH},
     {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
     {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
     {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
@@ -70,6 +72,10 @@ static const struct option agent_own_options[] = {
 };
 #define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
 #define AGENT_FAULT_RESTARTS_DEFAULT 16u
+/* Streams the rings share under the polling dispatcher unless --ring-streams
+ * says otherwise: 2 to 8 ran alike on the H200, one a ring and one in all
+ * slower (docs/streaming.md, "Who queues the copies"). */
+#define AGENT_POLL_RING_STREAMS_DEFAULT 4u
 
 struct agent_args {
     struct ga_server_cli cli;
@@ -78,6 +84,8 @@ struct agent_args {
     enum agent_backend backend;
     uint64_t chunk;
     uint32_t ring_streams;
+    bool ring_streams_set;               /* --ring-streams given */
+    bool ring_poll;                      /* --ring-dispatch poll (the default) */
     uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
@@ -91,7 +99,8 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--ring-streams N] [--bell-timeout MS] [--cubin-dir DIR]\n"
+            "                   [--ring-streams N] [--ring-dispatch poll|wait]\n"
+            "                   [--bell-timeout MS] [--cubin-dir DIR]\n"
             "                   [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
             "                   [--seed N] [--cubin-dir DIR]\n"
@@ -107,8 +116,12 @@ static void agent_usage(FILE *f)
             "  --device N       CUDA device index (default 0)\n"
             "  --chunk-bytes SIZE  copy/compute pipeline chunk of the CUDA executor\n"
             "                   (default 64M; 4K..1G, a multiple of 4K)\n"
-            "  --ring-streams N CUDA streams the streaming rings share (1..64); default 0:\n"
-            "                   a stream per ring (docs/streaming.md)\n"
+            "  --ring-dispatch poll|wait  who queues a ring's chunk copies: poll (default),\n"
+            "                   an agent thread polls the rings' words and queues the\n"
+            "                   copies of stored chunks, adjacent ones joined; wait, each\n"
+            "                   queued ahead behind a GPU wait on its word (docs/streaming.md)\n"
+            "  --ring-streams N CUDA streams the streaming rings share (0..64; 0: a stream\n"
+            "                   per ring); default %u with poll, 0 with wait\n"
             "  --bell-timeout MS  how long a client's unrung bell or unstored ring word\n"
             "                   may hold back the unregistration of pinned memory before\n"
             "                   the agent stores it itself and answers that work BUSY\n"
@@ -143,8 +156,8 @@ static void agent_usage(FILE *f)
             "saying so.\n"
             "\n"
             "Server options (as lease-agent-host):\n",
-            GA_CUDA_BELL_TIMEOUT_MS_DEFAULT, AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES,
-            AGENT_DEFAULT_BLOCK);
+            AGENT_POLL_RING_STREAMS_DEFAULT, GA_CUDA_BELL_TIMEOUT_MS_DEFAULT,
+            AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
 
@@ -190,6 +203,16 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         if (base_parse_u32(val, 0, 64, &u, NULL, 0) < 0)
             return agent_refuse(name, "0..64", val, err, errlen);
         a->ring_streams = u;
+        a->ring_streams_set = true;
+        return 0;
+    case AGENT_OPT_RING_DISPATCH:
+        a->serve_only = "--ring-dispatch";
+        if (strcmp(val, "poll") == 0)
+            a->ring_poll = true;
+        else if (strcmp(val, "wait") == 0)
+            a->ring_poll = false;
+        else
+            return agent_refuse(name, "'wait' or 'poll'", val, err, errlen);
         return 0;
     case AGENT_OPT_BELL_TIMEOUT:
         a->serve_only = "--bell-timeout";
@@ -286,6 +309,7 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
                                           .block_size = AGENT_DEFAULT_BLOCK,
                                           .seed = AGENT_DEFAULT_SEED};
     a->fault_restarts = AGENT_FAULT_RESTARTS_DEFAULT;
+    a->ring_poll = true;
     static struct option table[AGENT_OWN_COUNT + 64];
     if (AGENT_OWN_COUNT + ga_server_cli_option_count + 1 > sizeof table / sizeof table[0])
         return agent_refuse("help", "a smaller option table", "", err, errlen);
@@ -330,6 +354,8 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
     }
     if (a->cli.help || a->cli.version)
         return 0;
+    if (!a->ring_streams_set)
+        a->ring_streams = a->ring_poll ? AGENT_POLL_RING_STREAMS_DEFAULT : 0;
     if (a->self_test && a->server_opt) {
         snprintf(err, errlen, "--%s: not with --self-test, which serves nothing", a->server_opt);
         return -EINVAL;
@@ -377,8 +403,8 @@ static void agent_on_fault(void *arg, int err)
 }
 
 static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            uint32_t ring_streams, uint32_t bell_timeout_ms, const char *cubin_dir,
-                            const struct ga_exec_launch_limits *launch)
+                            uint32_t ring_streams, bool ring_poll, uint32_t bell_timeout_ms,
+                            const char *cubin_dir, const struct ga_exec_launch_limits *launch)
 {
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
@@ -422,6 +448,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .max_events = cli->exec.max_events,
         .chunk_bytes = chunk,
         .ring_streams = ring_streams,
+        .ring_poll = ring_poll,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
         .launch = *launch,
@@ -578,7 +605,7 @@ int main(int argc, char **argv)
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams,
+                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams, a.ring_poll,
                                         a.bell_timeout_ms, a.st.cubin_dir, &a.launch)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)

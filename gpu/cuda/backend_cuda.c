@@ -38,6 +38,7 @@
 #include "kernels/checksum.h"
 #include "kernels/scan.h"
 #include "lease_types/validate.h"
+#include "ring_internal.h"
 
 #define CX_STREAMS_DEFAULT 64u
 #define CX_EVENTS_DEFAULT 1024u
@@ -368,7 +369,7 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         buf, len,
         "cuda executor: bell_waits=%" PRIu64 " done_words=%" PRIu64 " result_slots=%" PRIu32
         "/%" PRIu32 " rings=%" PRIu64 " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64
-        " ring_bytes=%" PRIu64 " ring_streams=%s\n"
+        " ring_bytes=%" PRIu64 " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64 "\n"
         "cuda executor paths: pinned %" PRIu64 " submits %" PRIu64
         " bytes, mapped (zero-copy) %" PRIu64 " submits %" PRIu64
         " bytes, staged (slow path, bounce copies) %" PRIu64 " submits %" PRIu64 " bytes\n"
@@ -377,8 +378,8 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         " workers (%" PRIu32 " used), %" PRIu64 " jobs\n",
         s.bell_waits, s.done_words, slots_used, x->nresult, s.rings_opened, s.ring_shards,
         s.ring_chunks, s.ring_bytes, x->nring_streams ? "shared" : "one per ring",
-        s.path_submits[CX_PATH_PINNED], s.path_bytes[CX_PATH_PINNED],
-        s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
+        x->ring_poll ? "poll" : "wait", s.ring_copies, s.path_submits[CX_PATH_PINNED],
+        s.path_bytes[CX_PATH_PINNED], s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
         s.path_submits[CX_PATH_STAGED], s.path_bytes[CX_PATH_STAGED], ss.streams, ss.events,
         ss.completions_pending, ss.completions_run, ps.threads, ps.threads_used, ps.completed);
 }
@@ -403,6 +404,7 @@ static void cx_shutdown(void *ctx)
         pthread_join(x->mon, NULL);
         x->mon_started = false;
     }
+    cx__disp_stop(x); /* every ring is released: nothing is handed over any more */
 }
 
 static void cx__free(struct cx *x)
@@ -421,6 +423,8 @@ static void cx__free(struct cx *x)
     free(x->free_slots);
     free(x->ring_streams);
     cx__launch_table_free(x);
+    pthread_cond_destroy(&x->disp_cv);
+    pthread_mutex_destroy(&x->disp_mu);
     pthread_cond_destroy(&x->mon_cv);
     pthread_cond_destroy(&x->idle_cv);
     pthread_mutex_destroy(&x->mu);
@@ -599,7 +603,10 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     x->on_fault = o.on_fault;
     x->fault_arg = o.fault_arg;
     x->nring_streams = o.ring_streams;
+    x->ring_poll = o.ring_poll;
     pthread_mutex_init(&x->mu, NULL);
+    pthread_mutex_init(&x->disp_mu, NULL);
+    pthread_cond_init(&x->disp_cv, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -647,16 +654,23 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
         return rc;
     }
     x->mon_started = true;
+    if (x->ring_poll && (rc = cx__disp_start(x)) < 0) {
+        ga__err("CUDA executor: the rings' dispatcher thread could not start (%s)", strerror(-rc));
+        ga_executor_destroy(x->front);
+        return rc;
+    }
     if (o.retire_gate)
         *o.retire_gate = (struct ga_cuda_retire_gate){
             .stalled_ns = cx__retire_stalled_ns, .release = cx__retire_release, .arg = x};
     ga__info("CUDA executor: device %d %s (sm_%u), %u workers, chunks of %" PRIu64
              " bytes, %u result slots, %u streams and %u events in the tables; streaming rings "
-             "on %s",
+             "on %s, their copies %s",
              dev->info.ordinal, dev->info.name, dev->info.arch,
              po.threads ? po.threads : GA_POOL_DEFAULT_THREADS, x->chunk, x->nresult,
              cfg.table_streams, cfg.table_events,
-             x->nring_streams ? "shared streams (--ring-streams)" : "a stream each");
+             x->nring_streams ? "shared streams (--ring-streams)" : "a stream each",
+             x->ring_poll ? "queued by a polling dispatcher (--ring-dispatch poll)"
+                          : "queued ahead behind their words (--ring-dispatch wait)");
     *ex_p = x->front;
     return 0;
 

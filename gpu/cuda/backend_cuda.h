@@ -136,6 +136,8 @@ struct cx_cmd {
     struct cx_ring *ring;
     struct cx_cmd *rnext;     /* the ring's issued shards, oldest first (x->mu) */
     uint64_t first_seq, nseq; /* its chunks' sequences */
+    struct cx_cmd *dnext;     /* the poll dispatcher's queue of its ring (x->disp_mu) */
+    uint64_t dq_next;         /* the poll dispatcher's: its first chunk not queued */
     bool image;               /* the op's bytes are already on the device, at w.dev */
     CUdeviceptr query_dev;    /* scan: the query as f32 on the device; 0: copy it from the host */
     unsigned char *hits_host; /* scan: where the hits go; NULL: w.host + hits_offset */
@@ -165,6 +167,7 @@ struct cx_stats {
     uint64_t path_bytes[CX_PATHS];
     uint64_t bell_waits, done_words;
     uint64_t ring_shards, ring_chunks, ring_bytes, rings_opened;
+    uint64_t ring_copies; /* the poll dispatcher's copies of released rings (chunks joined) */
 };
 
 struct cx {
@@ -201,6 +204,13 @@ struct cx {
     struct cx_ring *rings;  /* every ring not yet released */
     CUstream *ring_streams; /* shared by the rings when nring_streams > 0 */
     uint32_t nring_streams, ring_rr;
+    /* the rings' polling dispatcher (ring_poll.c), when ring_poll */
+    bool ring_poll;
+    pthread_t disp;
+    bool disp_started, disp_stop; /* disp_stop: disp_mu */
+    pthread_mutex_t disp_mu;      /* may be held taking x->mu, never taken under it */
+    pthread_cond_t disp_cv;       /* a shard or a release was handed over, or stop */
+    struct cx_ring *disp_rings;   /* rings with shards or a release handed over */
 };
 
 /* ---- serve_cuda.c ---- */

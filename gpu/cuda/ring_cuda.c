@@ -20,6 +20,14 @@
  * CUDA_DEVICE_MAX_CONNECTIONS so streams waiting on words keep their own
  * hardware queues (device.c).
  *
+ * That is the wait shape (--ring-dispatch wait). In the poll shape (the
+ * agent's default) the worker prepares a shard (stream, image) and hands
+ * it to the polling dispatcher (ring_poll.c), which queues each chunk's
+ * copy and done word only once its word is stored, then the kernels and
+ * the completion as here: no stream waits on a client's word, so a ring
+ * never holds back an unregistration and the reaper's gate has nothing of
+ * the rings to force.
+ *
  * Closing: the client stores no more words, so the chunks still awaited
  * are rung here (the GPU copies whatever the slots hold) and their shards,
  * from the first chunk never stored on, are answered cancelled. A drop
@@ -33,55 +41,12 @@
 
 #include "base/sigbus.h"
 #include "base/time.h"
-#include "backend_cuda.h"
 #include "cu_call.h"
 #include "device_internal.h"
 #include "kernels/blockhash_ref.h"
 #include "kernels/scan.h"
 #include "lease_types/validate.h"
-
-#define CX_RING_ALIGN(v) (((v) + 255u) & ~(uint64_t)255u)
-#define CX_RING_DMEM_MAX (64ull << 30) /* device memory one ring may hold */
-
-struct cx_ring {
-    struct cx *x;
-    struct cx_owner *o;
-    struct cx_ring *onext;         /* the owner's rings (x->mu) */
-    struct cx_ring *xnext, *xprev; /* every ring of the backend (x->mu) */
-    struct ga_exec_ring *r;
-    struct ga_exec_ring_spec spec; /* depth: the granted one */
-    uint32_t idx;                  /* for picking a shared stream */
-    /* on the serving worker */
-    CUstream st;
-    bool own_stream;
-    /* the ring's own: its completions' stream, and the event each waits
-     * for there (recorded on st after a shard's kernels, or the release) */
-    CUstream cst;
-    CUevent done_ev;
-    CUdeviceptr dmem;
-    uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
-    uint64_t shards_issued;
-    /* what queueing the ring's work cost its worker (ns), and when the
-     * ring opened and its first shard was queued (base_now_ns): logged at
-     * debug level when the ring goes */
-    uint64_t issue_ns, t_open, t_first_issued, chunks_issued;
-    struct cx_scratch *scratch; /* f16 queries are widened through it */
-    /* x->mu */
-    struct cx_cmd *pend_head, *pend_tail; /* issued shards not answered, in order */
-    struct cx_cmd *close_cmd;             /* allocated at open: closing never fails */
-    struct ga_exec_call *close_call;
-    bool releasing, released;
-    /* the reaper's gate: the first awaited chunk not stored on, and since
-     * when it has been (0: none) */
-    uint64_t stall_seq, stall_since;
-};
-
-/* The pieces a shard's copies and query need while they are queued. */
-struct cx_ring_copy {
-    CUdeviceptr dst;
-    const unsigned char *src;
-    uint64_t len;
-};
+#include "ring_internal.h"
 
 /* ---- the table's ops (the caller's thread, no CUDA) ------------------------- */
 
@@ -290,6 +255,8 @@ static bool cx__ring_first_unstored(struct cx_ring *rg, uint64_t *seq_p, struct 
 uint64_t cx__rings_stalled_ns(struct cx *x, uint64_t now)
 {
     uint64_t oldest = 0;
+    if (x->ring_poll)
+        return 0; /* only stored chunks reach the GPU: no ring waits there on a word */
     for (struct cx_ring *rg = x->rings; rg; rg = rg->xnext) {
         uint64_t s = 0;
         struct cx_cmd *cmd = NULL;
@@ -310,6 +277,8 @@ uint64_t cx__rings_stalled_ns(struct cx *x, uint64_t now)
 uint32_t cx__rings_force(struct cx *x, uint64_t now, uint64_t older_ns, const char *why)
 {
     uint32_t n = 0;
+    if (x->ring_poll)
+        return 0; /* nothing of a ring waits on the GPU: an unregistration never waits for one */
     for (struct cx_ring *rg = x->rings; rg; rg = rg->xnext) {
         uint64_t s = 0;
         struct cx_cmd *first = NULL;
@@ -515,7 +484,8 @@ void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd)
         rg->t_first_issued = t1;
 }
 
-/* Queues @cmd's chunks, kernels and completion on its ring's stream. */
+/* Queues @cmd's chunks, kernels and completion on its ring's stream; in
+ * the poll shape the dispatcher queues the chunks, and then the rest. */
 static void cx__ring_shard_queue(struct cx *x, struct cx_cmd *cmd)
 {
     struct cx_ring *rg = cmd->ring;
@@ -537,8 +507,18 @@ static void cx__ring_shard_queue(struct cx *x, struct cx_cmd *cmd)
     }
     const CUdeviceptr img = rg->dmem + (rg->shards_issued++ % rg->spec.depth) * rg->image_bytes;
     cmd->w.dev = img;
-    rc = cx__ring_chunks(x, rg, cmd, img);
     rg->chunks_issued += cmd->nseq;
+    if (x->ring_poll) {
+        cx__disp_shard(x, cmd);
+        return;
+    }
+    cx__ring_shard_finish(x, cmd, cx__ring_chunks(x, rg, cmd, img));
+}
+
+void cx__ring_shard_finish(struct cx *x, struct cx_cmd *cmd, int rc)
+{
+    struct cx_ring *rg = cmd->ring;
+    const CUdeviceptr img = cmd->w.dev;
     if (rc == 0 && cmd->w.op == LT_OP_VECTOR_SCAN) {
         if (cmd->w.args.scan.elem == LT_ELEM_F32) {
             cmd->query_dev = img + cmd->w.args.scan.query_offset;
@@ -582,6 +562,7 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
         return;
     }
     rg->released = true;
+    x->st.ring_copies += rg->copies;
     for (struct cx_ring **pp = &o->rings; *pp; pp = &(*pp)->onext)
         if (*pp == rg) {
             *pp = rg->onext;
@@ -608,10 +589,10 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
     if (rg->shards_issued)
         ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64
                   " shard(s), %" PRIu64
-                  " chunk(s) queued in %.3f ms of worker time (%.1f us a shard); the first queued "
-                  "%.3f ms after the open",
+                  " chunk(s) queued in %.3f ms of worker time (%.1f us a shard), %" PRIu64
+                  " copies by the dispatcher; the first queued %.3f ms after the open",
                   o->id, rg->shards_issued, rg->chunks_issued, (double)rg->issue_ns / 1e6,
-                  (double)rg->issue_ns / 1e3 / (double)rg->shards_issued,
+                  (double)rg->issue_ns / 1e3 / (double)rg->shards_issued, rg->copies,
                   (double)(rg->t_first_issued - rg->t_open) / 1e6);
     ga_exec_ring_released(rg->r, close);
     pthread_mutex_lock(&x->mu);
@@ -643,6 +624,14 @@ static void cx__ring_release_queue(struct cx *x, struct cx_ring *rg)
         cx__ring_released(rg); /* it never queued anything */
         return;
     }
+    if (x->ring_poll)
+        cx__disp_release(x, rg); /* behind the chunks the dispatcher has yet to queue */
+    else
+        cx__ring_release_now(x, rg);
+}
+
+void cx__ring_release_now(struct cx *x, struct cx_ring *rg)
+{
     if (rg->dmem)
         GA_CU(cuMemFreeAsync(rg->dmem, rg->st));
     /* Behind every completion as well: they use the ring. */

@@ -42,8 +42,11 @@ static struct th_agent ag;
 static void agent_setup(void)
 {
     signal(SIGPIPE, SIG_IGN);
-#ifdef RING_TEST_SHARED_STREAMS
+#if defined(RING_TEST_SHARED_STREAMS)
     static const char *const extra[] = {"--ring-streams", "1", NULL};
+    th_agent_start(&ag, NULL, extra);
+#elif defined(RING_TEST_WAIT)
+    static const char *const extra[] = {"--ring-dispatch", "wait", NULL};
     th_agent_start(&ag, NULL, extra);
 #else
     th_agent_start(&ag, NULL, NULL);

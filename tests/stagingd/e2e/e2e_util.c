@@ -22,6 +22,7 @@
 
 const char *e2e_stagingd;
 const char *e2e_agent;
+const char *const *e2e_agent_extra;
 
 static uint64_t e2e__now_ms(void)
 {
@@ -170,9 +171,15 @@ void e2e_agent_start_budgets(struct e2e_env *e, const char *pinned, const char *
 {
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    const char *argv[] = {e2e_agent, "--socket",        e->sock, "--pinned-budget",
-                          pinned,    "--mapped-budget", mapped,  "--workers",
-                          "2",       "--ready-fd",      "3",     NULL};
+    const char *argv[20] = {e2e_agent, "--socket",        e->sock, "--pinned-budget",
+                            pinned,    "--mapped-budget", mapped,  "--workers",
+                            "2",       "--ready-fd",      "3"};
+    size_t n = 11;
+    for (size_t i = 0; e2e_agent_extra && e2e_agent_extra[i]; i++) {
+        ck_assert_msg(n + 1 < sizeof argv / sizeof argv[0], "more than 8 extra agent options");
+        argv[n++] = e2e_agent_extra[i];
+    }
+    argv[n] = NULL;
     e->agent = e2e__spawn_fd(argv, e->agent_log, e->agent_log, p[1]);
     close(p[1]);
     struct pollfd pfd = {.fd = p[0], .events = POLLIN};
@@ -180,8 +187,8 @@ void e2e_agent_start_budgets(struct e2e_env *e, const char *pinned, const char *
     char line[256] = {0};
     ssize_t got = r == 1 ? read(p[0], line, sizeof line - 1) : -1;
     close(p[0]);
-    ck_assert_msg(got > 0 && strncmp(line, "ready ", 6) == 0,
-                  "lease-agent-host did not report ready; see %s", e->agent_log);
+    ck_assert_msg(got > 0 && strncmp(line, "ready ", 6) == 0, "%s did not report ready; see %s",
+                  e2e_agent, e->agent_log);
 }
 
 char *e2e_slurp(const char *path)

@@ -17,6 +17,9 @@
 /* The binaries under test, from argv. */
 extern const char *e2e_stagingd;
 extern const char *e2e_agent;
+/* Options every agent a test starts gets after its own (NULL-terminated,
+ * at most 8; NULL: none), e.g. "--ring-dispatch poll". */
+extern const char *const *e2e_agent_extra;
 
 /* One test's private directory with the agent's socket in it. */
 struct e2e_env {

@@ -395,11 +395,12 @@ static Suite *stream_suite(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s STAGINGD AGENT\n", argv[0]);
+        fprintf(stderr, "usage: %s STAGINGD AGENT [AGENT OPTION]...\n", argv[0]);
         return 2;
     }
     e2e_stagingd = argv[1];
     e2e_agent = argv[2];
+    e2e_agent_extra = (const char *const *)argv + 3; /* argv[argc] is NULL */
     /* The agents check their budgets against RLIMIT_MEMLOCK: 8 MiB here. */
     struct rlimit rl;
     const rlim_t need = 8u << 20;

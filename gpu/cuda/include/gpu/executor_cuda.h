@@ -59,6 +59,12 @@ struct ga_executor_cuda_opts {
      * ring's wait for its words also holds the rings behind it on that
      * stream. Measured on the device: bench/peers, --ring-streams. */
     uint32_t ring_streams;
+    /* Who queues a ring's chunk copies (docs/streaming.md, "Who queues the
+     * copies"): false, the wait shape, each queued ahead behind a
+     * cuStreamWaitValue64 on its sequence word; true, the poll shape, an
+     * agent thread polls the words and queues the copies of stored chunks
+     * (adjacent ones joined), so no stream waits on a client's word. */
+    bool ring_poll;
     struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
     /* Filled on success (may be NULL): the gate the lease backend's reaper
      * asks (ga_cuda_lease_backend_gate); valid until ga_executor_destroy. */

@@ -1,0 +1,280 @@
+/* The polling dispatcher of the CUDA backend's rings (lease-agent
+ * --ring-dispatch poll; docs/streaming.md, "Who queues the copies").
+ *
+ * In the wait shape every chunk's copy is queued ahead behind a
+ * cuStreamWaitValue64 on its sequence word, so the GPU polls the client's
+ * words and each ring's stream stands still until its next chunk is
+ * stored. Here one agent thread polls them instead: a worker prepares a
+ * shard (the ring's stream and image) and hands it over; the thread loads
+ * the sequence words of the chunk each handed-over shard waits for next,
+ * and once chunks are stored it queues their copy (stored chunks whose
+ * slots and places in the image are adjacent joined into one, up to
+ * CX_DISP_JOIN_MAX) and their done words on the ring's stream. After a
+ * shard's last chunk it queues the shard's finish (kernels, completion)
+ * as the worker would have. Only stored chunks reach the GPU, so no stream
+ * ever waits on a word a client controls.
+ *
+ * The words are the client's memory (an unsealed MAPPED segment): every
+ * load is guarded, and one that faults reads as not stored. Closing, a
+ * drop and the reaper's forcing store the words the agent needs, so the
+ * dispatcher copies whatever the slots hold and the shards run through as
+ * they do in the wait shape. A ring's release waits here until every shard
+ * handed over before it is queued.
+ *
+ * The thread sleeps on a condition variable while no shard is handed
+ * over. While one waits for its words it spins for CX_DISP_SPIN_NS after
+ * its last progress, then sleeps 2, 4 ... CX_DISP_SLEEP_MAX_NS (its timer
+ * slack set to 1 us, so a sleep is about as long as asked), and once no
+ * chunk came for CX_DISP_IDLE_NS, up to CX_DISP_IDLE_SLEEP_NS: a client
+ * that leaves a shard unstored costs the agent about a thousand wake-ups
+ * a second, and a ring that starts streaming again waits at most that. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "base/sigbus.h"
+#include "base/time.h"
+#include "cu_call.h"
+#include "ga_internal.h"
+#include "ring_internal.h"
+
+#define CX_DISP_JOIN_MAX 4u            /* stored chunks joined into one copy */
+#define CX_DISP_SPIN_NS 20000u         /* spinning after the last progress */
+#define CX_DISP_SLEEP_MAX_NS 100000u   /* the longest sleep while rings stream */
+#define CX_DISP_IDLE_NS 10000000u      /* no chunk for this long: idle */
+#define CX_DISP_IDLE_SLEEP_NS 1000000u /* the longest sleep when idle */
+#define CX_DISP_TIMER_SLACK_NS 1000ul  /* this thread's */
+
+static inline void cx__disp_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* How many chunks of @cmd from index @i on are stored and may go in one
+ * copy: adjacent slots (the ring does not wrap between them), at most
+ * CX_DISP_JOIN_MAX. A word reads as stored once it is at or past the
+ * chunk's sequence, as cuStreamWaitValue64's GEQ compares (wrapping). */
+static uint64_t cx__disp_stored(const struct cx_ring *rg, const struct cx_cmd *cmd, uint64_t i)
+{
+    const uint64_t N = rg->spec.nslots;
+    uint64_t n = 0;
+    while (n < CX_DISP_JOIN_MAX && i + n < cmd->nseq) {
+        const uint64_t s = cmd->first_seq + i + n;
+        if (n > 0 && s % N == 0)
+            break; /* the next slot is the ring's first: not adjacent */
+        uint64_t v = 0;
+        if (base_guard_load_u64(&rg->spec.seq[s % N], &v) < 0 || (int64_t)(v - s) < 0)
+            break;
+        n++;
+    }
+    return n;
+}
+
+/* Queues the chunks of @cmd that are stored, from the first not yet queued
+ * on, at most a ring's worth (a client that stores words ahead of its
+ * done words gets no more of a sweep than one that streams). Returns how
+ * many it queued; *rc_p: a call's error (the shard is then finished with
+ * it, its remaining chunks not copied). */
+static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd *cmd, int *rc_p)
+{
+    (void)x;
+    const uint64_t C = rg->spec.slot_bytes, N = rg->spec.nslots;
+    uint64_t queued = 0, n;
+    while (queued < N && cmd->dq_next < cmd->nseq &&
+           (n = cx__disp_stored(rg, cmd, cmd->dq_next)) > 0) {
+        const uint64_t i = cmd->dq_next, s = cmd->first_seq + i, slot = s % N;
+        const uint64_t left = cmd->w.length - i * C, len = left < n * C ? left : n * C;
+        int rc = GA_CU(
+            cuMemcpyHtoDAsync(cmd->w.dev + i * C, rg->spec.slots + slot * C, (size_t)len, rg->st));
+        /* The default write flushes the copy's memory writes before the word. */
+        for (uint64_t k = 0; k < n && rc == 0; k++)
+            rc = GA_CU(cuStreamWriteValue64(rg->st, rg->spec.done_dev + 8 * (slot + k), s + k,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT));
+        if (rc < 0) {
+            *rc_p = rc;
+            cmd->dq_next = cmd->nseq;
+            return queued;
+        }
+        rg->copies++;
+        cmd->dq_next += n;
+        queued += n;
+    }
+    return queued;
+}
+
+/* One sweep over the rings with shards handed over: what is stored is
+ * queued, finished shards are finished, drained rings released. Locked
+ * (disp_mu) on entry and return; unlocked around the CUDA calls. Returns
+ * whether any chunk was queued. */
+static bool cx__disp_sweep(struct cx *x)
+{
+    bool progress = false;
+    struct cx_ring **pp = &x->disp_rings;
+    while (*pp) {
+        struct cx_ring *rg = *pp;
+        struct cx_cmd *cmd = rg->dq_head;
+        if (!cmd) {
+            /* Drained: off the list (a new shard puts it back), released
+             * when its close or drop asked for that. */
+            *pp = rg->dnext;
+            rg->dlisted = false;
+            const bool release = rg->drelease;
+            rg->drelease = false;
+            if (release) {
+                pthread_mutex_unlock(&x->disp_mu);
+                cx__ring_release_now(x, rg);
+                pthread_mutex_lock(&x->disp_mu);
+            }
+            continue;
+        }
+        /* Only this thread takes shards off a ring or rings off the list,
+         * so @rg and @cmd stay while the lock is dropped. */
+        pthread_mutex_unlock(&x->disp_mu);
+        int rc = 0;
+        if (cx__disp_chunks(x, rg, cmd, &rc) > 0)
+            progress = true;
+        const bool all = cmd->dq_next == cmd->nseq;
+        pthread_mutex_lock(&x->disp_mu);
+        if (!all) {
+            pp = &rg->dnext;
+            continue;
+        }
+        rg->dq_head = cmd->dnext;
+        if (!rg->dq_head)
+            rg->dq_tail = NULL;
+        pthread_mutex_unlock(&x->disp_mu);
+        /* @cmd may be answered and freed once this returns. */
+        cx__ring_shard_finish(x, cmd, rc);
+        pthread_mutex_lock(&x->disp_mu);
+        /* The ring stays at *pp: its next shard, or its drained state,
+         * is looked at on this same pass. */
+    }
+    return progress;
+}
+
+/* After a fault nothing is queued any more: the fault path answered the
+ * shards and let the rings go (their memory stays). */
+static void cx__disp_forget(struct cx *x)
+{
+    for (struct cx_ring *rg = x->disp_rings, *n; rg; rg = n) {
+        n = rg->dnext;
+        rg->dq_head = rg->dq_tail = NULL;
+        rg->dlisted = rg->drelease = false;
+        rg->dnext = NULL;
+    }
+    x->disp_rings = NULL;
+}
+
+static bool cx__disp_faulted(struct cx *x)
+{
+    pthread_mutex_lock(&x->mu);
+    const bool f = x->faulted;
+    pthread_mutex_unlock(&x->mu);
+    return f;
+}
+
+static void *cx__disp_main(void *arg)
+{
+    struct cx *x = arg;
+    (void)prctl(PR_SET_TIMERSLACK, CX_DISP_TIMER_SLACK_NS, 0, 0, 0);
+    int rc = ga_device_make_current(x->dev);
+    if (rc < 0)
+        ga__err("CUDA executor: the ring dispatcher could not make the context current (%s); "
+                "its calls will fail and the shards be answered with the error",
+                strerror(-rc));
+    uint64_t last_progress = base_now_ns(), sleep_ns = 0;
+    pthread_mutex_lock(&x->disp_mu);
+    for (;;) {
+        while (!x->disp_rings && !x->disp_stop)
+            pthread_cond_wait(&x->disp_cv, &x->disp_mu);
+        if (!x->disp_rings)
+            break; /* stopping, and nothing is left */
+        if (cx__disp_faulted(x)) {
+            cx__disp_forget(x);
+            continue;
+        }
+        if (cx__disp_sweep(x)) {
+            last_progress = base_now_ns();
+            sleep_ns = 0;
+            continue;
+        }
+        if (!x->disp_rings)
+            continue;
+        pthread_mutex_unlock(&x->disp_mu);
+        const uint64_t quiet = base_now_ns() - last_progress;
+        if (quiet < CX_DISP_SPIN_NS) {
+            for (int i = 0; i < 32; i++)
+                cx__disp_relax();
+        } else {
+            const uint64_t most =
+                quiet < CX_DISP_IDLE_NS ? CX_DISP_SLEEP_MAX_NS : CX_DISP_IDLE_SLEEP_NS;
+            sleep_ns = sleep_ns ? sleep_ns * 2 : 2000;
+            if (sleep_ns > most)
+                sleep_ns = most;
+            struct timespec ts = {0, (long)sleep_ns};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&x->disp_mu);
+    }
+    pthread_mutex_unlock(&x->disp_mu);
+    return NULL;
+}
+
+int cx__disp_start(struct cx *x)
+{
+    int rc = -pthread_create(&x->disp, NULL, cx__disp_main, x);
+    if (rc == 0)
+        x->disp_started = true;
+    return rc;
+}
+
+void cx__disp_stop(struct cx *x)
+{
+    if (!x->disp_started)
+        return;
+    pthread_mutex_lock(&x->disp_mu);
+    x->disp_stop = true;
+    pthread_cond_signal(&x->disp_cv);
+    pthread_mutex_unlock(&x->disp_mu);
+    pthread_join(x->disp, NULL);
+    x->disp_started = false;
+}
+
+/* Locked (disp_mu): @rg on the list, the thread woken. */
+static void cx__disp_list(struct cx *x, struct cx_ring *rg)
+{
+    if (!rg->dlisted) {
+        rg->dlisted = true;
+        rg->dnext = x->disp_rings;
+        x->disp_rings = rg;
+    }
+    pthread_cond_signal(&x->disp_cv);
+}
+
+void cx__disp_shard(struct cx *x, struct cx_cmd *cmd)
+{
+    struct cx_ring *rg = cmd->ring;
+    cmd->dq_next = 0;
+    cmd->dnext = NULL;
+    pthread_mutex_lock(&x->disp_mu);
+    if (rg->dq_tail)
+        rg->dq_tail->dnext = cmd;
+    else
+        rg->dq_head = cmd;
+    rg->dq_tail = cmd;
+    cx__disp_list(x, rg);
+    pthread_mutex_unlock(&x->disp_mu);
+}
+
+void cx__disp_release(struct cx *x, struct cx_ring *rg)
+{
+    pthread_mutex_lock(&x->disp_mu);
+    rg->drelease = true;
+    cx__disp_list(x, rg);
+    pthread_mutex_unlock(&x->disp_mu);
+}
