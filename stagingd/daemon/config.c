@@ -93,7 +93,7 @@ static const struct sd_config__key sd_config__keys[] = {
     {"chunk-size", SD_CFG_SIZE, SD_OFF(job.chunk_size), 0, 0, "SIZE",
      "stream: bytes per ring slot, a multiple of 4KiB (2MiB)"},
     {"ring-slots", SD_CFG_UINT, SD_OFF(job.ring_slots), 1, 256, "N",
-     "stream: slots per ring, one ring per staging thread (4)"},
+     "stream: slots per ring, one ring per staging thread (3)"},
     {"ring-depth", SD_CFG_UINT, SD_OFF(job.ring_depth), 1, 64, "N",
      "stream: shards each ring has queued on the agent ahead (2)"},
     {"cpu-verify-threads", SD_CFG_UINT, SD_OFF(job.cpu_verify_threads), 0, 1024, "N",
