@@ -82,6 +82,33 @@ static void agent_setup_small_budget(void)
 }
 #endif
 
+#ifdef RING_TEST_CUDA
+/* The fake driver faults the second launch of the verify kernel (sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS); the agent answers what is in flight and,
+ * with --on-fault exit, stops. */
+static void agent_setup_fault(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    ck_assert_int_eq(setenv("FAKECUDA_FAULT_KERNEL", "k_block_verify:2", 1), 0);
+    static const char *const extra[] = {"--on-fault", "exit",
+#if defined(RING_TEST_SHARED_STREAMS)
+                                        "--ring-streams", "1",
+#elif defined(RING_TEST_WAIT)
+                                        "--ring-dispatch", "wait",
+#endif
+                                        NULL};
+    th_agent_start(&ag, NULL, extra);
+}
+
+static void agent_teardown_fault(void)
+{
+    int st = ag.pid > 0 ? th_agent_stop(&ag) : 0;
+    th_agent_cleanup(&ag);
+    unsetenv("FAKECUDA_FAULT_KERNEL");
+    ck_assert_msg(st == 1, "the agent exited with status %d after the fault, expected 1", st);
+}
+#endif
+
 static void agent_teardown(void)
 {
     int st = ag.pid > 0 ? th_agent_stop(&ag) : 0;
@@ -659,6 +686,40 @@ START_TEST(test_a_ring_waiting_for_its_words_defers_no_eviction)
 END_TEST
 #endif
 
+#ifdef RING_TEST_CUDA
+/* A GPU fault while a ring streams (the fake driver's, see
+ * agent_setup_fault): the shard whose kernel faulted and the one queued
+ * behind it are answered GPU_FAULT, nothing hangs, and the agent (its ring
+ * dispatcher with it) stops with status 1 and closes the connection. */
+START_TEST(test_a_fault_mid_ring_answers_its_shards_and_stops_the_agent)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char *img = malloc(200 * KiB);
+    ck_assert_ptr_nonnull(img);
+    uint64_t so = 0, len = image_verify(img, 160 * KiB, 21, &so);
+    union lt_op_args a = {
+        .checksum = {.offset = 0, .length = 160 * KiB, .sums_offset = so, .block_size = 16 * KiB}};
+    const uint64_t n = chunks_of(len);
+    /* The first shard's kernel runs; the second's faults. */
+    uint64_t r1 = shard_send(&r, ring, 1, len, LT_OP_CHECKSUM_VERIFY, &a);
+    chunks_store(&r, img, len, 1, 0, n);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    uint64_t r2 = shard_send(&r, ring, 1 + n, len, LT_OP_CHECKSUM_VERIFY, &a);
+    uint64_t r3 = shard_send(&r, ring, 1 + 2 * n, len, LT_OP_CHECKSUM_VERIFY, &a);
+    chunks_store(&r, img, len, 1 + n, 0, n);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r2)->status, LT_E_GPU_FAULT);
+    /* The third, never stored: answered by the fault path, not left waiting. */
+    ck_assert_uint_eq(completion_expect(&r, &buf, r3)->status, LT_E_GPU_FAULT);
+    ck_assert_int_eq(th_expect_eof(r.c), 0);
+    free(img);
+    rc_done(&r);
+}
+END_TEST
+#endif
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("server_ring");
@@ -676,6 +737,15 @@ static Suite *ring_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ring_copies_do_not_wait_for_the_shard_befores_completion);
     suite_add_tcase(s, tc);
+#ifdef RING_TEST_CUDA
+    if (getenv("FAKECUDA")) { /* only the fake driver faults on request */
+        tc = tcase_create("a device fault");
+        tcase_add_checked_fixture(tc, agent_setup_fault, agent_teardown_fault);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_a_fault_mid_ring_answers_its_shards_and_stops_the_agent);
+        suite_add_tcase(s, tc);
+    }
+#endif
 #ifndef RING_TEST_WAIT
     tc = tcase_create("a stalled ring and evictions");
     tcase_add_checked_fixture(tc, agent_setup_small_budget, agent_teardown);
