@@ -46,6 +46,9 @@ struct cx_ring {
     struct cx_cmd *dq_head, *dq_tail;
     struct cx_ring *dnext;
     bool dlisted, drelease;
+    /* since when its next chunk has not been stored, and (once that is
+     * long) when it is looked at next (base_now_ns; 0: none) */
+    uint64_t dquiet_since, dlook_at;
     uint64_t copies; /* the dispatcher's alone: copies queued, chunks joined */
 };
 

@@ -27,7 +27,12 @@
  * slack set to 1 us, so a sleep is about as long as asked), and once no
  * chunk came for CX_DISP_IDLE_NS, up to CX_DISP_IDLE_SLEEP_NS: a client
  * that leaves a shard unstored costs the agent about a thousand wake-ups
- * a second, and a ring that starts streaming again waits at most that. */
+ * a second, and a ring that starts streaming again waits at most that.
+ * A ring whose next chunk has not come for CX_DISP_RING_IDLE_NS is looked
+ * at once every CX_DISP_RING_LOOK_NS only, so rings left waiting by their
+ * clients cost the rings that stream little: a sweep skips them without
+ * a load, and looks at a ring with nothing stored without dropping the
+ * lock. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -47,6 +52,8 @@
 #define CX_DISP_IDLE_NS 10000000u      /* no chunk for this long: idle */
 #define CX_DISP_IDLE_SLEEP_NS 1000000u /* the longest sleep when idle */
 #define CX_DISP_TIMER_SLACK_NS 1000ul  /* this thread's */
+#define CX_DISP_RING_IDLE_NS 10000000u /* a ring's next chunk not stored this long: */
+#define CX_DISP_RING_LOOK_NS 1000000u  /* looked at this often */
 
 static inline void cx__disp_relax(void)
 {
@@ -111,7 +118,7 @@ static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd 
  * queued, finished shards are finished, drained rings released. Locked
  * (disp_mu) on entry and return; unlocked around the CUDA calls. Returns
  * whether any chunk was queued. */
-static bool cx__disp_sweep(struct cx *x)
+static bool cx__disp_sweep(struct cx *x, uint64_t now)
 {
     bool progress = false;
     struct cx_ring **pp = &x->disp_rings;
@@ -132,6 +139,19 @@ static bool cx__disp_sweep(struct cx *x)
             }
             continue;
         }
+        if (rg->dlook_at > now) {
+            pp = &rg->dnext; /* quiet for long: not yet */
+            continue;
+        }
+        if (cmd->dq_next < cmd->nseq && cx__disp_stored(rg, cmd, cmd->dq_next) == 0) {
+            if (!rg->dquiet_since)
+                rg->dquiet_since = now;
+            else if (now - rg->dquiet_since > CX_DISP_RING_IDLE_NS)
+                rg->dlook_at = now + CX_DISP_RING_LOOK_NS;
+            pp = &rg->dnext;
+            continue;
+        }
+        rg->dquiet_since = rg->dlook_at = 0;
         /* Only this thread takes shards off a ring or rings off the list,
          * so @rg and @cmd stay while the lock is dropped. */
         pthread_mutex_unlock(&x->disp_mu);
@@ -198,7 +218,7 @@ static void *cx__disp_main(void *arg)
             cx__disp_forget(x);
             continue;
         }
-        if (cx__disp_sweep(x)) {
+        if (cx__disp_sweep(x, base_now_ns())) {
             last_progress = base_now_ns();
             sleep_ns = 0;
             continue;
@@ -267,6 +287,7 @@ void cx__disp_shard(struct cx *x, struct cx_cmd *cmd)
     else
         rg->dq_head = cmd;
     rg->dq_tail = cmd;
+    rg->dquiet_since = rg->dlook_at = 0;
     cx__disp_list(x, rg);
     pthread_mutex_unlock(&x->disp_mu);
 }
