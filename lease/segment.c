@@ -143,8 +143,7 @@ static int check_fd(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t p
         fd_path(fd, path, sizeof(path));
         if (e == EINVAL)
             return lt_failure_set(why_p, unsealed, -EINVAL,
-                                  "segment fd: expected a memfd, found a regular file "
-                                  "that cannot be sealed ('%s')",
+                                  "segment fd: expected a memfd, found a regular file '%s'",
                                   path);
         return lt_failure_set(why_p, unsealed, -EBADF, "segment fd: F_GET_SEALS failed: %s",
                               strerror(e));
@@ -161,19 +160,16 @@ static int check_fd(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t p
 
     char found[128];
     if (seals & F_SEAL_WRITE) {
-        seal_names(seals, found, sizeof(found));
         return lt_failure_set(why_p, unsealed, -EPERM,
-                              "segment fd: found a write seal (seals %s); the daemon must be "
-                              "able to write its staging memory",
-                              found);
+                              "segment fd: found a write seal (F_SEAL_WRITE): the daemon must "
+                              "write its staging memory");
     }
     if ((seals & REQUIRED_SEALS) != REQUIRED_SEALS) {
         char missing[128];
         seal_names(REQUIRED_SEALS & ~seals, missing, sizeof(missing));
         seal_names(seals, found, sizeof(found));
         return lt_failure_set(why_p, unsealed, -EPERM,
-                              "segment fd: missing seals %s (expected "
-                              "F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, found %s)",
+                              "segment fd: missing seals %s (found %s)",
                               missing, found);
     }
     /* Without F_SEAL_FUTURE_WRITE anyone holding the fd may free its pages
@@ -182,14 +178,10 @@ static int check_fd(int fd, uint64_t claimed_size, enum lt_class cls, uint32_t p
      * without it is taken for its doorbell and done words only. */
     struct lease__fd_kind k = {.read_only = (seals & F_SEAL_FUTURE_WRITE) != 0, .leasable = true};
     if (!k.read_only && policy == LEASE_SEALS_STRICT && lease__future_write_supported()) {
-        if (cls != LT_CLASS_MAPPED) {
-            seal_names(seals, found, sizeof(found));
+        if (cls != LT_CLASS_MAPPED)
             return lt_failure_set(why_p, unsealed, -EPERM,
-                                  "segment fd: missing seal F_SEAL_FUTURE_WRITE (found %s): "
-                                  "without it leased pages can be freed (PUNCH_HOLE, "
-                                  "MADV_REMOVE); add it after mapping, or run --seals legacy",
-                                  found);
-        }
+                                  "segment fd: missing F_SEAL_FUTURE_WRITE: add it after mmap, "
+                                  "or run --seals legacy");
         k.leasable = false;
     }
 

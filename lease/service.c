@@ -390,12 +390,11 @@ static int make_room(struct lease_service *svc, enum lt_class cls, uint64_t need
         if (need > budget || held - idle > budget - need) {
             char more[64] = "";
             if (a->retiring)
-                snprintf(more, sizeof more, "; %" PRIu64 " more being unregistered", a->retiring);
+                snprintf(more, sizeof more, ", %" PRIu64 " unregistering", a->retiring);
             return lt_failure_set(why_p, LT_E_BUDGET, -ENOSPC,
-                                  "%s pin budget exhausted: request %" PRIu64
-                                  " bytes, budget %" PRIu64 " bytes, in use %" PRIu64
-                                  " bytes (%" PRIu64 " of them idle and evictable%s)",
-                                  lt_class_name(cls), need, budget, held, idle, more);
+                                  "%s pin budget: %" PRIu64 " asked, %" PRIu64 " of %" PRIu64
+                                  " in use (%" PRIu64 " idle%s)",
+                                  lt_class_name(cls), need, held, budget, idle, more);
         }
         while (need > budget - (a->registered + a->reserved)) {
             struct lease__segment *lru = NULL;
@@ -927,33 +926,33 @@ static int seg_account(struct lease_service *svc, struct lease__client *c, uint6
     const struct lease_service_config *cfg = &svc->cfg;
     if (c->segments >= c->lim.max_segments)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "client %#" PRIx64 ": segment limit reached (%" PRIu64 " of %" PRIu64
-                           "): each holds a file descriptor in the agent",
-                           c->id, c->segments, c->lim.max_segments);
+                           "segment limit reached (%" PRIu64 " of %" PRIu64
+                           " for this client): each holds an agent fd",
+                           c->segments, c->lim.max_segments);
     if (svc->segments >= cfg->max_segments_total)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "the agent's segment limit is reached (%" PRIu64 " of %" PRIu64
-                           " for all clients: each holds a file descriptor)",
+                           "the agent's segment limit reached (%" PRIu64 " of %" PRIu64
+                           ", all clients): each holds an agent fd",
                            svc->segments, cfg->max_segments_total);
     if (size > c->lim.max_mapped_bytes - c->mapped)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "client %#" PRIx64 ": mapped-bytes limit: %" PRIu64
-                           " bytes mapped of %" PRIu64 ", %" PRIu64 " more asked",
-                           c->id, c->mapped, c->lim.max_mapped_bytes, size);
+                           "mapped-bytes limit of this client: %" PRIu64 " of %" PRIu64
+                           " mapped, %" PRIu64 " more asked",
+                           c->mapped, c->lim.max_mapped_bytes, size);
     if (size > cfg->max_mapped_bytes - svc->mapped)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "the agent's mapped-bytes budget: %" PRIu64 " bytes mapped of %" PRIu64
-                           " for all clients, %" PRIu64 " more asked",
+                           "agent mapped-bytes budget: %" PRIu64 " of %" PRIu64
+                           " mapped, %" PRIu64 " more asked",
                            svc->mapped, cfg->max_mapped_bytes, size);
     if (cls == LT_CLASS_STAGED && size > c->lim.max_staged_bytes - c->staged)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "client %#" PRIx64 ": STAGED mapped-bytes limit: %" PRIu64
-                           " bytes mapped of %" PRIu64 ", %" PRIu64 " more asked",
-                           c->id, c->staged, c->lim.max_staged_bytes, size);
+                           "STAGED bytes limit of this client: %" PRIu64 " of %" PRIu64
+                           " mapped, %" PRIu64 " more asked",
+                           c->staged, c->lim.max_staged_bytes, size);
     if (cls == LT_CLASS_STAGED && size > cfg->budget_staged - svc->staged)
         return lease__fail(svc, why_p, LT_E_LIMIT, -EDQUOT,
-                           "the agent's STAGED mapped-bytes budget: %" PRIu64
-                           " bytes mapped of %" PRIu64 " for all clients, %" PRIu64 " more asked",
+                           "agent STAGED budget: %" PRIu64 " of %" PRIu64
+                           " mapped, %" PRIu64 " more asked",
                            svc->staged, cfg->budget_staged, size);
     svc->mapped += size;
     svc->segments++;
@@ -1208,15 +1207,14 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
         return lease__fail(svc, why, LT_E_SEGMENT_UNSEALED, -EPERM,
                            seg->words ? "segment %#" PRIx64 " is the agent's words area: it holds "
                                         "done words and scan hits, never leases"
-                                      : "segment %#" PRIx64 " is not sealed F_SEAL_FUTURE_WRITE: "
-                                        "its doorbell and done words may be used, its bytes not "
-                                        "leased",
+                                      : "segment %#" PRIx64 " lacks F_SEAL_FUTURE_WRITE: "
+                                        "words only, no leases",
                            seg->id);
     if (req->length == 0 || req->offset > seg->size || req->length > seg->size - req->offset)
         return lease__fail(svc, why, LT_E_OUT_OF_RANGE, -ERANGE,
-                           "lease range: expected 0 < length and offset + length <= %" PRIu64
-                           " (segment size), found offset %" PRIu64 " length %" PRIu64,
-                           seg->size, req->offset, req->length);
+                           "lease range: offset %" PRIu64 " length %" PRIu64
+                           ", expected 0 < length, end <= %" PRIu64,
+                           req->offset, req->length, seg->size);
     enum lt_class cls = req->cls;
     if (cls > seg->cls)
         return lease__fail(svc, why, LT_E_BAD_CLASS, -EINVAL,

@@ -270,7 +270,7 @@ static void ga_dispatch__lease_request(struct ga_server__conn *c,
             free(rr);
             const struct lt_failure *w = &res[i].why;
             ga_server__send_error(c, m->hdr.request_id, LT_MSG_LEASE_REQUEST, w->code, w->err, i,
-                                  "entry %" PRIu32 " refused, none granted: %s", i, w->message);
+                                  "entry %" PRIu32 ": %s", i, w->message);
             return;
         }
         granted = (int)n;

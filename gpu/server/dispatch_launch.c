@@ -137,7 +137,7 @@ void ga_server__launch(struct ga_server__conn *c, const struct lt_msg_launch *m)
                               "LAUNCH needs the LAUNCH capability, not granted at HELLO%s",
                               (ga_executor_info(srv->ex)->caps & LT_CAP_LAUNCH)
                                   ? ""
-                                  : " (this agent has no launchable kernel)");
+                                  : " (no launchable kernels)");
         return;
     }
     char words[LT_FAILURE_MSG_LEN];

@@ -104,8 +104,8 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
     if (s->cls != LT_CLASS_PINNED && s->cls != LT_CLASS_MAPPED) {
         code = LT_E_BAD_CLASS;
         snprintf(msg, sizeof msg,
-                 "ring slots: expected a PINNED or MAPPED lease, found %s (served STAGED when the "
-                 "pin budget is spent)",
+                 "ring slots: expected a PINNED or MAPPED lease, found %s (the pin budget was "
+                 "spent)",
                  lt_class_name(s->cls));
     } else if (ring_bytes > s->length) {
         code = LT_E_OUT_OF_RANGE;
@@ -155,8 +155,8 @@ static int ga_ring__leases(struct ga_server__conn *c, const struct lt_msg_ring_o
             } else if (a != 0 || b != 0) {
                 code = LT_E_BAD_VALUE;
                 snprintf(msg, sizeof msg,
-                         "ring words: expected every word 0 at open (chunks count from 1), "
-                         "found slot %" PRIu32 " sequence %" PRIu64 " done %" PRIu64,
+                         "ring words: expected all 0 at open (chunks count from 1), found slot "
+                         "%" PRIu32 " seq %" PRIu64 " done %" PRIu64,
                          i, a, b);
             }
         }

@@ -21,6 +21,7 @@
 
 #include "base/fdpass.h"
 #include "base/time.h"
+#include "gpu/server.h"
 
 #ifndef LEASE_AGENT_HOST
 #error "LEASE_AGENT_HOST must name the lease-agent-host binary"
@@ -176,12 +177,35 @@ int th_agent_stop(struct th_agent *a)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* The first line of @path holding @needle into @line (empty: none). */
+static void th__log_find(const char *path, const char *needle, char *line, size_t len)
+{
+    line[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    while (fgets(line, (int)len, f))
+        if (strstr(line, needle)) {
+            fclose(f);
+            return;
+        }
+    line[0] = '\0';
+    fclose(f);
+}
+
 void th_agent_cleanup(struct th_agent *a)
 {
     if (a->pid > 0)
         th_agent_stop(a);
-    if (!a->dir[0])
+    /* Every refusal the agent sent must have fit the wire: a text it had
+     * to cut is a defect of that text (docs/reliability.md). */
+    char cut[1024] = "";
+    if (a->log[0])
+        th__log_find(a->log, GA_SERVER_CUT_MARK, cut, sizeof cut);
+    if (!a->dir[0]) {
+        ck_assert_msg(!cut[0], "the agent sent a refusal longer than the wire holds: %s", cut);
         return;
+    }
     DIR *d = opendir(a->dir);
     struct dirent *e;
     char p[512];
@@ -197,6 +221,7 @@ void th_agent_cleanup(struct th_agent *a)
     rmdir(a->dir);
     if (!getenv("TH_KEEP_LOGS")) /* set it to read what the agent said */
         unlink(a->log);
+    ck_assert_msg(!cut[0], "the agent sent a refusal longer than the wire holds: %s", cut);
 }
 
 int th_fd_count(pid_t pid)

@@ -161,7 +161,7 @@ START_TEST(test_segment_refused_for_the_pin_budget_names_budget_numbers_and_opti
     ck_assert_msg(strstr(err, "start the agent with --pinned-budget 4.0 MiB"), "%s", err);
     ck_assert_ptr_nonnull(strstr(err, "at least 2.0 MiB"));
     ck_assert_ptr_nonnull(strstr(err, "--pinned-pool, --segment-size"));
-    ck_assert_ptr_nonnull(strstr(err, "budget 1048576 bytes")); /* the agent's own numbers */
+    ck_assert_ptr_nonnull(strstr(err, "of 1048576 in use")); /* the agent's own numbers */
     ck_assert_ptr_nonnull(strstr(last_line(err), "FAILED: 0 of 8 shard(s) done, 8 failed"));
     ck_assert_ptr_nonnull(strstr(out, "  FAILED: 8 shard(s) (shard-000000.sds"));
     free(err);
