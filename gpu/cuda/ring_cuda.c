@@ -327,6 +327,8 @@ static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
     int rc = rg->cst ? 0 : ga_stream_new(x->streams, &rg->cst);
     if (rc == 0 && !rg->done_ev)
         rc = ga_event_new(x->streams, 0, &rg->done_ev);
+    if (rc == 0 && x->ring_poll && !rg->gate_ev)
+        rc = ga_event_new(x->streams, 0, &rg->gate_ev);
     if (rc < 0)
         return rc; /* what was made goes with the ring */
     if (x->nring_streams == 0) {
@@ -585,6 +587,8 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
             ga_stream_free(x->streams, rg->st);
         ga_stream_free(x->streams, rg->cst);
         ga_event_free(x->streams, rg->done_ev);
+        if (rg->gate_ev)
+            ga_event_free(x->streams, rg->gate_ev);
     }
     if (rg->shards_issued)
         ga__debug("CUDA executor: client %#" PRIx64 ": ring released: %" PRIu64

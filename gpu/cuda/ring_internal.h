@@ -50,6 +50,12 @@ struct cx_ring {
      * long) when it is looked at next (base_now_ns; 0: none) */
     uint64_t dquiet_since, dlook_at;
     uint64_t copies; /* the dispatcher's alone: copies queued, chunks joined */
+    /* The dispatcher's gate (ring_poll.c): an event recorded on st after
+     * the copy of chunk gate_seq; while armed, no chunk past gate_seq + 2
+     * slots' worth is queued before it has completed. Made with st. */
+    CUevent gate_ev;
+    bool gate_armed;
+    uint64_t gate_seq;
 };
 
 /* One copy queued behind a word: a slot's bytes to their place in an image. */

@@ -14,6 +14,16 @@
  * as the worker would have. Only stored chunks reach the GPU, so no stream
  * ever waits on a word a client controls.
  *
+ * A client that stores its words without waiting for its done words would
+ * have the thread queue every chunk of its shards at once, and a shard may
+ * have millions of 4 KiB chunks: the driver's queue of the ring's (shared)
+ * stream would fill and the thread block behind it, every other ring with
+ * it. So each ring has a gate, an event recorded after a copy: while it
+ * has not completed, no chunk more than two rings' worth of slots past it
+ * is queued. A client that waits for its done words never meets the gate
+ * closed (its copies are done before it stores further), and it costs an
+ * event record and query per two rings' worth of chunks.
+ *
  * The words are the client's memory (an unsealed MAPPED segment): every
  * load is guarded, and one that faults reads as not stored. Closing, a
  * drop and the reaper's forcing store the words the agent needs, so the
@@ -82,6 +92,19 @@ static uint64_t cx__disp_stored(const struct cx_ring *rg, const struct cx_cmd *c
     return n;
 }
 
+/* Whether chunk @s of @rg may be queued: the gate is not armed, @s is
+ * within two rings' worth of slots past it, or its event has completed
+ * (which disarms it; an error too: the copies' own calls then report). */
+static bool cx__disp_gate_open(struct cx_ring *rg, uint64_t s)
+{
+    if (!rg->gate_armed || s - rg->gate_seq <= 2ull * rg->spec.nslots)
+        return true;
+    if (cuEventQuery(rg->gate_ev) == CUDA_ERROR_NOT_READY)
+        return false;
+    rg->gate_armed = false;
+    return true;
+}
+
 /* Queues the chunks of @cmd that are stored, from the first not yet queued
  * on, at most a ring's worth (a client that stores words ahead of its
  * done words gets no more of a sweep than one that streams). Returns how
@@ -93,6 +116,7 @@ static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd 
     const uint64_t C = rg->spec.slot_bytes, N = rg->spec.nslots;
     uint64_t queued = 0, n;
     while (queued < N && cmd->dq_next < cmd->nseq &&
+           cx__disp_gate_open(rg, cmd->first_seq + cmd->dq_next) &&
            (n = cx__disp_stored(rg, cmd, cmd->dq_next)) > 0) {
         const uint64_t i = cmd->dq_next, s = cmd->first_seq + i, slot = s % N;
         const uint64_t left = cmd->w.length - i * C, len = left < n * C ? left : n * C;
@@ -102,6 +126,10 @@ static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd 
         for (uint64_t k = 0; k < n && rc == 0; k++)
             rc = GA_CU(cuStreamWriteValue64(rg->st, rg->spec.done_dev + 8 * (slot + k), s + k,
                                             CU_STREAM_WRITE_VALUE_DEFAULT));
+        if (rc == 0 && !rg->gate_armed && (rc = GA_CU(cuEventRecord(rg->gate_ev, rg->st))) == 0) {
+            rg->gate_armed = true;
+            rg->gate_seq = s + n - 1;
+        }
         if (rc < 0) {
             *rc_p = rc;
             cmd->dq_next = cmd->nseq;

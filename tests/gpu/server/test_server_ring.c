@@ -720,6 +720,33 @@ START_TEST(test_a_fault_mid_ring_answers_its_shards_and_stops_the_agent)
 END_TEST
 #endif
 
+/* A client that stores its sequence words far ahead without waiting for its
+ * done words (every chunk of a 64-chunk shard at once): the agent copies
+ * whatever the slots hold, in steps (the polling dispatcher's gate), and
+ * the shard completes; the ring still counts every chunk. */
+START_TEST(test_a_ring_stored_far_ahead_runs_through)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_msg_ring_open m;
+    const uint64_t len = 64 * SLOT_BYTES;
+    ring_open_msg(&r, &m, 1, len);
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    th_expect(r.c, &buf, LT_MSG_RING_OPENED);
+    const struct lt_ring_id ring = ((const struct lt_msg_ring_opened *)(const void *)buf.bytes)->ring;
+    union lt_op_args a = {.copy = {.offset = 0, .length = len}};
+    const uint64_t rid = shard_send(&r, ring, 1, len, LT_OP_COPY_H2D, &a);
+    for (uint32_t k = 0; k < SLOTS; k++)
+        __atomic_store_n(&r.words[SEQ_OFF / 8 + k], 1ull << 40, __ATOMIC_RELEASE);
+    ck_assert_uint_eq(completion_expect(&r, &buf, rid)->status, LT_OK);
+    const struct lt_msg_ring_closed *cl = ring_close(&r, ring, &buf);
+    ck_assert_uint_eq(cl->shards, 1);
+    ck_assert_uint_eq(cl->chunks, 64);
+    rc_done(&r);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("server_ring");
@@ -731,6 +758,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_ring_close_answers_stored_shards_and_cancels_the_rest);
     tcase_add_test(tc, test_ring_holds_its_leases_until_it_is_closed);
     tcase_add_test(tc, test_client_dying_with_a_ring_open_is_drained);
+    tcase_add_test(tc, test_a_ring_stored_far_ahead_runs_through);
     suite_add_tcase(s, tc);
     tc = tcase_create("lagged host functions");
     tcase_add_checked_fixture(tc, agent_setup_lagged, agent_teardown);
