@@ -11,8 +11,11 @@ function(lease_add_check_test name)
   cmake_parse_arguments(T "GPU" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;FAKECUDA_ENV" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE lease_build_flags lease::check ${T_LIBS})
-  # Small header-only helpers shared by suites (tests/*.h).
-  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  # Small header-only helpers shared by suites (tests/*.h), and the agent's
+  # log marks (gpu/server_marks.h, no dependencies), which the suites that
+  # start agents look for in their logs.
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}/tests"
+                                             "${PROJECT_SOURCE_DIR}/gpu/server/include")
   set(labels ${T_LABELS})
   if(T_GPU)
     list(APPEND labels gpu)

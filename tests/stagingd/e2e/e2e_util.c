@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu/server_marks.h"
 #include "kernels/scan_ref.h"
 #include "stagingd/job.h"
 #include "stagingd/shard.h"
@@ -79,7 +80,20 @@ void e2e_env_cleanup(struct e2e_env *e)
             kill(e->agent, SIGKILL);
         e->agent = 0;
     }
+    /* Every refusal the agent sent must have fit the wire (as the server
+     * suites' harness checks): its log marks a text it had to cut. */
+    char *log = e->agent_log[0] ? e2e_slurp(e->agent_log) : NULL;
+    const char *cut = log ? strstr(log, GA_SERVER_CUT_MARK) : NULL;
+    char line[512] = "";
+    if (cut) {
+        const char *b = cut;
+        while (b > log && b[-1] != '\n')
+            b--;
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(b, "\n"), b);
+    }
+    free(log);
     e2e__rm_rf(e->dir);
+    ck_assert_msg(!line[0], "the agent sent a refusal longer than the wire holds: %s", line);
 }
 
 void e2e_store_make(struct e2e_env *e, unsigned shards, uint64_t shard_bytes, uint32_t dim, int f16,

@@ -25,11 +25,7 @@
 #include "base/log.h"
 #include "gpu/executor.h"
 #include "lease/lease.h"
-
-/* In the agent's log line of an ERROR whose text did not fit the wire's
- * LT_ERROR_MSG_LEN bytes (the client got it cut): a defect of that text,
- * which the tests' harnesses look for. */
-#define GA_SERVER_CUT_MARK "refusal text cut on the wire"
+#include "gpu/server_marks.h"
 
 #define GA_SERVER_MAX_ALLOW_UIDS 64
 
