@@ -58,9 +58,8 @@ static int host_register(void *ctx, void *base, uint64_t length, enum lt_class c
         uint64_t locked = h->locked;
         pthread_mutex_unlock(&h->mu);
         return lt_failure_set(why_p, LT_E_MEMLOCK, -ENOMEM,
-                              "host backend: locking %" PRIu64 " bytes of %s memory would "
-                              "exceed RLIMIT_MEMLOCK: soft limit %" PRIu64 " bytes, %" PRIu64
-                              " already locked",
+                              "host backend: %" PRIu64 " more %s bytes exceed RLIMIT_MEMLOCK "
+                              "%" PRIu64 " (%" PRIu64 " locked)",
                               length, lt_class_name(cls), limit, locked);
     }
     if (mlock(base, (size_t)length) < 0) {

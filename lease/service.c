@@ -129,9 +129,8 @@ int lease__seg_backend_register(struct lease_service *svc, struct lease__segment
          * there, the holes would still fault later. */
         rc = perr == -ENOMEM ? -ENOMEM : -EFAULT;
         lt_failure_set(&f, LT_E_SEGMENT_GONE, -EFAULT,
-                       "segment of %" PRIu64 " bytes: its pages cannot be faulted in "
-                       "(MADV_POPULATE_READ: %s): holes with no free page to fill them",
-                       seg->size, strerror(-perr));
+                       "segment: pages cannot be faulted in (MADV_POPULATE_READ: %s)",
+                       strerror(-perr));
         rc = -EFAULT;
     }
     backend_why(&f, rc);
@@ -356,11 +355,9 @@ static int room_busy(const struct lease_service *svc, enum lt_class cls, uint64_
     const struct lease__class_acct *a = &svc->acct[cls];
     return lt_failure_set(
         why_p, LT_E_BUSY, -EBUSY,
-        "%s pin budget: request %" PRIu64 " bytes, budget %" PRIu64 " bytes, %" PRIu64
-        " registered, %" PRIu64 " evicted still being unregistered behind the device's queued work "
-        "(a doorbell not yet rung?) after %.0f ms: try again later",
-        lt_class_name(cls), need, lease__budget(svc, cls), a->registered + a->reserved, a->retiring,
-        (double)(base_now_ns() - svc->retire_progress_ns) / 1e6);
+        "%s pin budget: %" PRIu64 " asked, %" PRIu64 " of %" PRIu64 " held, %" PRIu64
+        " unregistering: retry",
+        lt_class_name(cls), need, a->registered + a->reserved, lease__budget(svc, cls), a->retiring);
 }
 
 /* Locked. Makes room for @need more registered bytes of @cls, unregistering
@@ -438,11 +435,9 @@ static int seg_register_wait_locked(struct lease_service *svc, struct lease__seg
     while (seg->retire) {
         if (retire_wait_locked(svc, deadline) < 0)
             return lt_failure_set(why_p, LT_E_BUSY, -EBUSY,
-                                  "segment %#" PRIx64 " (%s, %" PRIu64
-                                  " bytes) was evicted and is still being unregistered behind "
-                                  "the device's queued work (a doorbell not yet rung?): it "
-                                  "cannot be registered again yet, try again later",
-                                  seg->id, lt_class_name(seg->cls), seg->size);
+                                  "segment %#" PRIx64 " (%s) was evicted and is still being "
+                                  "unregistered: retry later",
+                                  seg->id, lt_class_name(seg->cls));
     }
     if (seg->registered) /* the lock was dropped: a concurrent call registered it */
         return 0;
@@ -1205,8 +1200,8 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
                        req->cls == LT_CLASS_MAPPED && seg->cls == LT_CLASS_MAPPED;
     if (!seg->leasable && !words_lease)
         return lease__fail(svc, why, LT_E_SEGMENT_UNSEALED, -EPERM,
-                           seg->words ? "segment %#" PRIx64 " is the agent's words area: it holds "
-                                        "done words and scan hits, never leases"
+                           seg->words ? "segment %#" PRIx64 " is the agent's words area: "
+                                        "never leased"
                                       : "segment %#" PRIx64 " lacks F_SEAL_FUTURE_WRITE: "
                                         "words only, no leases",
                            seg->id);
@@ -1233,10 +1228,9 @@ static int grant_one(struct lease_service *svc, struct lease__client *c,
     uint64_t first = req->offset / chunk;
     if (needs_reg(cls) && first != (req->offset + req->length - 1) / chunk)
         return lease__fail(svc, why, LT_E_BAD_VALUE, -EINVAL,
-                           "a %s lease may not span a registration chunk boundary: offset %" PRIu64
-                           " length %" PRIu64 " crosses %" PRIu64 " (chunk size %" PRIu64 ")",
-                           lt_class_name(cls), req->offset, req->length, (first + 1) * chunk,
-                           chunk);
+                           "%s lease: offset %" PRIu64 " length %" PRIu64
+                           " crosses a chunk boundary at %" PRIu64,
+                           lt_class_name(cls), req->offset, req->length, (first + 1) * chunk);
     uint32_t fell_back = 0;
     if (needs_reg(cls) && !seg->registered) {
         /* Not yet the caller's: a fallback to STAGED succeeds. */
@@ -1534,14 +1528,14 @@ static int seg_range_get(struct lease_service *svc, uint64_t client, uint64_t se
         return rc;
     if (length == 0 || offset >= seg->size || length > seg->size - offset)
         return lease__fail(svc, why_p, LT_E_OUT_OF_RANGE, -ERANGE,
-                           "segment range: expected 0 < length and offset + length <= %" PRIu64
-                           " (segment size), found offset %" PRIu64 " length %" PRIu64,
-                           seg->size, offset, length);
+                           "segment range: offset %" PRIu64 " length %" PRIu64
+                           ", expected 0 < length, end <= %" PRIu64,
+                           offset, length, seg->size);
     uint64_t chunk = chunk_of(svc, seg);
     if (offset / chunk != (offset + length - 1) / chunk)
         return lease__fail(svc, why_p, LT_E_BAD_VALUE, -EINVAL,
-                           "segment range at %" PRIu64 " of %" PRIu64
-                           " bytes spans a registration chunk boundary (chunk size %" PRIu64 ")",
+                           "segment range: offset %" PRIu64 " length %" PRIu64
+                           " spans a chunk boundary (chunks of %" PRIu64 ")",
                            offset, length, chunk);
     *c_p = c;
     *seg_p = seg;

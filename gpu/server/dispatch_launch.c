@@ -105,10 +105,9 @@ static int ga_launch__ranges(struct ga_server__conn *c, const struct lt_msg_laun
          * write-back copy into it would fault the device for every client. */
         if (rc == 0 && (e->flags & LT_LAUNCH_LEASE_F_WRITE) && !li.writable)
             rc = lt_failure_set(why, LT_E_UNSUPPORTED, -EPERM,
-                                "lease range %u: its segment is sealed F_SEAL_FUTURE_WRITE, "
-                                "read-only to the agent: no LT_LAUNCH_LEASE_F_WRITE (lease {%" PRIu32
-                                ",%" PRIu32 "}; unsealed, with --seals legacy, it may be)",
-                                i, e->lease.slot, e->lease.gen);
+                                "lease range %u: sealed F_SEAL_FUTURE_WRITE (read-only), so no "
+                                "LT_LAUNCH_LEASE_F_WRITE",
+                                i);
         if (rc == 0)
             rc = lease_work_pin(srv->svc, c->client, e->lease, &jl->tickets[jl->ntickets], why);
         if (rc < 0) {
