@@ -110,9 +110,8 @@ static bool cx__disp_gate_open(struct cx_ring *rg, uint64_t s)
  * done words gets no more of a sweep than one that streams). Returns how
  * many it queued; *rc_p: a call's error (the shard is then finished with
  * it, its remaining chunks not copied). */
-static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd *cmd, int *rc_p)
+static uint64_t cx__disp_chunks(struct cx_ring *rg, struct cx_cmd *cmd, int *rc_p)
 {
-    (void)x;
     const uint64_t C = rg->spec.slot_bytes, N = rg->spec.nslots;
     uint64_t queued = 0, n;
     while (queued < N && cmd->dq_next < cmd->nseq &&
@@ -184,7 +183,7 @@ static bool cx__disp_sweep(struct cx *x, uint64_t now)
          * so @rg and @cmd stay while the lock is dropped. */
         pthread_mutex_unlock(&x->disp_mu);
         int rc = 0;
-        if (cx__disp_chunks(x, rg, cmd, &rc) > 0)
+        if (cx__disp_chunks(rg, cmd, &rc) > 0)
             progress = true;
         const bool all = cmd->dq_next == cmd->nseq;
         pthread_mutex_lock(&x->disp_mu);
@@ -218,12 +217,10 @@ static void cx__disp_forget(struct cx *x)
     x->disp_rings = NULL;
 }
 
+/* Read on every sweep: without x->mu, which the completions take. */
 static bool cx__disp_faulted(struct cx *x)
 {
-    pthread_mutex_lock(&x->mu);
-    const bool f = x->faulted;
-    pthread_mutex_unlock(&x->mu);
-    return f;
+    return __atomic_load_n(&x->faulted, __ATOMIC_ACQUIRE);
 }
 
 static void *cx__disp_main(void *arg)

@@ -162,7 +162,8 @@ void cx__fault(struct cx *x, int err)
         pthread_mutex_unlock(&x->mu);
         return;
     }
-    x->faulted = true;
+    /* Atomic as well: the ring dispatcher reads it on every sweep, unlocked. */
+    __atomic_store_n(&x->faulted, true, __ATOMIC_RELEASE);
     x->fault_err = err ? err : -EIO;
     CUresult sticky = x->fault_cu;
     struct cx_cmd *list = NULL;
