@@ -39,18 +39,27 @@
 
 static struct th_agent ag;
 
-static void agent_setup(void)
+/* The agent options of this build's variant: rings sharing one stream, the
+ * wait shape, or none (the polling dispatcher, the agent's default). */
+#if defined(RING_TEST_SHARED_STREAMS)
+#define RING_VARIANT_ARGS "--ring-streams", "1",
+#elif defined(RING_TEST_WAIT)
+#define RING_VARIANT_ARGS "--ring-dispatch", "wait",
+#else
+#define RING_VARIANT_ARGS
+#endif
+
+/* Starts the agent with the variant's options and one more (@opt NULL: none). */
+static void agent_start_with(const char *opt, const char *val)
 {
     signal(SIGPIPE, SIG_IGN);
-#if defined(RING_TEST_SHARED_STREAMS)
-    static const char *const extra[] = {"--ring-streams", "1", NULL};
+    const char *const extra[] = {RING_VARIANT_ARGS opt, val, NULL};
     th_agent_start(&ag, NULL, extra);
-#elif defined(RING_TEST_WAIT)
-    static const char *const extra[] = {"--ring-dispatch", "wait", NULL};
-    th_agent_start(&ag, NULL, extra);
-#else
-    th_agent_start(&ag, NULL, NULL);
-#endif
+}
+
+static void agent_setup(void)
+{
+    agent_start_with(NULL, NULL);
 }
 
 /* A host function holds its stream this long after it returns (the fake
@@ -72,13 +81,7 @@ static void agent_setup_lagged(void)
 
 static void agent_setup_small_budget(void)
 {
-    signal(SIGPIPE, SIG_IGN);
-    static const char *const extra[] = {"--pinned-budget", "1152K",
-#if defined(RING_TEST_SHARED_STREAMS)
-                                        "--ring-streams", "1",
-#endif
-                                        NULL};
-    th_agent_start(&ag, NULL, extra);
+    agent_start_with("--pinned-budget", "1152K");
 }
 #endif
 
@@ -88,16 +91,8 @@ static void agent_setup_small_budget(void)
  * with --on-fault exit, stops. */
 static void agent_setup_fault(void)
 {
-    signal(SIGPIPE, SIG_IGN);
     ck_assert_int_eq(setenv("FAKECUDA_FAULT_KERNEL", "k_block_verify:2", 1), 0);
-    static const char *const extra[] = {"--on-fault", "exit",
-#if defined(RING_TEST_SHARED_STREAMS)
-                                        "--ring-streams", "1",
-#elif defined(RING_TEST_WAIT)
-                                        "--ring-dispatch", "wait",
-#endif
-                                        NULL};
-    th_agent_start(&ag, NULL, extra);
+    agent_start_with("--on-fault", "exit");
 }
 
 static void agent_teardown_fault(void)
