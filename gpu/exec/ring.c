@@ -57,6 +57,7 @@ int ga_exec_ring_open(struct ga_executor *ex, const struct ga_exec_ring_spec *sp
     r->ex = ex;
     r->spec = *spec;
     r->depth = spec->depth < GA_EXEC_RING_DEPTH_MAX ? spec->depth : GA_EXEC_RING_DEPTH_MAX;
+    r->spec.depth = r->depth;
     r->next_seq = 1;
     struct ga_exec__hold h;
     if ((rc = ga_exec__begin(ex, spec->owner, &h, why_p)) < 0) {
@@ -80,7 +81,8 @@ int ga_exec_ring_open(struct ga_executor *ex, const struct ga_exec_ring_spec *sp
     r->o = o;
     o->live_rings++;
     pthread_mutex_unlock(&ex->mu);
-    rc = ops->ring_open(ex->be.ctx, o->bo, r, spec, &r->br, why_p);
+    /* The backend sizes the ring (its images) for the depth granted. */
+    rc = ops->ring_open(ex->be.ctx, o->bo, r, &r->spec, &r->br, why_p);
     pthread_mutex_lock(&ex->mu);
     if (rc < 0) {
         base_idtab_retire(&ex->rings, r->id);
