@@ -42,6 +42,9 @@ enum {
     AGENT_OPT_SEED,
     AGENT_OPT_RING_STREAMS,
     AGENT_OPT_RING_DISPATCH,
+    AGENT_OPT_RING_JOIN,
+    AGENT_OPT_RING_DEVICE_BUDGET,
+    AGENT_OPT_MAX_CLIENT_RING_DEVICE,
     AGENT_OPT_MAX_LAUNCHES,
     AGENT_OPT_LAUNCH_THREADS,
     AGENT_OPT_LAUNCH_SHARED,
@@ -62,6 +65,9 @@ static const struct option agent_own_options[] = {
     {"seed", required_argument, NULL, AGENT_OPT_SEED},
     {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
     {"ring-dispatch", required_argument, NULL, AGENT_OPT_RING_DISPATCH},
+    {"ring-join", required_argument, NULL, AGENT_OPT_RING_JOIN},
+    {"ring-device-budget", required_argument, NULL, AGENT_OPT_RING_DEVICE_BUDGET},
+    {"max-client-ring-device", required_argument, NULL, AGENT_OPT_MAX_CLIENT_RING_DEVICE},
     {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
     {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
     {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
@@ -76,6 +82,9 @@ static const struct option agent_own_options[] = {
  * says otherwise: 2 to 8 ran alike on the H200, one a ring and one in all
  * slower (docs/streaming.md, "Who queues the copies"). */
 #define AGENT_POLL_RING_STREAMS_DEFAULT 4u
+/* Chunks a copy waits to gather under the polling dispatcher
+ * (docs/streaming.md, "Joining copies"). */
+#define AGENT_RING_JOIN_DEFAULT 1u
 
 struct agent_args {
     struct ga_server_cli cli;
@@ -86,6 +95,10 @@ struct agent_args {
     uint32_t ring_streams;
     bool ring_streams_set;               /* --ring-streams given */
     bool ring_poll;                      /* --ring-dispatch poll (the default) */
+    uint32_t ring_join;                  /* --ring-join */
+    bool ring_join_set;
+    uint64_t ring_device_budget;         /* --ring-device-budget; 0: 3/4 of the device's */
+    uint64_t ring_device_client_max;     /* --max-client-ring-device; 0: half the budget */
     uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
@@ -99,7 +112,8 @@ static void agent_usage(FILE *f)
 {
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
-            "                   [--ring-streams N] [--ring-dispatch poll|wait]\n"
+            "                   [--ring-streams N] [--ring-dispatch poll|wait] [--ring-join N]\n"
+            "                   [--ring-device-budget SIZE] [--max-client-ring-device SIZE]\n"
             "                   [--bell-timeout MS] [--cubin-dir DIR]\n"
             "                   [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
@@ -120,6 +134,13 @@ static void agent_usage(FILE *f)
             "                   an agent thread polls the rings' words and queues the\n"
             "                   copies of stored chunks, adjacent ones joined; wait, each\n"
             "                   queued ahead behind a GPU wait on its word (docs/streaming.md)\n"
+            "  --ring-join N    with poll: how many adjacent chunks one copy waits to gather\n"
+            "                   (1..%u, default %u; 1: each stored chunk is copied at once);\n"
+            "                   a chunk waits at most %u us for its neighbour\n"
+            "  --ring-device-budget SIZE  device memory all clients' ring images may take\n"
+            "                   (each ring: depth x its largest shard, reserved at RING_OPEN;\n"
+            "                   default three quarters of the device's memory)\n"
+            "  --max-client-ring-device SIZE  of that, one client's (default half)\n"
             "  --ring-streams N CUDA streams the streaming rings share (0..64; 0: a stream\n"
             "                   per ring); default %u with poll, 0 with wait\n"
             "  --bell-timeout MS  how long a client's unrung bell or unstored ring word\n"
@@ -156,6 +177,7 @@ static void agent_usage(FILE *f)
             "saying so.\n"
             "\n"
             "Server options (as lease-agent-host):\n",
+            GA_CUDA_RING_JOIN_MAX, AGENT_RING_JOIN_DEFAULT, GA_CUDA_RING_JOIN_WAIT_NS / 1000u,
             AGENT_POLL_RING_STREAMS_DEFAULT, GA_CUDA_BELL_TIMEOUT_MS_DEFAULT,
             AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
@@ -213,6 +235,24 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
             a->ring_poll = false;
         else
             return agent_refuse(name, "'wait' or 'poll'", val, err, errlen);
+        return 0;
+    case AGENT_OPT_RING_JOIN:
+        a->serve_only = "--ring-join";
+        if (base_parse_u32(val, 1, GA_CUDA_RING_JOIN_MAX, &u, NULL, 0) < 0)
+            return agent_refuse(name, "1..4 (chunks)", val, err, errlen);
+        a->ring_join = u;
+        a->ring_join_set = true;
+        return 0;
+    case AGENT_OPT_RING_DEVICE_BUDGET:
+    case AGENT_OPT_MAX_CLIENT_RING_DEVICE:
+        a->serve_only = opt == AGENT_OPT_RING_DEVICE_BUDGET ? "--ring-device-budget"
+                                                            : "--max-client-ring-device";
+        if (base_parse_size(val, &v, NULL, 0) < 0 || v < (1ull << 20))
+            return agent_refuse(name, "a size of at least 1M", val, err, errlen);
+        if (opt == AGENT_OPT_RING_DEVICE_BUDGET)
+            a->ring_device_budget = v;
+        else
+            a->ring_device_client_max = v;
         return 0;
     case AGENT_OPT_BELL_TIMEOUT:
         a->serve_only = "--bell-timeout";
@@ -310,6 +350,7 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
                                           .seed = AGENT_DEFAULT_SEED};
     a->fault_restarts = AGENT_FAULT_RESTARTS_DEFAULT;
     a->ring_poll = true;
+    a->ring_join = AGENT_RING_JOIN_DEFAULT;
     static struct option table[AGENT_OWN_COUNT + 64];
     if (AGENT_OWN_COUNT + ga_server_cli_option_count + 1 > sizeof table / sizeof table[0])
         return agent_refuse("help", "a smaller option table", "", err, errlen);
@@ -356,6 +397,12 @@ static int agent_args_parse(int argc, char **argv, struct agent_args *a, char *e
         return 0;
     if (!a->ring_streams_set)
         a->ring_streams = a->ring_poll ? AGENT_POLL_RING_STREAMS_DEFAULT : 0;
+    if (a->ring_join_set && !a->ring_poll) {
+        snprintf(err, errlen,
+                 "--ring-join: expected --ring-dispatch poll with it, found --ring-dispatch wait "
+                 "(which queues every chunk ahead on its own)");
+        return -EINVAL;
+    }
     if (a->self_test && a->server_opt) {
         snprintf(err, errlen, "--%s: not with --self-test, which serves nothing", a->server_opt);
         return -EINVAL;
@@ -402,10 +449,11 @@ static void agent_on_fault(void *arg, int err)
         ga_server_stop(srv);
 }
 
-static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chunk,
-                            uint32_t ring_streams, bool ring_poll, uint32_t bell_timeout_ms,
-                            const char *cubin_dir, const struct ga_exec_launch_limits *launch)
+static int agent_serve_cuda(struct agent_args *a)
 {
+    struct ga_server_cli *cli = &a->cli;
+    const int device = a->st.device;
+    const char *cubin_dir = a->st.cubin_dir;
     static const char hint[] = "To serve without a GPU, start it with the host backend explicitly: "
                                "'lease-agent --backend host' or 'lease-agent-host'.";
     const struct base_log_sink *log = &cli->cfg.log;
@@ -446,12 +494,15 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         .workers = cli->exec.workers,
         .max_streams = cli->exec.max_streams,
         .max_events = cli->exec.max_events,
-        .chunk_bytes = chunk,
-        .ring_streams = ring_streams,
-        .ring_poll = ring_poll,
+        .chunk_bytes = a->chunk,
+        .ring_streams = a->ring_streams,
+        .ring_poll = a->ring_poll,
+        .ring_join = a->ring_join,
+        .ring_device_budget = a->ring_device_budget,
+        .ring_device_client_max = a->ring_device_client_max,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
-        .launch = *launch,
+        .launch = a->launch,
         .retire_gate = &gate,
     };
     struct ga_executor *ex = NULL;
@@ -467,7 +518,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
              in->ordinal, in->name, in->arch, in->pci_bus_id, in->driver_version, in->kmd_major,
              in->kmd_minor);
     /* The reaper asks the executor before each unregistration (issue 12). */
-    ga_cuda_lease_backend_gate(&be, &gate, bell_timeout_ms);
+    ga_cuda_lease_backend_gate(&be, &gate, a->bell_timeout_ms);
     cli->cfg.backend = &be;
     cli->cfg.executor = ex;
     status = ga_server_cli_serve(cli, &agent_srv);
@@ -475,7 +526,7 @@ static int agent_serve_cuda(struct ga_server_cli *cli, int device, uint64_t chun
         status = 1;
     cli->cfg.backend = NULL;
     cli->cfg.executor = NULL;
-    ga_cuda_lease_backend_gate(&be, NULL, bell_timeout_ms); /* before the gate's executor goes */
+    ga_cuda_lease_backend_gate(&be, NULL, a->bell_timeout_ms); /* before the gate's executor goes */
     ga_executor_destroy(ex);
 out_be:
     lease_backend_fini(&be);
@@ -605,8 +656,7 @@ int main(int argc, char **argv)
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a.cli, a.st.device, a.chunk, a.ring_streams, a.ring_poll,
-                                        a.bell_timeout_ms, a.st.cubin_dir, &a.launch)
+                     ? agent_serve_cuda(&a)
                      : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,

@@ -369,7 +369,8 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         buf, len,
         "cuda executor: bell_waits=%" PRIu64 " done_words=%" PRIu64 " result_slots=%" PRIu32
         "/%" PRIu32 " rings=%" PRIu64 " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64
-        " ring_bytes=%" PRIu64 " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64 "\n"
+        " ring_bytes=%" PRIu64 " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64
+        " ring_join=%" PRIu32 " ring_join_lapses=%" PRIu64 "\n"
         "cuda executor paths: pinned %" PRIu64 " submits %" PRIu64
         " bytes, mapped (zero-copy) %" PRIu64 " submits %" PRIu64
         " bytes, staged (slow path, bounce copies) %" PRIu64 " submits %" PRIu64 " bytes\n"
@@ -378,7 +379,8 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         " workers (%" PRIu32 " used), %" PRIu64 " jobs\n",
         s.bell_waits, s.done_words, slots_used, x->nresult, s.rings_opened, s.ring_shards,
         s.ring_chunks, s.ring_bytes, x->nring_streams ? "shared" : "one per ring",
-        x->ring_poll ? "poll" : "wait", s.ring_copies, s.path_submits[CX_PATH_PINNED],
+        x->ring_poll ? "poll" : "wait", s.ring_copies, x->ring_poll ? x->ring_join : 1u,
+        s.ring_join_lapses, s.path_submits[CX_PATH_PINNED],
         s.path_bytes[CX_PATH_PINNED], s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
         s.path_submits[CX_PATH_STAGED], s.path_bytes[CX_PATH_STAGED], ss.streams, ss.events,
         ss.completions_pending, ss.completions_run, ps.threads, ps.threads_used, ps.completed);
@@ -586,12 +588,15 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     struct ga_executor_cuda_opts o = opts ? *opts : (struct ga_executor_cuda_opts){0};
     if (!dev || !ex_p || o.workers > GA_POOL_MAX_THREADS || o.chunk_bytes % 4096 != 0 ||
         o.result_slots > CX_SLOTS_MAX || o.table_streams > CX_TABLE_MAX ||
-        o.table_events > CX_TABLE_MAX || o.ring_streams > CX_RING_STREAMS_MAX) {
+        o.table_events > CX_TABLE_MAX || o.ring_streams > CX_RING_STREAMS_MAX ||
+        o.ring_join > GA_CUDA_RING_JOIN_MAX) {
         ga__err("CUDA executor: expected a device, a result pointer, at most %u workers, a chunk "
-                "that is a multiple of 4096, at most %u result slots and %u table entries; found "
-                "workers %u chunk %" PRIu64 " slots %u streams %u events %u",
-                GA_POOL_MAX_THREADS, CX_SLOTS_MAX, CX_TABLE_MAX, o.workers, o.chunk_bytes,
-                o.result_slots, o.table_streams, o.table_events);
+                "that is a multiple of 4096, at most %u result slots and %u table entries, at "
+                "most %u ring streams and a ring join of at most %u; found workers %u chunk %" PRIu64
+                " slots %u streams %u events %u ring streams %u ring join %u",
+                GA_POOL_MAX_THREADS, CX_SLOTS_MAX, CX_TABLE_MAX, CX_RING_STREAMS_MAX,
+                GA_CUDA_RING_JOIN_MAX, o.workers, o.chunk_bytes, o.result_slots, o.table_streams,
+                o.table_events, o.ring_streams, o.ring_join);
         return -EINVAL;
     }
     struct cx *x = calloc(1, sizeof(*x));
@@ -604,6 +609,10 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     x->fault_arg = o.fault_arg;
     x->nring_streams = o.ring_streams;
     x->ring_poll = o.ring_poll;
+    x->ring_join = o.ring_join ? o.ring_join : 1;
+    x->ring_dmem_budget = o.ring_device_budget ? o.ring_device_budget : dev->info.total_mem / 4 * 3;
+    x->ring_dmem_client_max =
+        o.ring_device_client_max ? o.ring_device_client_max : x->ring_dmem_budget / 2;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->disp_mu, NULL);
     pthread_cond_init(&x->disp_cv, NULL);
@@ -664,13 +673,16 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
             .stalled_ns = cx__retire_stalled_ns, .release = cx__retire_release, .arg = x};
     ga__info("CUDA executor: device %d %s (sm_%u), %u workers, chunks of %" PRIu64
              " bytes, %u result slots, %u streams and %u events in the tables; streaming rings "
-             "on %s, their copies %s",
+             "on %s, their copies %s (a copy gathers up to %u chunk(s), --ring-join), their "
+             "images in up to %" PRIu64 " MiB of device memory (%" PRIu64 " MiB a client)",
              dev->info.ordinal, dev->info.name, dev->info.arch,
              po.threads ? po.threads : GA_POOL_DEFAULT_THREADS, x->chunk, x->nresult,
              cfg.table_streams, cfg.table_events,
              x->nring_streams ? "shared streams (--ring-streams)" : "a stream each",
              x->ring_poll ? "queued by a polling dispatcher (--ring-dispatch poll)"
-                          : "queued ahead behind their words (--ring-dispatch wait)");
+                          : "queued ahead behind their words (--ring-dispatch wait)",
+             x->ring_poll ? x->ring_join : 1u, x->ring_dmem_budget >> 20,
+             x->ring_dmem_client_max >> 20);
     *ex_p = x->front;
     return 0;
 

@@ -138,6 +138,11 @@ struct cx_cmd {
     uint64_t first_seq, nseq; /* its chunks' sequences */
     struct cx_cmd *dnext;     /* the poll dispatcher's queue of its ring (x->disp_mu) */
     uint64_t dq_next;         /* the poll dispatcher's: its first chunk not queued */
+    /* The ring was closed or its owner dropped (cx__ring_ring_out, x->mu;
+     * atomic): the dispatcher counts every chunk as stored and loads no
+     * more of the client's words, which a client gone from the socket may
+     * still be rewriting. */
+    bool words_out;
     bool image;               /* the op's bytes are already on the device, at w.dev */
     CUdeviceptr query_dev;    /* scan: the query as f32 on the device; 0: copy it from the host */
     unsigned char *hits_host; /* scan: where the hits go; NULL: w.host + hits_offset */
@@ -159,7 +164,8 @@ struct cx_owner {
     struct cx_cmd *fifo_head, *fifo_tail;
     bool scheduled; /* a pool job is serving the FIFO */
     bool dropped;
-    uint32_t refs; /* the front's, one per command, one per stream, the serving job */
+    uint32_t refs;      /* the front's, one per command, one per stream, the serving job */
+    uint64_t ring_dmem; /* device memory its rings' images reserve (x->mu) */
 };
 
 struct cx_stats {
@@ -168,6 +174,7 @@ struct cx_stats {
     uint64_t bell_waits, done_words;
     uint64_t ring_shards, ring_chunks, ring_bytes, rings_opened;
     uint64_t ring_copies; /* the poll dispatcher's copies of released rings (chunks joined) */
+    uint64_t ring_join_lapses; /* of released rings: chunks queued alone after a join's wait ran out */
 };
 
 struct cx {
@@ -206,6 +213,10 @@ struct cx {
     uint32_t nring_streams, ring_rr;
     /* the rings' polling dispatcher (ring_poll.c), when ring_poll */
     bool ring_poll;
+    uint32_t ring_join; /* chunks a copy waits to gather (1: none), under ring_poll */
+    /* Device memory for the rings' images: all clients', one client's, and
+     * what the open rings reserve (x->mu); checked at RING_OPEN. */
+    uint64_t ring_dmem_budget, ring_dmem_client_max, ring_dmem_used;
     pthread_t disp;
     bool disp_started, disp_stop; /* disp_stop: disp_mu */
     pthread_mutex_t disp_mu;      /* may be held taking x->mu, never taken under it */

@@ -71,6 +71,27 @@ int cx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_e
         free(close);
         return lt_failure_set(why_p, LT_E_SYSTEM, 0, "RING_OPEN: out of memory");
     }
+    /* Its images' device memory, reserved now and allocated on the first
+     * shard: a client cannot take the device from the others. */
+    const uint64_t need = image * spec->depth;
+    pthread_mutex_lock(&x->mu);
+    const uint64_t left_all = x->ring_dmem_budget - x->ring_dmem_used;
+    const uint64_t left_client = x->ring_dmem_client_max - o->ring_dmem;
+    const uint64_t left = left_all < left_client ? left_all : left_client;
+    if (need > left) {
+        pthread_mutex_unlock(&x->mu);
+        free(rg);
+        free(close);
+        return lt_failure_set(why_p, LT_E_LIMIT, 0,
+                              "RING_OPEN: needs %" PRIu64 " MiB of device memory, %" PRIu64
+                              " MiB left to %s",
+                              (need + (1u << 20) - 1) >> 20, left >> 20,
+                              left_client < left_all ? "this client" : "all rings");
+    }
+    x->ring_dmem_used += need;
+    o->ring_dmem += need;
+    pthread_mutex_unlock(&x->mu);
+    rg->dmem_reserved = need;
     rg->x = x;
     rg->o = o;
     rg->r = r;
@@ -202,7 +223,11 @@ static void cx__ring_pending_del(struct cx_ring *rg, struct cx_cmd *cmd)
 
 /* Locked: nobody stores @rg's words any more. From the first shard with a
  * chunk not stored on, shards are cancelled (@all: every one) and every
- * chunk they wait for is rung, so the stream runs through. */
+ * chunk they wait for is rung, so the stream runs through. Every pending
+ * shard is marked words_out: the polling dispatcher then counts its chunks
+ * as stored without loading the words, so a client that goes on writing
+ * them after its close or drop cannot hold the ring (the wait shape's GPU
+ * waits read the words themselves: docs/reliability.md). */
 /* The ring's words are its client's memory (an unsealed MAPPED segment,
  * which RING_OPEN demands): every load and store guarded against SIGBUS; a
  * word that faults reads as not rung and takes no store. */
@@ -210,6 +235,7 @@ static void cx__ring_ring_out(struct cx_ring *rg, bool all)
 {
     bool cancel = all;
     for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
+        __atomic_store_n(&cmd->words_out, true, __ATOMIC_RELEASE);
         for (uint64_t i = 0; i < cmd->nseq && !cancel; i++) {
             uint64_t s = cmd->first_seq + i, v = 0;
             if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
@@ -564,7 +590,10 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
         return;
     }
     rg->released = true;
+    x->ring_dmem_used -= rg->dmem_reserved;
+    o->ring_dmem -= rg->dmem_reserved;
     x->st.ring_copies += rg->copies;
+    x->st.ring_join_lapses += rg->join_lapses;
     for (struct cx_ring **pp = &o->rings; *pp; pp = &(*pp)->onext)
         if (*pp == rg) {
             *pp = rg->onext;

@@ -25,6 +25,7 @@ struct cx_ring {
     CUstream cst;
     CUevent done_ev;
     CUdeviceptr dmem;
+    uint64_t dmem_reserved; /* of x->ring_dmem_used and o->ring_dmem, until released */
     uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
     uint64_t shards_issued;
     /* what queueing the ring's work cost its worker (ns), and when the
@@ -50,6 +51,10 @@ struct cx_ring {
      * long) when it is looked at next (base_now_ns; 0: none) */
     uint64_t dquiet_since, dlook_at;
     uint64_t copies; /* the dispatcher's alone: copies queued, chunks joined */
+    /* The dispatcher's alone (x->ring_join > 1): the chunk held back for
+     * its neighbour and since when (0: none), and how many were queued
+     * alone once the wait ran out. */
+    uint64_t join_seq, join_since, join_lapses;
     /* The dispatcher's gate (ring_poll.c): an event recorded on st after
      * the copy of chunk gate_seq; while armed, no chunk past gate_seq + 2
      * slots' worth is queued before it has completed. Made with st. */

@@ -14,6 +14,16 @@
  * as the worker would have. Only stored chunks reach the GPU, so no stream
  * ever waits on a word a client controls.
  *
+ * A thread stores its next chunk long after the one before (the time a
+ * chunk's read takes), and the thread sweeps far more often, so stored
+ * chunks rarely meet and nearly every copy would be one chunk. With
+ * x->ring_join > 1 (--ring-join) a stored chunk waits for its neighbour,
+ * up to GA_CUDA_RING_JOIN_WAIT_NS, where the neighbour belongs to the same
+ * shard in the next slot; the copies are then that many chunks long,
+ * which the copy engine moves faster (docs/streaming.md, "Joining
+ * copies"). The wait is bounded, so a client that never stores its next
+ * word only slows itself, by at most that wait per chunk.
+ *
  * A client that stores its words without waiting for its done words would
  * have the thread queue every chunk of its shards at once, and a shard may
  * have millions of 4 KiB chunks: the driver's queue of the ring's (shared)
@@ -25,10 +35,11 @@
  * event record and query per two rings' worth of chunks.
  *
  * The words are the client's memory (an unsealed MAPPED segment): every
- * load is guarded, and one that faults reads as not stored. Closing, a
- * drop and the reaper's forcing store the words the agent needs, so the
- * dispatcher copies whatever the slots hold and the shards run through as
- * they do in the wait shape. A ring's release waits here until every shard
+ * load is guarded, and one that faults reads as not stored. Once the ring
+ * is closed or its owner dropped, its shards are marked words_out and the
+ * dispatcher loads none of their words: it copies whatever the slots hold
+ * and the shards run through, even while a client gone from the socket
+ * keeps rewriting its words. A ring's release waits here until every shard
  * handed over before it is queued.
  *
  * The thread sleeps on a condition variable while no shard is handed
@@ -79,13 +90,14 @@ static inline void cx__disp_relax(void)
 static uint64_t cx__disp_stored(const struct cx_ring *rg, const struct cx_cmd *cmd, uint64_t i)
 {
     const uint64_t N = rg->spec.nslots;
+    const bool out = __atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE);
     uint64_t n = 0;
     while (n < CX_DISP_JOIN_MAX && i + n < cmd->nseq) {
         const uint64_t s = cmd->first_seq + i + n;
         if (n > 0 && s % N == 0)
             break; /* the next slot is the ring's first: not adjacent */
         uint64_t v = 0;
-        if (base_guard_load_u64(&rg->spec.seq[s % N], &v) < 0 || (int64_t)(v - s) < 0)
+        if (!out && (base_guard_load_u64(&rg->spec.seq[s % N], &v) < 0 || (int64_t)(v - s) < 0))
             break;
         n++;
     }
@@ -105,18 +117,44 @@ static bool cx__disp_gate_open(struct cx_ring *rg, uint64_t s)
     return true;
 }
 
+/* Whether the @n stored chunks of @cmd from index @i on wait for their
+ * neighbour to join them (x->ring_join): fewer than the join asks for,
+ * the next chunk is the shard's and sits in the next slot, and the first
+ * has not waited GA_CUDA_RING_JOIN_WAIT_NS yet. The wait only holds a
+ * chunk whose thread is reading the next one; while the copy side is the
+ * limit, the copy would have waited in the engine's queue that long. */
+static bool cx__disp_join_waits(struct cx *x, struct cx_ring *rg, const struct cx_cmd *cmd,
+                                uint64_t i, uint64_t n, uint64_t now)
+{
+    const uint64_t s = cmd->first_seq + i;
+    if (n >= x->ring_join || i + n >= cmd->nseq || (s + n) % rg->spec.nslots == 0 ||
+        __atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE))
+        return false;
+    if (rg->join_seq != s) {
+        rg->join_seq = s;
+        rg->join_since = now;
+        return true;
+    }
+    if (now - rg->join_since < GA_CUDA_RING_JOIN_WAIT_NS)
+        return true;
+    rg->join_lapses++;
+    return false;
+}
+
 /* Queues the chunks of @cmd that are stored, from the first not yet queued
  * on, at most a ring's worth (a client that stores words ahead of its
  * done words gets no more of a sweep than one that streams). Returns how
  * many it queued; *rc_p: a call's error (the shard is then finished with
  * it, its remaining chunks not copied). */
-static uint64_t cx__disp_chunks(struct cx_ring *rg, struct cx_cmd *cmd, int *rc_p)
+static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd *cmd, uint64_t now,
+                                int *rc_p)
 {
     const uint64_t C = rg->spec.slot_bytes, N = rg->spec.nslots;
     uint64_t queued = 0, n;
     while (queued < N && cmd->dq_next < cmd->nseq &&
            cx__disp_gate_open(rg, cmd->first_seq + cmd->dq_next) &&
-           (n = cx__disp_stored(rg, cmd, cmd->dq_next)) > 0) {
+           (n = cx__disp_stored(rg, cmd, cmd->dq_next)) > 0 &&
+           !cx__disp_join_waits(x, rg, cmd, cmd->dq_next, n, now)) {
         const uint64_t i = cmd->dq_next, s = cmd->first_seq + i, slot = s % N;
         const uint64_t left = cmd->w.length - i * C, len = left < n * C ? left : n * C;
         int rc = GA_CU(
@@ -183,7 +221,7 @@ static bool cx__disp_sweep(struct cx *x, uint64_t now)
          * so @rg and @cmd stay while the lock is dropped. */
         pthread_mutex_unlock(&x->disp_mu);
         int rc = 0;
-        if (cx__disp_chunks(rg, cmd, &rc) > 0)
+        if (cx__disp_chunks(x, rg, cmd, now, &rc) > 0)
             progress = true;
         const bool all = cmd->dq_next == cmd->nseq;
         pthread_mutex_lock(&x->disp_mu);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +41,14 @@
 static struct th_agent ag;
 
 /* The agent options of this build's variant: rings sharing one stream, the
- * wait shape, or none (the polling dispatcher, the agent's default). */
+ * wait shape, copies that wait to join two chunks, or none (the polling
+ * dispatcher, the agent's default). */
 #if defined(RING_TEST_SHARED_STREAMS)
 #define RING_VARIANT_ARGS "--ring-streams", "1",
 #elif defined(RING_TEST_WAIT)
 #define RING_VARIANT_ARGS "--ring-dispatch", "wait",
+#elif defined(RING_TEST_JOIN)
+#define RING_VARIANT_ARGS "--ring-join", "2",
 #else
 #define RING_VARIANT_ARGS
 #endif
@@ -82,6 +86,13 @@ static void agent_setup_lagged(void)
 static void agent_setup_small_budget(void)
 {
     agent_start_with("--pinned-budget", "1152K");
+}
+#endif
+
+#if defined(RING_TEST_CUDA) && !defined(RING_TEST_WAIT)
+static void agent_setup_join(void)
+{
+    agent_start_with("--ring-join", "2");
 }
 #endif
 
@@ -742,6 +753,314 @@ START_TEST(test_a_ring_stored_far_ahead_runs_through)
 }
 END_TEST
 
+/* ---- a client that rewrites its words after its close or drop -------------------- */
+
+/* In the poll shape (and the host agent) the agent loads no more of a
+ * ring's words once it is closed or its owner dropped: the client's
+ * memory stays mapped in the client, which may go on zeroing its words.
+ * In the wait shape the GPU's waits read the words themselves, and such a
+ * client holds its ring (docs/reliability.md): that build leaves these
+ * tests out. */
+#ifndef RING_TEST_WAIT
+struct zeroer {
+    volatile uint64_t *words;
+    int stop;
+    pthread_t t;
+};
+
+static void *zeroer_main(void *arg)
+{
+    struct zeroer *z = arg;
+    while (!__atomic_load_n(&z->stop, __ATOMIC_ACQUIRE))
+        for (uint32_t k = 0; k < SLOTS; k++)
+            __atomic_store_n(&z->words[SEQ_OFF / 8 + k], 0, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void zeroer_start(struct zeroer *z, volatile uint64_t *words)
+{
+    z->words = words;
+    z->stop = 0;
+    ck_assert_int_eq(pthread_create(&z->t, NULL, zeroer_main, z), 0);
+}
+
+static void zeroer_stop(struct zeroer *z)
+{
+    __atomic_store_n(&z->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(z->t, NULL);
+}
+
+/* Whether the agent holds only @n's own client and leases, within @ms. */
+static bool only_client_left(const struct rc *n, int ms)
+{
+    union lt_msg_buffer buf;
+    for (int t = 0; t <= ms / 10; t++) {
+        th_stats(n->c, LT_STATS_F_ALL_CLIENTS, &buf);
+        const struct lt_msg_stats_reply *s = (const void *)buf.bytes;
+        if (s->client_count == 1 && s->classes[LT_CLASS_PINNED].live_leases == 1 &&
+            s->classes[LT_CLASS_MAPPED].live_leases == 1)
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+START_TEST(test_a_dropped_client_rewriting_its_words_is_drained)
+{
+    struct rc r, n;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    union lt_op_args a = {.copy = {.offset = 0, .length = 3 * SLOT_BYTES}};
+    shard_send(&r, ring, 1, 3 * SLOT_BYTES, LT_OP_COPY_H2D, &a); /* never stored */
+    sleep_ms(50);
+    struct zeroer z;
+    zeroer_start(&z, r.words);
+    close(r.c); /* its memory stays mapped here, its words zeroed again and again */
+    r.c = -1;
+    rc_make(&n, CAPS);
+    const bool drained = only_client_left(&n, 3000);
+    zeroer_stop(&z);
+    ck_assert_msg(drained, "the dropped client's ring was not drained in 3 s while it rewrote its "
+                           "words: its leases and ring are held");
+    rc_done(&n);
+    munmap(r.slots, MiB);
+    munmap((void *)r.words, WORDS_BYTES);
+}
+END_TEST
+
+START_TEST(test_a_ring_closed_while_its_words_are_rewritten_closes)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char img[2 * SLOT_BYTES];
+    th_fill(img, sizeof img, 53);
+    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
+    const uint64_t r1 = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
+    const uint64_t r2 = shard_send(&r, ring, 3, sizeof img, LT_OP_COPY_H2D, &a); /* never stored */
+    chunks_store(&r, img, sizeof img, 1, 0, 2);
+    ck_assert_uint_eq(completion_expect(&r, &buf, r1)->status, LT_OK);
+    struct zeroer z;
+    zeroer_start(&z, r.words);
+    struct lt_msg_ring_close m;
+    lt_msg_init(&m, sizeof m, LT_MSG_RING_CLOSE, th_rid());
+    m.ring = ring;
+    ck_assert_int_eq(th_send(r.c, &m, sizeof m, NULL, 0), 0);
+    /* The unstored shard is answered cancelled, then the ring closes. */
+    ck_assert_uint_eq(completion_expect(&r, &buf, r2)->status, LT_E_SHUTTING_DOWN);
+    th_expect(r.c, &buf, LT_MSG_RING_CLOSED);
+    zeroer_stop(&z);
+    const struct lt_msg_ring_closed *cl = (const void *)buf.bytes;
+    ck_assert_int_eq(lt_validate_reply_matches(&m, cl), LT_OK);
+    ck_assert_uint_eq(cl->shards, 1);
+    ck_assert_uint_eq(cl->chunks, 2);
+    rc_done(&r);
+}
+END_TEST
+#endif
+
+#ifdef RING_TEST_CUDA
+/* ---- the rings' device memory ------------------------------------------------------ */
+
+/* A ring here reserves 2 images of 512 KiB (its largest shard) + 256 KiB
+ * (room for a widened query): 1.5 MiB. */
+static void agent_setup_device_budget(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *const extra[] = {RING_VARIANT_ARGS "--ring-device-budget", "6M",
+                                 "--max-client-ring-device", "4M", NULL};
+    th_agent_start(&ag, NULL, extra);
+}
+
+/* Ring @k of a client, its words at their own offsets in the words lease
+ * (ring 0's where chunks_store writes them): LT_OK with the ring's id, or the refusal's code with its message. */
+static uint32_t ring_open_nth(const struct rc *r, int k, struct lt_ring_id *ring_p, char *msg,
+                              size_t msglen)
+{
+    struct lt_msg_ring_open m;
+    union lt_msg_buffer buf;
+    ring_open_msg(r, &m, 2, 512 * KiB);
+    if (k > 0) { /* ring 0 where chunks_store writes */
+        m.seq_offset = 2048 + 64u * (uint32_t)k;
+        m.done_offset = m.seq_offset + 8u * SLOTS;
+    }
+    ck_assert_int_eq(th_send(r->c, &m, sizeof m, NULL, 0), 0);
+    ck_assert_int_gt(th_recv(r->c, &buf, TH_TIMEOUT_MS), 0);
+    ck_assert_uint_eq(buf.hdr.request_id, m.hdr.request_id);
+    if (buf.hdr.type == LT_MSG_ERROR) {
+        const struct lt_msg_error *e = (const void *)buf.bytes;
+        snprintf(msg, msglen, "%s", e->message);
+        return e->code;
+    }
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_RING_OPENED);
+    *ring_p = ((const struct lt_msg_ring_opened *)(const void *)buf.bytes)->ring;
+    return LT_OK;
+}
+
+/* Under a budget of 6 MiB, 4 MiB a client: A gets two rings and is
+ * refused the third (its own bound), B gets two and is refused the third
+ * (all rings' bound); once A closed one, B is refused by its own bound and
+ * A opens one again. */
+START_TEST(test_rings_device_memory_is_budgeted_per_client_and_in_all)
+{
+    struct rc a, b;
+    union lt_msg_buffer buf;
+    struct lt_ring_id ra[2], rb[2];
+    char msg[LT_ERROR_MSG_LEN];
+    rc_make(&a, CAPS);
+    rc_make(&b, CAPS);
+    for (int k = 0; k < 2; k++)
+        ck_assert_uint_eq(ring_open_nth(&a, k, &ra[k], msg, sizeof msg), LT_OK);
+    struct lt_ring_id no;
+    ck_assert_uint_eq(ring_open_nth(&a, 2, &no, msg, sizeof msg), LT_E_LIMIT);
+    ck_assert_msg(strstr(msg, "needs 2 MiB of device memory, 1 MiB left to this client"),
+                  "A's third ring refused with '%s'", msg);
+    for (int k = 0; k < 2; k++)
+        ck_assert_uint_eq(ring_open_nth(&b, k, &rb[k], msg, sizeof msg), LT_OK);
+    ck_assert_uint_eq(ring_open_nth(&b, 2, &no, msg, sizeof msg), LT_E_LIMIT);
+    ck_assert_msg(strstr(msg, "needs 2 MiB of device memory, 0 MiB left to all rings"),
+                  "B's third ring refused with '%s'", msg);
+    /* A ring that ran a shard gives its memory back when it is released. */
+    unsigned char img[SLOT_BYTES];
+    th_fill(img, sizeof img, 59);
+    union lt_op_args op = {.copy = {.offset = 0, .length = sizeof img}};
+    const uint64_t rid = shard_send(&a, ra[0], 1, sizeof img, LT_OP_COPY_H2D, &op);
+    chunks_store(&a, img, sizeof img, 1, 0, 1);
+    ck_assert_uint_eq(completion_expect(&a, &buf, rid)->status, LT_OK);
+    ck_assert_uint_eq(ring_close(&a, ra[0], &buf)->shards, 1);
+    /* 1.5 MiB free in all now: still not B's (1 MiB left to it), A's again. */
+    ck_assert_uint_eq(ring_open_nth(&b, 2, &no, msg, sizeof msg), LT_E_LIMIT);
+    ck_assert_msg(strstr(msg, "1 MiB left to this client"), "B's third ring: '%s'", msg);
+    ck_assert_uint_eq(ring_open_nth(&a, 3, &ra[0], msg, sizeof msg), LT_OK);
+    rc_done(&b);
+    rc_done(&a);
+}
+END_TEST
+#endif
+
+#if defined(RING_TEST_CUDA) && !defined(RING_TEST_WAIT)
+/* ---- copies that wait to join (--ring-join 2) ---------------------------------- */
+
+/* The dispatcher's counters of released rings, from the stats line the
+ * agent logs on SIGUSR1, once they count @chunks ring chunks. */
+static void ring_counters(uint64_t chunks, uint64_t *copies_p, uint64_t *lapses_p)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "ring_chunks=%" PRIu64 " ", chunks);
+    ck_assert_int_eq(kill(ag.pid, SIGUSR1), 0);
+    ck_assert_msg(th_file_wait_for(ag.log, needle, TH_TIMEOUT_MS), "no '%s' in %s", needle,
+                  ag.log);
+    FILE *f = fopen(ag.log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        const char *c = strstr(line, needle), *k = c ? strstr(c, "ring_copies=") : NULL;
+        const char *l = k ? strstr(k, "ring_join_lapses=") : NULL;
+        if (!l)
+            continue;
+        ck_assert_int_eq(sscanf(k, "ring_copies=%" SCNu64, copies_p), 1);
+        ck_assert_int_eq(sscanf(l, "ring_join_lapses=%" SCNu64, lapses_p), 1);
+        found = true;
+    }
+    fclose(f);
+    ck_assert_msg(found, "no ring_copies= and ring_join_lapses= after '%s' in %s", needle, ag.log);
+}
+
+/* Stores chunks [0, chunks_of(@len)) of @img one by one, @gap_us apart:
+ * a staging thread whose next chunk takes that long to read. */
+static void chunks_store_spaced(struct rc *r, const unsigned char *img, uint64_t len,
+                                uint64_t first, unsigned gap_us)
+{
+    for (uint64_t i = 0; i < chunks_of(len); i++) {
+        if (i > 0)
+            usleep(gap_us);
+        chunks_store(r, img, len, first, i, i + 1);
+    }
+}
+
+/* Chunks stored 300 us apart, slower than the dispatcher sweeps: without
+ * the join each would be copied alone (35 copies); with it each chunk
+ * whose neighbour is the shard's and in the next slot waits for it, so
+ * the copies are pairs, but for a shard's last chunk and the one before
+ * the slots wrap. Every shard verifies: the joined copies put every byte
+ * at its place in the image. */
+START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char *img = malloc(4 * SLOT_BYTES);
+    ck_assert_ptr_nonnull(img);
+    /* Shard 1: sequences 1-3 in slots 1, 2, 3 (copies 1+2, 3); then 8
+     * shards of 4 chunks, slots 0-3 each (copies 0+1, 2+3): 18 in all. */
+    uint64_t seq = 1, chunks = 0;
+    for (int k = 0; k < 9; k++) {
+        const uint64_t data = k == 0 ? 180 * KiB : 240 * KiB;
+        uint64_t so = 0, len = image_verify(img, data, 90 + (uint64_t)k, &so);
+        ck_assert_uint_eq(chunks_of(len), k == 0 ? 3 : 4);
+        union lt_op_args a = {
+            .checksum = {.offset = 0, .length = data, .sums_offset = so, .block_size = 16 * KiB}};
+        const uint64_t rid = shard_send(&r, ring, seq, len, LT_OP_CHECKSUM_VERIFY, &a);
+        chunks_store_spaced(&r, img, len, seq, 300);
+        const struct lt_msg_completion *c = completion_expect(&r, &buf, rid);
+        ck_assert_msg(c->status == LT_OK, "shard %d: %s", k, lt_error_name(c->status));
+        seq += chunks_of(len);
+        chunks += chunks_of(len);
+    }
+    ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, chunks);
+    uint64_t copies = 0, lapses = 0;
+    ring_counters(chunks, &copies, &lapses);
+    /* A few pairs may lapse where this thread was not scheduled for 1 ms;
+     * fewer copies are the dispatcher's idle sleep (up to 1 ms) before a
+     * shard's first chunk, which lets more chunks meet. */
+    ck_assert_msg(copies <= 22,
+                  "%" PRIu64 " chunks stored 300 us apart went in %" PRIu64
+                  " copies (%" PRIu64 " lapsed waits); expected about 18 (pairs), at most 22",
+                  chunks, copies, lapses);
+    free(img);
+    rc_done(&r);
+}
+END_TEST
+
+/* A chunk whose neighbour never comes waits a bounded time, then goes
+ * alone: the client that does not store its next word slows only itself. */
+START_TEST(test_a_join_waits_a_bounded_time_for_the_neighbour)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char img[2 * SLOT_BYTES];
+    th_fill(img, sizeof img, 47);
+    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
+    /* Sequences 1 and 2, slots 1 and 2: the first waits for the second. */
+    const uint64_t rid = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
+    chunks_store(&r, img, sizeof img, 1, 0, 1);
+    const uint64_t t0 = now_ms();
+    volatile uint64_t *done1 = &r.words[DONE_OFF / 8 + 1];
+    while (__atomic_load_n(done1, __ATOMIC_ACQUIRE) < 1 && now_ms() - t0 < TH_TIMEOUT_MS)
+        sleep_ms(1);
+    const uint64_t took = now_ms() - t0;
+    ck_assert_msg(__atomic_load_n(done1, __ATOMIC_ACQUIRE) >= 1,
+                  "the first chunk, its neighbour never stored, was not copied in %" PRIu64 " ms",
+                  took);
+    ck_assert_msg(took < 1000, "the first chunk waited %" PRIu64 " ms for its neighbour", took);
+    th_expect_silence(r.c, 20); /* the shard waits for its second chunk */
+    chunks_store(&r, img, sizeof img, 1, 1, 2);
+    ck_assert_uint_eq(completion_expect(&r, &buf, rid)->status, LT_OK);
+    ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, 2);
+    uint64_t copies = 0, lapses = 0;
+    ring_counters(2, &copies, &lapses);
+    ck_assert_uint_eq(copies, 2);
+    ck_assert_uint_eq(lapses, 1);
+    rc_done(&r);
+}
+END_TEST
+#endif
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("server_ring");
@@ -754,6 +1073,10 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_ring_holds_its_leases_until_it_is_closed);
     tcase_add_test(tc, test_client_dying_with_a_ring_open_is_drained);
     tcase_add_test(tc, test_a_ring_stored_far_ahead_runs_through);
+#ifndef RING_TEST_WAIT
+    tcase_add_test(tc, test_a_dropped_client_rewriting_its_words_is_drained);
+    tcase_add_test(tc, test_a_ring_closed_while_its_words_are_rewritten_closes);
+#endif
     suite_add_tcase(s, tc);
     tc = tcase_create("lagged host functions");
     tcase_add_checked_fixture(tc, agent_setup_lagged, agent_teardown);
@@ -768,6 +1091,21 @@ static Suite *ring_suite(void)
         tcase_add_test(tc, test_a_fault_mid_ring_answers_its_shards_and_stops_the_agent);
         suite_add_tcase(s, tc);
     }
+#endif
+#ifdef RING_TEST_CUDA
+    tc = tcase_create("the rings' device memory");
+    tcase_add_checked_fixture(tc, agent_setup_device_budget, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_rings_device_memory_is_budgeted_per_client_and_in_all);
+    suite_add_tcase(s, tc);
+#endif
+#if defined(RING_TEST_CUDA) && !defined(RING_TEST_WAIT)
+    tc = tcase_create("copies that wait to join");
+    tcase_add_checked_fixture(tc, agent_setup_join, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_chunks_stored_apart_are_copied_in_pairs);
+    tcase_add_test(tc, test_a_join_waits_a_bounded_time_for_the_neighbour);
+    suite_add_tcase(s, tc);
 #endif
 #ifndef RING_TEST_WAIT
     tc = tcase_create("a stalled ring and evictions");

@@ -40,6 +40,11 @@ struct ga_cuda_retire_gate {
     void *arg;
 };
 
+/* The longest a stored chunk waits for its neighbour under ring_join. */
+#define GA_CUDA_RING_JOIN_WAIT_NS 1000000u
+/* The largest ring_join, as many chunks as the dispatcher joins at most. */
+#define GA_CUDA_RING_JOIN_MAX 4u
+
 struct ga_executor_cuda_opts {
     uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
     uint32_t max_streams;   /* streams one client may create; 0: 64 */
@@ -65,6 +70,20 @@ struct ga_executor_cuda_opts {
      * agent thread polls the words and queues the copies of stored chunks
      * (adjacent ones joined), so no stream waits on a client's word. */
     bool ring_poll;
+    /* Under the polling dispatcher: how many adjacent chunks one copy
+     * waits to gather (1..4; 0 or 1: each stored chunk is queued at once).
+     * A stored chunk whose next neighbour in the slots and in the shard
+     * is still being read is held back until that neighbour is stored, at
+     * most GA_CUDA_RING_JOIN_WAIT_NS; the last chunk of a shard, or one
+     * before the ring wraps, never waits (docs/streaming.md, "Joining
+     * copies"). */
+    uint32_t ring_join;
+    /* Device memory the rings' images may take (each ring depth x its
+     * largest shard, reserved at RING_OPEN and refused LT_E_LIMIT past
+     * these): all clients' together (0: three quarters of the device's
+     * memory) and one client's (0: half of that). */
+    uint64_t ring_device_budget;
+    uint64_t ring_device_client_max;
     struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
     /* Filled on success (may be NULL): the gate the lease backend's reaper
      * asks (ga_cuda_lease_backend_gate); valid until ga_executor_destroy. */
