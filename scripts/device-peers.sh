@@ -39,6 +39,8 @@ repo=$(pwd)
 OURS=(
     "ours-stream-verify|ours: verify, streaming (2 MiB chunks)|--path.*stream|--op verify --path stream"
     "ours-stream-scan|ours: scan, streaming (2 MiB chunks)|--path.*stream|--op scan --path stream"
+    "ours-stream-verify-t16|ours: verify, streaming, 16 threads x 3 slots (the old default)|--ring-slots|--op verify --path stream --threads 16 --ring-slots 3"
+    "ours-stream-scan-t16|ours: scan, streaming, 16 threads x 3 slots (the old default)|--ring-slots|--op scan --path stream --threads 16 --ring-slots 3"
     "ours-verify|ours: verify, whole-shard, inflight 4|--path|--op verify --path whole --inflight 4"
     "ours-scan|ours: scan, whole-shard, inflight 4|--path|--op scan --path whole --inflight 4"
     "ours-verify-if16|ours: verify, whole-shard, inflight 16|--path|--op verify --path whole --inflight 16"
@@ -49,7 +51,7 @@ OURS=(
     "ours-stream-verify-cpu|ours: verify, streaming, --cpu-verify (check threads)|--cpu-verify-threads|--op verify --path stream --cpu-verify"
 )
 # The main paths, run a second time at the end (step 4); PEERS_ROUND2="" for none.
-ROUND2=${PEERS_ROUND2-ours-stream-scan ours-stream-verify kv-t16-4M-all kv-t32-4M-all torch-bounce ceil-h2d}
+ROUND2=${PEERS_ROUND2-ours-stream-scan ours-stream-verify ours-stream-scan-t16 ours-stream-verify-t16 kv-t16-4M-all kv-t32-4M-all torch-bounce ceil-h2d}
 # PEERS_AGENT_ARGS adds agent options (e.g. "--ring-streams 4": rings sharing 4 CUDA streams).
 read -r -a AGENT_EXTRA <<<"${PEERS_AGENT_ARGS:-}"
 AGENT_ARGS=(--backend cuda "${AGENT_EXTRA[@]}")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "daemon_internal.h"
+#include "stagingd/reader.h"
 #include "stagingd/shard.h"
 
 #define SD_DAEMON__RUN_PINNED_DEFAULT (512ull << 20)
@@ -59,10 +60,9 @@ int sd_daemon__pool_create(const struct sd_config *cfg, enum sd_daemon_mode mode
     if (mapped < sd_daemon__round_up(words, align))
         mapped = sd_daemon__round_up(words, align);
     /* Streaming: one ring of slots per staging thread (docs/streaming.md). */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t rings = cfg->job.rings ? cfg->job.rings
                      : cfg->threads ? cfg->threads
-                                    : (uint64_t)(cores > 0 ? cores : 1);
+                                    : (uint64_t)sd_reader_threads_default();
     uint64_t ring =
         (uint64_t)(cfg->job.ring_slots ? cfg->job.ring_slots : SD_JOB_RING_SLOTS_DEFAULT) *
         (cfg->job.chunk_size ? cfg->job.chunk_size : SD_JOB_CHUNK_DEFAULT);

@@ -193,10 +193,17 @@ static int sd_reader__rings_init(struct sd_reader *r)
 
 /* --- life cycle --- */
 
-static int sd_reader__config_check(struct sd_reader *r, const struct sd_reader_config *c)
+unsigned sd_reader_threads_default(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r->threads = c->threads ? c->threads : (cores > 0 ? (unsigned)cores : 1u);
+    if (cores < 2)
+        return 1;
+    return (unsigned)(cores - cores / 4);
+}
+
+static int sd_reader__config_check(struct sd_reader *r, const struct sd_reader_config *c)
+{
+    r->threads = c->threads ? c->threads : sd_reader_threads_default();
     if (r->threads > SD_READER_THREADS_MAX) {
         sd_reader__log(r, "config: expected threads in 1..%u, found %u", SD_READER_THREADS_MAX,
                        r->threads);

@@ -563,7 +563,8 @@ START_TEST(test_destroy_completes_queued_requests)
 }
 END_TEST
 
-/* Defaults: one thread per online core, QD 16, 1 MiB chunks; bad configs
+/* Defaults: three threads a four online cores (one below two), QD 16,
+ * 1 MiB chunks; bad configs
  * are refused with the expected and found values. */
 START_TEST(test_defaults_and_bad_configs)
 {
@@ -571,7 +572,9 @@ START_TEST(test_defaults_and_bad_configs)
     ck_assert_int_eq(sd_reader_create(NULL, &r), 0);
     struct sd_reader_info info;
     sd_reader_info_get(r, &info);
-    ck_assert_uint_eq(info.threads, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_uint_eq(info.threads, cores < 2 ? 1u : (unsigned)(cores - cores / 4));
+    ck_assert_uint_eq(info.threads, sd_reader_threads_default());
     ck_assert_uint_eq(info.queue_depth, SD_READER_QUEUE_DEPTH_DEFAULT);
     ck_assert_uint_eq(info.chunk_size, SD_READER_CHUNK_DEFAULT);
     ck_assert_int_eq(info.fixed, 0); /* no pool given */

@@ -33,7 +33,7 @@ struct sd_config {
     char agents[SD_CONFIG_AGENTS_MAX][SD_CONFIG_SOCK_MAX];
     unsigned nagents;
     char control[SD_CONFIG_SOCK_MAX]; /* "" : no control socket */
-    unsigned threads;                 /* staging threads; 0: one per core */
+    unsigned threads;                 /* staging threads; 0: three quarters of the cores */
     uint64_t pinned_pool;             /* bytes; 0: sized to the store (job) */
     uint64_t mapped_pool;
     uint64_t segment_size; /* largest pool segment; 0: sized to the largest shard */

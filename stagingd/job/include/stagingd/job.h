@@ -70,7 +70,7 @@ extern const struct base_enum sd_job_path_names[];
 
 /* Streaming defaults (docs/streaming.md says why). */
 #define SD_JOB_CHUNK_DEFAULT (2ull << 20)
-#define SD_JOB_RING_SLOTS_DEFAULT 3u
+#define SD_JOB_RING_SLOTS_DEFAULT 4u
 #define SD_JOB_RING_DEPTH_DEFAULT 2u
 
 /* A job's settings (the daemon's config holds one: docs/stagingd.md lists

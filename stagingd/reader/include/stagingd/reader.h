@@ -59,7 +59,7 @@ enum sd_reader_fixed {
 };
 
 struct sd_reader_config {
-    unsigned threads;     /* staging threads; 0: sysconf(_SC_NPROCESSORS_ONLN) */
+    unsigned threads;     /* staging threads; 0: sd_reader_threads_default() */
     unsigned queue_depth; /* reads in flight per ring; 0: SD_READER_QUEUE_DEPTH_DEFAULT */
     size_t chunk_size;    /* bytes per read; 0: SD_READER_CHUNK_DEFAULT */
     unsigned max_retries; /* per chunk, for -EAGAIN/-EINTR; 0: SD_READER_RETRIES_DEFAULT */
@@ -126,6 +126,13 @@ struct sd_reader_info {
 struct sd_reader;
 
 /* --- life cycle --- */
+
+/* The staging threads when none are asked for: three quarters of the online cores
+ * (at least one), leaving the rest to the GPU agent's dispatcher and the
+ * driver's threads, which share the machine with them (on the H200's 16
+ * cores, 12 staging threads beat 16 in every measured run:
+ * docs/streaming.md, "How many staging threads"). */
+unsigned sd_reader_threads_default(void);
 
 /* Starts the staging threads, each with its own ring (created, and buffers
  * registered, before this returns). A kernel that refuses io_uring makes the
