@@ -222,35 +222,38 @@ static void cx__ring_pending_del(struct cx_ring *rg, struct cx_cmd *cmd)
 }
 
 /* Locked: nobody stores @rg's words any more. From the first shard with a
- * chunk not stored on, shards are cancelled (@all: every one) and every
- * chunk they wait for is rung, so the stream runs through. Every pending
- * shard is marked words_out: the polling dispatcher then counts its chunks
- * as stored without loading the words, so a client that goes on writing
- * them after its close or drop cannot hold the ring (the wait shape's GPU
- * waits read the words themselves: docs/reliability.md). */
+ * chunk not stored on, shards are cancelled (@all: every one). In the wait
+ * shape every chunk they wait for is rung, so the stream runs through.
+ * Every pending shard is marked words_out: the polling dispatcher then
+ * loads none of its words, queues no copy of a cancelled shard's chunks
+ * (their bytes are never used) and counts a stored shard's as stored, so
+ * a client that goes on writing its words after its close or drop cannot
+ * hold the ring (the wait shape's GPU waits read the words themselves:
+ * docs/reliability.md). */
 /* The ring's words are its client's memory (an unsealed MAPPED segment,
  * which RING_OPEN demands): every load and store guarded against SIGBUS; a
  * word that faults reads as not rung and takes no store. */
 static void cx__ring_ring_out(struct cx_ring *rg, bool all)
 {
+    const bool gpu_waits = !rg->x->ring_poll; /* the wait shape's GPU reads the words */
     bool cancel = all;
     for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
-        __atomic_store_n(&cmd->words_out, true, __ATOMIC_RELEASE);
         for (uint64_t i = 0; i < cmd->nseq && !cancel; i++) {
             uint64_t s = cmd->first_seq + i, v = 0;
             if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
                 (int64_t)(v - s) < 0)
                 cancel = true;
         }
-        if (!cancel)
-            continue;
-        cmd->cancelled = true;
-        for (uint64_t i = 0; i < cmd->nseq; i++) {
+        if (cancel)
+            cmd->cancelled = true;
+        for (uint64_t i = 0; cancel && gpu_waits && i < cmd->nseq; i++) {
             uint64_t s = cmd->first_seq + i, v = 0;
             uint64_t *w = &rg->spec.seq[s % rg->spec.nslots];
             if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - s) < 0)
                 (void)base_guard_store_u64(w, s);
         }
+        /* After cancelled: the dispatcher reads that once it sees this. */
+        __atomic_store_n(&cmd->words_out, true, __ATOMIC_RELEASE);
     }
 }
 

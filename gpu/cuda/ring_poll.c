@@ -150,6 +150,13 @@ static uint64_t cx__disp_chunks(struct cx *x, struct cx_ring *rg, struct cx_cmd 
                                 int *rc_p)
 {
     const uint64_t C = rg->spec.slot_bytes, N = rg->spec.nslots;
+    if (__atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE) && cmd->cancelled) {
+        /* Closed or dropped before it was all stored: answered cancelled,
+         * so its remaining chunks are not copied at all. */
+        const uint64_t left = cmd->nseq - cmd->dq_next;
+        cmd->dq_next = cmd->nseq;
+        return left;
+    }
     uint64_t queued = 0, n;
     while (queued < N && cmd->dq_next < cmd->nseq &&
            cx__disp_gate_open(rg, cmd->first_seq + cmd->dq_next) &&
