@@ -140,6 +140,8 @@ if want peers; then
     peers_what="$([[ $peers_rc -eq 0 ]] && echo PASS || echo "FAIL (rc $peers_rc)")"
     [[ -f $out/peers.png ]] && peers_what+=", chart peers.png" || peers_what+=", no chart"
     row "peer benchmark" "$peers_what"
+    verdict=$(grep -m1 '^ours verified (.*KvikIO' "$out/peers.txt")
+    [[ -n $verdict ]] && row "peers: ours verified vs KvikIO" "${verdict:0:110}"
     verdict=$(grep -m1 '^ours (.*KvikIO' "$out/peers.txt")
     [[ -n $verdict ]] && row "peers: ours vs KvikIO" "${verdict:0:90}"
 fi

@@ -167,7 +167,7 @@ def check_report():
         {"id": "k1", "label": "KvikIO a", "group": "kvikio", "ok": True, "gbps": 30.0, "gbps_median": 29.0, "cpu_s_per_gb": 0.3, "checked": "yes",
          "runs": [{"gbps": 28.0}, {"gbps": 30.0}]},
         {"id": "o1", "label": "ours scan", "group": "ours", "ok": True, "gbps": 35.6, "gbps_median": 35.0, "cpu_s_per_gb": 0.1, "checked": "top-k", "topk": [["a", 1, "2"]]},
-        {"id": "o2", "label": "ours verify", "group": "ours", "ok": True, "gbps": 34.5, "gbps_median": 34.0, "cpu_s_per_gb": 0.1, "checked": "yes"},
+        {"id": "o2", "label": "ours verify", "group": "ours", "ok": True, "gbps": 34.5, "gbps_median": 34.0, "cpu_s_per_gb": 0.1, "checked": "yes", "op": "verify"},
         {"id": "o3", "label": "ours stream", "group": "ours", "ok": False, "skipped": True, "error": "not built in this tree"},
         {"id": "c1", "label": "ceiling h2d", "group": "ceiling", "ok": True, "gbps": 55.2, "gbps_median": 55.1, "cpu_s_per_gb": 0.02, "checked": "yes"},
         {"id": "t1", "label": "torch x", "group": "torch", "ok": False, "error": "boom"},
@@ -196,7 +196,9 @@ def check_report():
         expect("a round FAILED: second round broke" in text and "2 rounds" in text, "report: rounds shown")
         expect(" 1.55 " in text, "report: ratio of the ceiling to ours (55.2 / 35.6)")
         v, good = report.verdicts(loaded, ref)
-        expect(any("is AHEAD of every KvikIO" in x for x in v), "report: ours ahead of KvikIO (30.0)")
+        expect(any(x.startswith("ours (35.60 GB/s) is AHEAD of every KvikIO") for x in v), "report: ours ahead of KvikIO (30.0)")
+        expect(v[0].startswith("ours verified (34.50 GB/s, ours verify) is AHEAD of every KvikIO"),
+               "report: the best verify row's verdict comes first")
         expect(not good, "report: a failed row makes the run fail")
         out = io.StringIO()
         with redirect_stdout(out):
