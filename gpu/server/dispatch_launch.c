@@ -75,10 +75,11 @@ static void ga_launch__done(void *arg, const struct ga_exec_result *res)
     ga_server__post(j->conn->srv, j);
 }
 
-/* The ranges: each inside a live lease of @c's, pinned. Fills @jl's
- * ranges; on a refusal the pins taken are undone and *@why says why. */
+/* The ranges: each inside a live lease of @c's, its pages there (as a
+ * SUBMIT's), pinned. Fills @jl's ranges; on a refusal the pins taken are
+ * undone and *@why says why; *@gone_p: a lease's page was gone. */
 static int ga_launch__ranges(struct ga_server__conn *c, const struct lt_msg_launch *m,
-                             struct ga_server__launch *jl, struct lt_failure *why)
+                             struct ga_server__launch *jl, struct lt_failure *why, bool *gone_p)
 {
     struct ga_server *srv = c->srv;
     for (uint32_t i = 0; i < m->lease_count; i++) {
@@ -108,6 +109,12 @@ static int ga_launch__ranges(struct ga_server__conn *c, const struct lt_msg_laun
                                 "lease range %u: sealed F_SEAL_FUTURE_WRITE (read-only), so no "
                                 "LT_LAUNCH_LEASE_F_WRITE",
                                 i);
+        /* The copies and the kernel read the pages; the driver's own CPU
+         * reads of a freed page would fault outside any guard. */
+        if (rc == 0 && ga_server__lease_gone(&li, why)) {
+            *gone_p = true;
+            rc = -EFAULT;
+        }
         if (rc == 0)
             rc = lease_work_pin(srv->svc, c->client, e->lease, &jl->tickets[jl->ntickets], why);
         if (rc < 0) {
@@ -165,10 +172,17 @@ void ga_server__launch(struct ga_server__conn *c, const struct lt_msg_launch *m)
     memcpy(l->args, m->args, l->arg_bytes);
     l->arg_index = LT_INDEX_NONE;
     struct lt_failure why = {0};
-    if (ga_launch__ranges(c, m, jl, &why) < 0) {
+    bool gone = false;
+    if (ga_launch__ranges(c, m, jl, &why, &gone) < 0) {
         ga_launch__answer(c, rid, why.code, 0, 0, l, why.message);
         free(jl);
         free(j);
+        if (gone) {
+            base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+                     "client %" PRIu32 " (pid %ld): %s: dropping it", c->id, (long)c->pid,
+                     why.message);
+            ga_server__conn_kill(c, "its lease memory vanished (SIGBUS)");
+        }
         return;
     }
     j->kind = GA_JOB_LAUNCH;

@@ -148,7 +148,7 @@ static void ga_work__probe_pages(void *arg)
         (void)pr->p[pr->len - 1];
 }
 
-static bool ga_work__lease_gone(const struct lease_info *li, struct lt_failure *why)
+bool ga_server__lease_gone(const struct lease_info *li, struct lt_failure *why)
 {
     if (!li->writable || li->cls == LT_CLASS_STAGED || !li->host_addr)
         return false;
@@ -337,7 +337,7 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
     if (rc == 0 && !gone && done)
         gone = ga_work__word_gone(&done_info, m->done.offset, "done", &why);
     if (rc == 0 && !gone)
-        gone = ga_work__lease_gone(&li, &why);
+        gone = ga_server__lease_gone(&li, &why);
     if (gone)
         rc = -EFAULT;
     /* record_allocation: the lease cannot complete its release until this

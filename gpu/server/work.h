@@ -11,6 +11,11 @@
  * punch or MADV_REMOVE those pages under the lease. Returns 0, or -EPERM
  * with LT_E_SEGMENT_UNSEALED in *@why, worded to fit an ERROR's 87 bytes. */
 int ga_server__lease_as_data(const char *what, const struct lease_info *li, struct lt_failure *why);
+/* Whether a page under the lease in @li is gone: a segment the client can
+ * punch (unsealed, --seals legacy) read one byte a page, guarded, before
+ * the driver's own CPU reads of it could fault outside any guard. True
+ * with LT_E_SEGMENT_GONE in *@why: the client is then dropped. */
+bool ga_server__lease_gone(const struct lease_info *li, struct lt_failure *why);
 /* A validated SUBMIT from @c: resolved, held and handed to the executor, or
  * refused with an ERROR. */
 void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m);

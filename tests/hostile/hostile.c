@@ -187,3 +187,37 @@ struct lt_lease_grant_entry hs_offer_and_lease(int conn, struct hs_seg *s, uint6
     }
     return g;
 }
+
+uint64_t hs_launch_send(int c, struct lt_lease_id lease, uint32_t flags, const char *kernel)
+{
+    union {
+        uint64_t align;
+        unsigned char b[sizeof(struct lt_msg_launch) + 8];
+    } u;
+    size_t len = sizeof(struct lt_msg_launch) + 8;
+    struct lt_msg_launch *m = (void *)u.b;
+    ck_assert_int_eq(lt_msg_init(m, len, LT_MSG_LAUNCH, th_rid()), LT_OK);
+    m->arg_words = 1;
+    lt_name_set(m->image, sizeof m->image, "launch_kernels");
+    lt_name_set(m->kernel, sizeof m->kernel, kernel);
+    m->grid[0] = m->grid[1] = m->grid[2] = 1;
+    m->block[0] = 32;
+    m->block[1] = m->block[2] = 1;
+    m->result_bytes = (flags & LT_LAUNCH_LEASE_F_WRITE) ? 0 : 8;
+    m->lease_count = 1;
+    m->leases[0] = (struct lt_launch_lease){.lease = lease, .length = 4096, .flags = flags};
+    m->args[0] = 1;
+    ck_assert_int_eq(lt_validate_launch(m, len), LT_OK);
+    ck_assert_int_eq(th_send(c, m, len, NULL, 0), 0);
+    return m->hdr.request_id;
+}
+
+struct lt_msg_launch_completion hs_launch_wait(int c, uint64_t rid)
+{
+    union lt_msg_buffer buf;
+    th_expect(c, &buf, LT_MSG_LAUNCH_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    struct lt_msg_launch_completion lc;
+    memcpy(&lc, buf.bytes, sizeof lc);
+    return lc;
+}

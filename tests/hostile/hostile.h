@@ -90,4 +90,11 @@ int hs_alive(pid_t pid);
 /* Huge pages free now, less those promised to mappings. */
 long hs_huge_free(void);
 
+/* A LAUNCH of @kernel (image launch_kernels, the launch test cubins) on the
+ * first 4 KiB of @lease, one thread block of 32, one argument word 1, 8
+ * result bytes unless @flags asks LT_LAUNCH_LEASE_F_WRITE. Returns its id. */
+uint64_t hs_launch_send(int c, struct lt_lease_id lease, uint32_t flags, const char *kernel);
+/* Its LAUNCH_COMPLETION, asserted to answer @rid. */
+struct lt_msg_launch_completion hs_launch_wait(int c, uint64_t rid);
+
 #endif /* TESTS_HOSTILE_H */

@@ -178,6 +178,57 @@ START_TEST(test_a_bell_in_a_punched_word_segment_fails_only_its_client)
 }
 END_TEST
 
+/* LAUNCH reads a punchable lease's pages once, guarded, as SUBMIT does:
+ * under --seals legacy a punched hugetlb lease and no huge page left, the
+ * copies to the device (the driver's CPU reads, or the fake driver's) would
+ * fault outside any guard and kill the agent. That launch fails
+ * SEGMENT_GONE, that client goes, everyone else is served. Runs where the
+ * agent grants LAUNCH (lease-agent with the launch test kernels,
+ * HS_CUBIN_DIR: test_hostile_sigbus_fakecuda); the host agent grants none. */
+START_TEST(test_a_launch_on_a_punched_lease_fails_only_its_client)
+{
+    struct th_agent a;
+    const char *dir = getenv("HS_CUBIN_DIR");
+    const char *extra[] = {"--seals", "legacy", "--cubin-dir", dir, NULL};
+    if (!dir || !*dir)
+        extra[2] = NULL;
+    th_agent_start(&a, NULL, extra);
+    struct lt_msg_hello_reply hr;
+    int c = th_hello(a.sock, LT_CAP_LAUNCH, &hr);
+    if (!(hr.caps & LT_CAP_LAUNCH)) {
+        ck_assert_msg(!dir || !*dir, "lease-agent with --cubin-dir %s granted no LAUNCH", dir);
+        fprintf(stderr, "LAUNCH case skipped: this agent grants no LAUNCH (the host backend); "
+                        "test_hostile_sigbus_fakecuda runs it\n");
+        close(c);
+        hs_agent_finish(&a);
+        return;
+    }
+    struct hs_seg s;
+    int old = 0;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(c, &s, HS_HUGE, 1, LT_CLASS_PINNED, 0x6e, HS_HUGE / 2, &old);
+    ck_assert_msg(old, "--seals legacy refused the old seals");
+    ck_assert_int_eq(fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)s.size),
+                     0);
+    size_t taken = hog_take(hog);
+    const uint64_t rid = hs_launch_send(c, g.lease, 0, "k_launch_sum_u32");
+    union lt_msg_buffer buf;
+    ssize_t n = th_recv(c, &buf, TH_TIMEOUT_MS);
+    hog_give_back(hog, taken);
+    ck_assert_msg(n > 0, "the agent answered nothing (%s) to a LAUNCH on a punched lease; log %s",
+                  n == 0 ? "end of stream: did it die?" : "timeout", a.log);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_LAUNCH_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    const struct lt_msg_launch_completion *lc = (const void *)buf.bytes;
+    ck_assert_msg(lc->status == LT_E_SEGMENT_GONE, "a LAUNCH on a punched lease: %s: %s (log %s)",
+                  lt_error_name(lc->status), lc->message, a.log);
+    th_expect_eof(c);
+    close(c);
+    hs_seg_close(&s);
+    hs_agent_finish(&a);
+}
+END_TEST
+
 static Suite *sigbus_suite(void)
 {
     Suite *s = suite_create("hostile_sigbus");
@@ -186,6 +237,7 @@ static Suite *sigbus_suite(void)
     tcase_add_test(tc, test_punched_hugetlb_segment_cannot_kill_the_agent);
     tcase_add_test(tc, test_agent_survives_sigbus_on_a_segment_it_was_told_to_take);
     tcase_add_test(tc, test_a_bell_in_a_punched_word_segment_fails_only_its_client);
+    tcase_add_test(tc, test_a_launch_on_a_punched_lease_fails_only_its_client);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -124,40 +124,6 @@ START_TEST(test_a_words_only_lease_is_refused_as_submit_data)
 }
 END_TEST
 
-static uint64_t launch_send(int c, struct lt_lease_id lease, uint32_t flags, const char *kernel)
-{
-    union {
-        uint64_t align;
-        unsigned char b[sizeof(struct lt_msg_launch) + 8];
-    } u;
-    size_t len = sizeof(struct lt_msg_launch) + 8;
-    struct lt_msg_launch *m = (void *)u.b;
-    ck_assert_int_eq(lt_msg_init(m, len, LT_MSG_LAUNCH, th_rid()), LT_OK);
-    m->arg_words = 1;
-    lt_name_set(m->image, sizeof m->image, "launch_kernels");
-    lt_name_set(m->kernel, sizeof m->kernel, kernel);
-    m->grid[0] = m->grid[1] = m->grid[2] = 1;
-    m->block[0] = 32;
-    m->block[1] = m->block[2] = 1;
-    m->result_bytes = (flags & LT_LAUNCH_LEASE_F_WRITE) ? 0 : 8;
-    m->lease_count = 1;
-    m->leases[0] = (struct lt_launch_lease){.lease = lease, .length = 4096, .flags = flags};
-    m->args[0] = 1;
-    ck_assert_int_eq(lt_validate_launch(m, len), LT_OK);
-    ck_assert_int_eq(th_send(c, m, len, NULL, 0), 0);
-    return m->hdr.request_id;
-}
-
-static struct lt_msg_launch_completion launch_wait(int c, uint64_t rid)
-{
-    union lt_msg_buffer buf;
-    th_expect(c, &buf, LT_MSG_LAUNCH_COMPLETION);
-    ck_assert_uint_eq(buf.hdr.request_id, rid);
-    struct lt_msg_launch_completion lc;
-    memcpy(&lc, buf.bytes, sizeof lc);
-    return lc;
-}
-
 START_TEST(test_a_words_only_lease_is_refused_as_launch_data)
 {
     struct th_agent a;
@@ -185,7 +151,7 @@ START_TEST(test_a_words_only_lease_is_refused_as_launch_data)
     } cases[] = {{0, "k_launch_sum_u32"}, {LT_LAUNCH_LEASE_F_WRITE, "k_launch_fill"}};
     for (int k = 0; k < 2; k++) {
         struct lt_msg_launch_completion lc =
-            launch_wait(c, launch_send(c, g.lease, cases[k].flags, cases[k].kernel));
+            hs_launch_wait(c, hs_launch_send(c, g.lease, cases[k].flags, cases[k].kernel));
         ck_assert_msg(lc.status == LT_E_SEGMENT_UNSEALED, "%s: expected %s, found %s: %s",
                       cases[k].kernel, lt_error_name(LT_E_SEGMENT_UNSEALED),
                       lt_error_name(lc.status), lc.message);
@@ -199,7 +165,7 @@ START_TEST(test_a_words_only_lease_is_refused_as_launch_data)
     struct lt_lease_grant_entry sg =
         hs_offer_and_lease(c, &s, SEG, 0, LT_CLASS_PINNED, 0x73, 0, NULL);
     struct lt_msg_launch_completion lc =
-        launch_wait(c, launch_send(c, sg.lease, 0, "k_launch_sum_u32"));
+        hs_launch_wait(c, hs_launch_send(c, sg.lease, 0, "k_launch_sum_u32"));
     ck_assert_msg(lc.status == LT_OK, "%s: %s", lt_error_name(lc.status), lc.message);
     assert_other_client_served(&a);
     close(c);
