@@ -43,8 +43,8 @@ enum {
     AGENT_OPT_RING_STREAMS,
     AGENT_OPT_RING_DISPATCH,
     AGENT_OPT_RING_JOIN,
-    AGENT_OPT_RING_DEVICE_BUDGET,
-    AGENT_OPT_MAX_CLIENT_RING_DEVICE,
+    AGENT_OPT_DEVICE_BUDGET,
+    AGENT_OPT_MAX_CLIENT_DEVICE,
     AGENT_OPT_MAX_LAUNCHES,
     AGENT_OPT_LAUNCH_THREADS,
     AGENT_OPT_LAUNCH_SHARED,
@@ -66,8 +66,8 @@ static const struct option agent_own_options[] = {
     {"ring-streams", required_argument, NULL, AGENT_OPT_RING_STREAMS},
     {"ring-dispatch", required_argument, NULL, AGENT_OPT_RING_DISPATCH},
     {"ring-join", required_argument, NULL, AGENT_OPT_RING_JOIN},
-    {"ring-device-budget", required_argument, NULL, AGENT_OPT_RING_DEVICE_BUDGET},
-    {"max-client-ring-device", required_argument, NULL, AGENT_OPT_MAX_CLIENT_RING_DEVICE},
+    {"device-budget", required_argument, NULL, AGENT_OPT_DEVICE_BUDGET},
+    {"max-client-device", required_argument, NULL, AGENT_OPT_MAX_CLIENT_DEVICE},
     {"max-launches", required_argument, NULL, AGENT_OPT_MAX_LAUNCHES},
     {"launch-max-threads", required_argument, NULL, AGENT_OPT_LAUNCH_THREADS},
     {"launch-max-shared", required_argument, NULL, AGENT_OPT_LAUNCH_SHARED},
@@ -97,8 +97,8 @@ struct agent_args {
     bool ring_poll;                      /* --ring-dispatch poll (the default) */
     uint32_t ring_join;                  /* --ring-join */
     bool ring_join_set;
-    uint64_t ring_device_budget;         /* --ring-device-budget; 0: 3/4 of the device's */
-    uint64_t ring_device_client_max;     /* --max-client-ring-device; 0: half the budget */
+    uint64_t device_budget;         /* --device-budget; 0: 3/4 of the device's */
+    uint64_t device_client_max;     /* --max-client-device; 0: half the budget */
     uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
@@ -113,7 +113,7 @@ static void agent_usage(FILE *f)
     fprintf(f,
             "usage: lease-agent [--backend cuda|host] [--device N] [--chunk-bytes SIZE]\n"
             "                   [--ring-streams N] [--ring-dispatch poll|wait] [--ring-join N]\n"
-            "                   [--ring-device-budget SIZE] [--max-client-ring-device SIZE]\n"
+            "                   [--device-budget SIZE] [--max-client-device SIZE]\n"
             "                   [--bell-timeout MS] [--cubin-dir DIR]\n"
             "                   [server options]\n"
             "       lease-agent --self-test [--device N] [--bytes SIZE] [--block-size N]\n"
@@ -137,10 +137,11 @@ static void agent_usage(FILE *f)
             "  --ring-join N    with poll: how many adjacent chunks one copy waits to gather\n"
             "                   (1..%u, default %u; 1: each stored chunk is copied at once);\n"
             "                   a chunk waits at most %u us for its neighbour\n"
-            "  --ring-device-budget SIZE  device memory all clients' ring images may take\n"
-            "                   (each ring: depth x its largest shard, reserved at RING_OPEN;\n"
+            "  --device-budget SIZE  device memory all clients' ring images and LAUNCH\n"
+            "                   copies may take (a ring: depth x its largest shard, from\n"
+            "                   RING_OPEN; a launch: its PINNED ranges, until it completes;\n"
             "                   default three quarters of the device's memory)\n"
-            "  --max-client-ring-device SIZE  of that, one client's (default half)\n"
+            "  --max-client-device SIZE  of that, one client's (default half)\n"
             "  --ring-streams N CUDA streams the streaming rings share (0..64; 0: a stream\n"
             "                   per ring); default %u with poll, 0 with wait\n"
             "  --bell-timeout MS  how long a client's unrung bell or unstored ring word\n"
@@ -243,16 +244,16 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         a->ring_join = u;
         a->ring_join_set = true;
         return 0;
-    case AGENT_OPT_RING_DEVICE_BUDGET:
-    case AGENT_OPT_MAX_CLIENT_RING_DEVICE:
-        a->serve_only = opt == AGENT_OPT_RING_DEVICE_BUDGET ? "--ring-device-budget"
-                                                            : "--max-client-ring-device";
+    case AGENT_OPT_DEVICE_BUDGET:
+    case AGENT_OPT_MAX_CLIENT_DEVICE:
+        a->serve_only = opt == AGENT_OPT_DEVICE_BUDGET ? "--device-budget"
+                                                            : "--max-client-device";
         if (base_parse_size(val, &v, NULL, 0) < 0 || v < (1ull << 20))
             return agent_refuse(name, "a size of at least 1M", val, err, errlen);
-        if (opt == AGENT_OPT_RING_DEVICE_BUDGET)
-            a->ring_device_budget = v;
+        if (opt == AGENT_OPT_DEVICE_BUDGET)
+            a->device_budget = v;
         else
-            a->ring_device_client_max = v;
+            a->device_client_max = v;
         return 0;
     case AGENT_OPT_BELL_TIMEOUT:
         a->serve_only = "--bell-timeout";
@@ -498,8 +499,8 @@ static int agent_serve_cuda(struct agent_args *a)
         .ring_streams = a->ring_streams,
         .ring_poll = a->ring_poll,
         .ring_join = a->ring_join,
-        .ring_device_budget = a->ring_device_budget,
-        .ring_device_client_max = a->ring_device_client_max,
+        .device_budget = a->device_budget,
+        .device_client_max = a->device_client_max,
         .on_fault = agent_on_fault,
         .log = cli->cfg.log,
         .launch = a->launch,

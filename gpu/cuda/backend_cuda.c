@@ -227,6 +227,40 @@ static void cx_event_close(void *ctx, void *bev)
                 ev->o->id);
 }
 
+int cx__devmem_reserve(struct cx *x, struct cx_owner *o, uint64_t need, const char *verb,
+                       struct lt_failure *why)
+{
+    const uint64_t left_all = x->dmem_budget - x->dmem_used;
+    const uint64_t left_client = x->dmem_client_max - o->dmem_reserved;
+    const uint64_t left = left_all < left_client ? left_all : left_client;
+    if (need > left)
+        return lt_failure_set(why, LT_E_LIMIT, 0,
+                              "%s: needs %" PRIu64 " MiB of device memory, %" PRIu64
+                              " MiB left to %s",
+                              verb, (need + (1u << 20) - 1) >> 20, left >> 20,
+                              left_client < left_all ? "this client" : "all clients");
+    x->dmem_used += need;
+    o->dmem_reserved += need;
+    return 0;
+}
+
+void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n)
+{
+    x->dmem_used -= n;
+    o->dmem_reserved -= n;
+}
+
+/* What a LAUNCH's copies take on the device: each range not read in place
+ * (MAPPED), and the result area. */
+static uint64_t cx__launch_devmem(const struct ga_exec_launch *l)
+{
+    uint64_t n = LT_LAUNCH_RESULT_MAX;
+    for (uint32_t i = 0; i < l->nranges; i++)
+        if (l->ranges[i].mem_class != LT_CLASS_MAPPED)
+            n += l->ranges[i].length;
+    return n;
+}
+
 static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
@@ -256,6 +290,11 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
         else
             cmd->slot = x->free_slots[--x->nfree];
     }
+    if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH) {
+        const uint64_t need = cx__launch_devmem(w->launch);
+        if ((rc = cx__devmem_reserve(x, xs->o, need, "LAUNCH", why_p)) == 0)
+            cmd->dmem_reserved = need;
+    }
     if (rc == 0 && (rc = cx__push(x, xs->o, cmd)) < 0)
         rc = lt_failure_set(why_p, LT_E_SYSTEM, 0, "submit: the worker pool refused the work (%s)",
                             strerror(-rc));
@@ -267,8 +306,10 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
                                                                       : w->args.copy.length;
         x->st.bell_waits += w->bell.host != NULL;
         x->st.done_words += w->done.host != NULL;
-    } else if (cmd->slot != UINT32_MAX) {
-        x->free_slots[x->nfree++] = cmd->slot;
+    } else {
+        if (cmd->slot != UINT32_MAX)
+            x->free_slots[x->nfree++] = cmd->slot;
+        cx__devmem_release(x, xs->o, cmd->dmem_reserved);
     }
     pthread_mutex_unlock(&x->mu);
     if (rc < 0)
@@ -610,9 +651,9 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     x->nring_streams = o.ring_streams;
     x->ring_poll = o.ring_poll;
     x->ring_join = o.ring_join ? o.ring_join : 1;
-    x->ring_dmem_budget = o.ring_device_budget ? o.ring_device_budget : dev->info.total_mem / 4 * 3;
-    x->ring_dmem_client_max =
-        o.ring_device_client_max ? o.ring_device_client_max : x->ring_dmem_budget / 2;
+    x->dmem_budget = o.device_budget ? o.device_budget : dev->info.total_mem / 4 * 3;
+    x->dmem_client_max =
+        o.device_client_max ? o.device_client_max : x->dmem_budget / 2;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->disp_mu, NULL);
     pthread_cond_init(&x->disp_cv, NULL);
@@ -674,15 +715,16 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     ga__info("CUDA executor: device %d %s (sm_%u), %u workers, chunks of %" PRIu64
              " bytes, %u result slots, %u streams and %u events in the tables; streaming rings "
              "on %s, their copies %s (a copy gathers up to %u chunk(s), --ring-join), their "
-             "images in up to %" PRIu64 " MiB of device memory (%" PRIu64 " MiB a client)",
+             "images and launch copies in up to %" PRIu64 " MiB of device memory (%" PRIu64
+             " MiB a client)",
              dev->info.ordinal, dev->info.name, dev->info.arch,
              po.threads ? po.threads : GA_POOL_DEFAULT_THREADS, x->chunk, x->nresult,
              cfg.table_streams, cfg.table_events,
              x->nring_streams ? "shared streams (--ring-streams)" : "a stream each",
              x->ring_poll ? "queued by a polling dispatcher (--ring-dispatch poll)"
                           : "queued ahead behind their words (--ring-dispatch wait)",
-             x->ring_poll ? x->ring_join : 1u, x->ring_dmem_budget >> 20,
-             x->ring_dmem_client_max >> 20);
+             x->ring_poll ? x->ring_join : 1u, x->dmem_budget >> 20,
+             x->dmem_client_max >> 20);
     *ex_p = x->front;
     return 0;
 

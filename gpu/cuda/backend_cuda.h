@@ -122,6 +122,7 @@ struct cx_cmd {
     /* The agent stored its bell (or its shard's chunk words) itself so an
      * unregistration could proceed (cx__retire_release): answered LT_E_BUSY. */
     bool forced;
+    uint64_t dmem_reserved; /* a LAUNCH's device copies, until it is freed (x->mu) */
     uint64_t t_inflight; /* base_now_ns when it joined the in-flight list */
     /* A completion behind xs->st: it proves xs's first @covers operations done. */
     bool covers_xs;
@@ -165,7 +166,7 @@ struct cx_owner {
     bool scheduled; /* a pool job is serving the FIFO */
     bool dropped;
     uint32_t refs;      /* the front's, one per command, one per stream, the serving job */
-    uint64_t ring_dmem; /* device memory its rings' images reserve (x->mu) */
+    uint64_t dmem_reserved; /* device memory its rings and launches reserve (x->mu) */
 };
 
 struct cx_stats {
@@ -214,9 +215,9 @@ struct cx {
     /* the rings' polling dispatcher (ring_poll.c), when ring_poll */
     bool ring_poll;
     uint32_t ring_join; /* chunks a copy waits to gather (1: none), under ring_poll */
-    /* Device memory for the rings' images: all clients', one client's, and
-     * what the open rings reserve (x->mu); checked at RING_OPEN. */
-    uint64_t ring_dmem_budget, ring_dmem_client_max, ring_dmem_used;
+    /* Device memory for clients' work: all clients', one client's, and what
+     * open rings' images and queued launches' copies reserve (x->mu). */
+    uint64_t dmem_budget, dmem_client_max, dmem_used;
     pthread_t disp;
     bool disp_started, disp_stop; /* disp_stop: disp_mu */
     pthread_mutex_t disp_mu;      /* may be held taking x->mu, never taken under it */
@@ -255,6 +256,14 @@ int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failu
 void cx__ring_close(void *ctx, void *br, struct ga_exec_call *close);
 /* Locked: an issued shard joins its ring's list (before any CUDA call). */
 void cx__ring_pending_add(struct cx *x, struct cx_cmd *cmd);
+/* Locked (x->mu). Reserves @need bytes of device memory for @o's work (a
+ * ring's images, a launch's copies) within --device-budget and
+ * --max-client-device. Returns 0, or -ENOSPC with LT_E_LIMIT and the
+ * numbers in *@why (@verb: the request, as its refusal names it). */
+int cx__devmem_reserve(struct cx *x, struct cx_owner *o, uint64_t need, const char *verb,
+                     struct lt_failure *why);
+/* Locked (x->mu). Gives back what cx__devmem_reserve took. */
+void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n);
 /* On a worker: the shard's copies, op and completion on its ring's stream. */
 void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd);
 /* On a worker: the ring's close (words nobody will store rung, shards

@@ -75,22 +75,13 @@ int cx__ring_open(void *ctx, void *bo, struct ga_exec_ring *r, const struct ga_e
      * shard: a client cannot take the device from the others. */
     const uint64_t need = image * spec->depth;
     pthread_mutex_lock(&x->mu);
-    const uint64_t left_all = x->ring_dmem_budget - x->ring_dmem_used;
-    const uint64_t left_client = x->ring_dmem_client_max - o->ring_dmem;
-    const uint64_t left = left_all < left_client ? left_all : left_client;
-    if (need > left) {
-        pthread_mutex_unlock(&x->mu);
+    int rc = cx__devmem_reserve(x, o, need, "RING_OPEN", why_p);
+    pthread_mutex_unlock(&x->mu);
+    if (rc < 0) {
         free(rg);
         free(close);
-        return lt_failure_set(why_p, LT_E_LIMIT, 0,
-                              "RING_OPEN: needs %" PRIu64 " MiB of device memory, %" PRIu64
-                              " MiB left to %s",
-                              (need + (1u << 20) - 1) >> 20, left >> 20,
-                              left_client < left_all ? "this client" : "all rings");
+        return rc;
     }
-    x->ring_dmem_used += need;
-    o->ring_dmem += need;
-    pthread_mutex_unlock(&x->mu);
     rg->dmem_reserved = need;
     rg->x = x;
     rg->o = o;
@@ -593,8 +584,7 @@ static void cx__ring_let_go(struct cx_ring *rg, bool free_it)
         return;
     }
     rg->released = true;
-    x->ring_dmem_used -= rg->dmem_reserved;
-    o->ring_dmem -= rg->dmem_reserved;
+    cx__devmem_release(x, o, rg->dmem_reserved);
     x->st.ring_copies += rg->copies;
     x->st.ring_join_lapses += rg->join_lapses;
     for (struct cx_ring **pp = &o->rings; *pp; pp = &(*pp)->onext)

@@ -25,7 +25,7 @@ struct cx_ring {
     CUstream cst;
     CUevent done_ev;
     CUdeviceptr dmem;
-    uint64_t dmem_reserved; /* of x->ring_dmem_used and o->ring_dmem, until released */
+    uint64_t dmem_reserved; /* of x->dmem_used and o->dmem, until released */
     uint64_t image_bytes; /* per image: the largest shard, then room for an f32 query */
     uint64_t shards_issued;
     /* what queueing the ring's work cost its worker (ns), and when the

@@ -103,6 +103,7 @@ void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
     pthread_mutex_lock(&x->mu);
     if (cmd->slot != UINT32_MAX)
         x->free_slots[x->nfree++] = cmd->slot;
+    cx__devmem_release(x, cmd->o, cmd->dmem_reserved);
     cx__owner_unref(x, cmd->o);
     pthread_mutex_unlock(&x->mu);
     free(cmd->pieces);

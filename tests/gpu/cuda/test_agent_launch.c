@@ -536,6 +536,56 @@ START_TEST(launches_in_flight_are_bounded_and_a_release_waits_for_them)
 }
 END_TEST
 
+/* A LAUNCH's copies of its PINNED ranges take device memory until its
+ * stream passes it: reserved when it is queued, within --device-budget and
+ * --max-client-device, refused LIMIT past them, given back at completion.
+ * Queued behind an unrung bell, two 1 MiB launches fit this client's 3 MiB
+ * and the third is refused; once the bell rings they run, and a launch
+ * fits again. */
+START_TEST(launches_device_copies_are_budgeted)
+{
+    struct th_agent a;
+    const char *const args[] = {"--cubin-dir",        GA_LAUNCH_CUBIN_DIR, "--pinned-budget",
+                                "64M",                "--mapped-budget",   "64M",
+                                "--device-budget",    "8M",                "--max-client-device",
+                                "3M",                 NULL};
+    th_agent_start(&a, NULL, args);
+    int fd = th_hello(a.sock, CAPS, NULL);
+    struct seg bells = seg_offer_sealed(fd, 4096, LT_CLASS_MAPPED, 43, TH_OLD_SEALS);
+    uint64_t *bell = (uint64_t *)(void *)(bells.map + 64);
+    __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
+    struct seg p = seg_offer(fd, 1 * MiB, LT_CLASS_PINNED, 44);
+    struct lt_lease_id lp = lease_ok(fd, &p, 0, p.size, LT_CLASS_PINNED);
+    const uint64_t hold = hold_stream(fd, &bells, lp, S0, 9);
+    struct launch l = launch_of("k_launch_sum_u32", lp, 1 * MiB);
+    l.args[0] = 5;
+    l.result_bytes = 8;
+    uint64_t rids[2];
+    for (int i = 0; i < 2; i++)
+        rids[i] = launch_send(fd, &l);
+    struct lt_msg_launch_completion c = launch_run(fd, &l);
+    expect_refused(c, LT_E_LIMIT, LT_INDEX_NONE,
+                   "LAUNCH: needs 2 MiB of device memory, 0 MiB left to this client");
+    __atomic_store_n(bell, 9, __ATOMIC_RELEASE);
+    union lt_msg_buffer b;
+    wait_for(fd, hold, LT_MSG_COMPLETION, &b);
+    for (int i = 0; i < 2; i++) {
+        c = launch_wait(fd, rids[i]);
+        ck_assert_msg(c.status == LT_OK, "%s", c.message);
+    }
+    c = launch_run(fd, &l); /* the reservations went with the completions */
+    ck_assert_msg(c.status == LT_OK, "after the completions: %s", c.message);
+    uint64_t got;
+    memcpy(&got, c.result, 8);
+    ck_assert_uint_eq(got, sum_ref(p.map, 1 * MiB, 5));
+    close(fd);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+    munmap(p.map, p.size);
+    munmap(bells.map, bells.size);
+}
+END_TEST
+
 START_TEST(a_fault_is_answered_and_the_agent_serves_again_on_its_socket)
 {
     struct th_agent a;
@@ -635,6 +685,7 @@ static Suite *agent_launch_suite(void)
     tcase_add_test(tc, writable_ranges_in_sealed_segments_are_refused_untouched);
     tcase_add_test(tc, every_refusal_is_a_completion_with_its_words);
     tcase_add_test(tc, launches_in_flight_are_bounded_and_a_release_waits_for_them);
+    tcase_add_test(tc, launches_device_copies_are_budgeted);
     tcase_add_test(tc, a_descriptor_that_disagrees_with_its_cubin_fails_start_up);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

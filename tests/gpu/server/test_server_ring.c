@@ -880,8 +880,8 @@ END_TEST
 static void agent_setup_device_budget(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    const char *const extra[] = {RING_VARIANT_ARGS "--ring-device-budget", "6M",
-                                 "--max-client-ring-device", "4M", NULL};
+    const char *const extra[] = {RING_VARIANT_ARGS "--device-budget", "6M",
+                                 "--max-client-device", "4M", NULL};
     th_agent_start(&ag, NULL, extra);
 }
 
@@ -931,7 +931,7 @@ START_TEST(test_rings_device_memory_is_budgeted_per_client_and_in_all)
     for (int k = 0; k < 2; k++)
         ck_assert_uint_eq(ring_open_nth(&b, k, &rb[k], msg, sizeof msg), LT_OK);
     ck_assert_uint_eq(ring_open_nth(&b, 2, &no, msg, sizeof msg), LT_E_LIMIT);
-    ck_assert_msg(strstr(msg, "needs 2 MiB of device memory, 0 MiB left to all rings"),
+    ck_assert_msg(strstr(msg, "needs 2 MiB of device memory, 0 MiB left to all clients"),
                   "B's third ring refused with '%s'", msg);
     /* A ring that ran a shard gives its memory back when it is released. */
     unsigned char img[SLOT_BYTES];

@@ -78,12 +78,14 @@ struct ga_executor_cuda_opts {
      * before the ring wraps, never waits (docs/streaming.md, "Joining
      * copies"). */
     uint32_t ring_join;
-    /* Device memory the rings' images may take (each ring depth x its
-     * largest shard, reserved at RING_OPEN and refused LT_E_LIMIT past
-     * these): all clients' together (0: three quarters of the device's
-     * memory) and one client's (0: half of that). */
-    uint64_t ring_device_budget;
-    uint64_t ring_device_client_max;
+    /* Device memory clients' work may take: a ring's images (depth x its
+     * largest shard, reserved at RING_OPEN) and a LAUNCH's copies of its
+     * PINNED ranges (reserved when it is queued, given back at its
+     * completion), refused LT_E_LIMIT past these: all clients' together
+     * (0: three quarters of the device's memory) and one client's (0:
+     * half of that). */
+    uint64_t device_budget;
+    uint64_t device_client_max;
     struct ga_exec_launch_limits launch; /* LAUNCH per client (gpu/executor.h); 0s: defaults */
     /* Filled on success (may be NULL): the gate the lease backend's reaper
      * asks (ga_cuda_lease_backend_gate); valid until ga_executor_destroy. */
