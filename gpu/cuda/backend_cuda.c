@@ -250,17 +250,6 @@ void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n)
     o->dmem_reserved -= n;
 }
 
-/* What a LAUNCH's copies take on the device: each range not read in place
- * (MAPPED), and the result area. */
-static uint64_t cx__launch_devmem(const struct ga_exec_launch *l)
-{
-    uint64_t n = LT_LAUNCH_RESULT_MAX;
-    for (uint32_t i = 0; i < l->nranges; i++)
-        if (l->ranges[i].mem_class != LT_CLASS_MAPPED)
-            n += l->ranges[i].length;
-    return n;
-}
-
 static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
@@ -291,7 +280,7 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
             cmd->slot = x->free_slots[--x->nfree];
     }
     if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH) {
-        const uint64_t need = cx__launch_devmem(w->launch);
+        const uint64_t need = cx__launch_devmem(cmd);
         if ((rc = cx__devmem_reserve(x, xs->o, need, "LAUNCH", why_p)) == 0)
             cmd->dmem_reserved = need;
     }

@@ -338,6 +338,9 @@ int cx__launch_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, ch
                     size_t len);
 /* cx__op_queue of a launch. */
 int cx__launch_queue(struct cx *x, struct cx_cmd *cmd, CUstream st);
+/* The device memory a planned LAUNCH's copies take while it is queued: the
+ * PINNED ranges a pointer parameter names, and the result area. */
+uint64_t cx__launch_devmem(const struct cx_cmd *cmd);
 /* cx__op_result of a launch: the result area into the launch, the status. */
 void cx__launch_result(const struct cx *x, const struct cx_cmd *cmd, struct ga_exec_result *res);
 /* The fault path answers @cmd: names the sticky error @r in a launch. */

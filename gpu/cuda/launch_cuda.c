@@ -294,6 +294,29 @@ int cx__launch_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, ch
     return 0;
 }
 
+/* The ranges a LEASE_PTR parameter of @k points at, one bit each: only
+ * those are copied to the device (a range named only by its length is not
+ * read by the kernel). */
+static uint32_t cx__launch_pointed(const struct kn_kdesc_kernel *k)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if (k->params[i].type == KN_KDESC_LEASE_PTR)
+            m |= 1u << k->params[i].lease;
+    return m;
+}
+
+uint64_t cx__launch_devmem(const struct cx_cmd *cmd)
+{
+    const struct ga_exec_launch *l = cmd->w.launch;
+    const uint32_t pointed = cx__launch_pointed(cmd->lk->k);
+    uint64_t n = LT_LAUNCH_RESULT_MAX;
+    for (uint32_t i = 0; i < l->nranges; i++)
+        if ((pointed & (1u << i)) && l->ranges[i].mem_class != LT_CLASS_MAPPED)
+            n += l->ranges[i].length;
+    return n;
+}
+
 /* ---- on the stream (a worker, context current) ------------------------------ */
 
 /* Stores the first failed call's CUresult in the command; returns the errno. */
@@ -313,12 +336,15 @@ int cx__launch_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     if (rc == 0)
         rc = cx__lcu(cmd, cuMemsetD32Async(result, 0, LT_LAUNCH_RESULT_MAX / 4, st),
                      "cuMemsetD32Async");
+    const uint32_t pointed = cx__launch_pointed(k);
     for (uint32_t i = 0; rc == 0 && i < l->nranges; i++) {
         const struct ga_exec_launch_range *r = &l->ranges[i];
         if (r->mem_class == LT_CLASS_MAPPED) {
             at[i] = (CUdeviceptr)r->dev;
             continue;
         }
+        if (!(pointed & (1u << i)))
+            continue; /* only its length is passed: nothing to copy */
         rc = cx__lcu(cmd, cuMemAllocAsync(&copy[i], (size_t)r->length, st), "cuMemAllocAsync");
         if (rc == 0)
             rc = cx__lcu(cmd, cuMemcpyHtoDAsync(copy[i], r->host, (size_t)r->length, st),
