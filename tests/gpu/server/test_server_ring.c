@@ -10,7 +10,14 @@
  * an open ring, a client that dies with a ring
  * waiting for words it will never store, and a shard's copies that do not
  * wait for the shard before's completion (a host function the fake driver
- * holds its stream for, FAKECUDA_HOSTFN_LAG_US, as a busy host does). */
+ * holds its stream for, FAKECUDA_HOSTFN_LAG_US, as a busy host does); then
+ * the hostile cases (a client rewriting its words after its drop or while
+ * its ring closes, the rings' device-memory budget) and --ring-join.
+ *
+ * One file of about 1100 lines on purpose: every variant (host agent,
+ * _cuda, _shared, _wait, _join) is this file built with other agent
+ * options, so a case added once runs against every dispatch shape; the
+ * sections are marked with "----" rules. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
