@@ -177,12 +177,8 @@ void ga_server__launch(struct ga_server__conn *c, const struct lt_msg_launch *m)
         ga_launch__answer(c, rid, why.code, 0, 0, l, why.message);
         free(jl);
         free(j);
-        if (gone) {
-            base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                     "client %" PRIu32 " (pid %ld): %s: dropping it", c->id, (long)c->pid,
-                     why.message);
-            ga_server__conn_kill(c, "its lease memory vanished (SIGBUS)");
-        }
+        if (gone)
+            ga_server__drop_gone(c, &why);
         return;
     }
     j->kind = GA_JOB_LAUNCH;

@@ -148,6 +148,13 @@ static void ga_work__probe_pages(void *arg)
         (void)pr->p[pr->len - 1];
 }
 
+void ga_server__drop_gone(struct ga_server__conn *c, const struct lt_failure *why)
+{
+    base_log(&c->srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
+             "client %" PRIu32 " (pid %ld): %s: dropping it", c->id, (long)c->pid, why->message);
+    ga_server__conn_kill(c, "its memory vanished (SIGBUS)");
+}
+
 bool ga_server__lease_gone(const struct lease_info *li, struct lt_failure *why)
 {
     if (!li->writable || li->cls == LT_CLASS_STAGED || !li->host_addr)
@@ -348,12 +355,8 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
         ga_server__send_failure(c, rid, LT_MSG_SUBMIT, LT_INDEX_NONE, &why);
         ga_work__unhold(srv, j);
         free(j);
-        if (gone) {
-            base_log(&srv->cfg.log, BASE_LOG_WARN, GA_SERVER__SUBSYS,
-                     "client %" PRIu32 " (pid %ld): %s: dropping it", c->id, (long)c->pid,
-                     why.message);
-            ga_server__conn_kill(c, "its word memory vanished (SIGBUS)");
-        }
+        if (gone)
+            ga_server__drop_gone(c, &why);
         return;
     }
     j->kind = GA_JOB_WORK;

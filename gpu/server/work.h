@@ -16,6 +16,10 @@ int ga_server__lease_as_data(const char *what, const struct lease_info *li, stru
  * the driver's own CPU reads of it could fault outside any guard. True
  * with LT_E_SEGMENT_GONE in *@why: the client is then dropped. */
 bool ga_server__lease_gone(const struct lease_info *li, struct lt_failure *why);
+/* After a request was refused because memory of @c's is gone (@why, from
+ * ga_server__lease_gone or a word's read): logs it and drops @c, as after
+ * any SIGBUS on a client's memory. */
+void ga_server__drop_gone(struct ga_server__conn *c, const struct lt_failure *why);
 /* A validated SUBMIT from @c: resolved, held and handed to the executor, or
  * refused with an ERROR. */
 void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m);
