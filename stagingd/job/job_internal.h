@@ -201,7 +201,15 @@ struct sd_job__task {
     uint64_t first_seq, chunks;
     unsigned hits_idx; /* scan with k: which hits area of the words buffer */
     int inline_check;  /* the staging thread checks each chunk's blocks */
-    /* written by the staging thread before it posts the task */
+    /* the staging threads': the ring's own claims chunks in order, and a
+     * thread whose ring has nothing left to stage may claim the rest with it
+     * (job_ring.c, "helping"); whoever leaves it last with every chunk
+     * stored posts it (users counts the threads inside) */
+    uint64_t claimed, stored;
+    unsigned users;
+    int fault_lock; /* guards read_err and cpu_fault while they are written */
+    /* written by the staging threads before the task is posted: the first
+     * failure of each kind */
     int read_rc;
     char read_err[256];
     int cpu_rc;
@@ -272,12 +280,20 @@ struct sd_job__ring {
     struct sd_job__task *q_head, *q_tail;
     uint64_t abort_gen; /* bumped by the loop: drop everything, then say idle */
     int stop;
+    /* the task the thread stages now, and the abort generation it stages it
+     * under: other rings' threads may help with it (job_ring.c); helpers:
+     * how many are inside this ring's tasks (the thread says idle only once
+     * none is) */
+    struct sd_job__task *cur;
+    uint64_t cur_gen;
+    unsigned helpers;
     /* the thread's counters (read by the loop after join or under mu) */
     uint64_t chunks, waits, sleeps, bytes_read;
+    uint64_t helped; /* of chunks: those stored in another ring's slots */
     /* where the thread's time went (ns): reading chunks into slots, waiting
      * for a slot's done word, waiting for a task; and when it stored its
-     * first chunk (base_now_ns, 0: none yet) */
-    uint64_t ns_read, ns_slot_wait, ns_task_wait, t_first_store;
+     * first and its latest chunk (base_now_ns, 0: none yet) */
+    uint64_t ns_read, ns_slot_wait, ns_task_wait, t_first_store, t_last_store;
     uint64_t ring_shards, ring_chunks; /* the agent's RING_CLOSED */
 };
 
@@ -288,6 +304,7 @@ struct sd_job__stream {
     unsigned slots, depth;
     size_t next_unit, nunits; /* units: shard * ops + op index */
     size_t *redo;             /* units to stream again after an agent loss */
+    int drain;                /* every unit is handed out: idle threads help (atomic) */
     size_t nredo, redo_cap;
     uint64_t next_task;
     unsigned inflight_tasks;
@@ -525,6 +542,7 @@ void sd_job__task_free(struct sd_job__task *t);
 void sd_job__task_unlink(struct sd_job__ring *r, struct sd_job__task *t);
 /* Queues unit @u to be streamed again (after an agent loss). */
 int sd_job__unit_redo(struct sd_job *job, size_t u);
+void sd_job__drain_set(struct sd_job *job, int on);
 /* Hands @r one more task. Returns 1 when a unit was taken (streamed, or
  * failed for good), 0 when there is nothing to take or the send must wait. */
 int sd_job__ring_feed(struct sd_job *job, struct sd_job__ring *r);

@@ -522,8 +522,8 @@ static int sd_job__u64_cmp(const void *a, const void *b)
 void sd_job__staging_report(const struct sd_job *job, FILE *out)
 {
     const struct sd_job__stream *st = job->stream;
-    uint64_t rd = 0, sw = 0, tw = 0, bytes = 0, firsts[256];
-    unsigned nf = 0;
+    uint64_t rd = 0, sw = 0, tw = 0, bytes = 0, firsts[256], lasts[256];
+    unsigned nf = 0, nl = 0;
     for (unsigned i = 0; i < st->nrings; i++) {
         const struct sd_job__ring *r = &st->rings[i];
         rd += __atomic_load_n(&r->ns_read, __ATOMIC_RELAXED);
@@ -533,11 +533,15 @@ void sd_job__staging_report(const struct sd_job *job, FILE *out)
         const uint64_t f = __atomic_load_n(&r->t_first_store, __ATOMIC_RELAXED);
         if (f > job->t_start && nf < sizeof firsts / sizeof firsts[0])
             firsts[nf++] = f - job->t_start;
+        const uint64_t l = __atomic_load_n(&r->t_last_store, __ATOMIC_RELAXED);
+        if (l > job->t_start && nl < sizeof lasts / sizeof lasts[0])
+            lasts[nl++] = l - job->t_start;
     }
     const double all = (double)(rd + sw + tw);
     if (all <= 0)
         return;
     qsort(firsts, nf, sizeof firsts[0], sd_job__u64_cmp);
+    qsort(lasts, nl, sizeof lasts[0], sd_job__u64_cmp);
     fprintf(out,
             "  %-14s %u thread(s): reading %.0f%% (%.2f GB/s a thread while reading), waiting for "
             "slots %.0f%%, for shards %.0f%%; first chunk stored %.1f ms (median ring), %.1f ms "
@@ -545,4 +549,12 @@ void sd_job__staging_report(const struct sd_job *job, FILE *out)
             "staging", st->nrings, 100.0 * (double)rd / all, rd ? (double)bytes / (double)rd : 0.0,
             100.0 * (double)sw / all, 100.0 * (double)tw / all,
             nf ? (double)firsts[nf / 2] / 1e6 : 0.0, nf ? (double)firsts[nf - 1] / 1e6 : 0.0);
+    /* The job's tail: from the first ring out of work to the last one, and
+     * from there to the last GPU result (docs/streaming.md, "The tail"). */
+    if (nl && st->t_gpu_end > job->t_start)
+        fprintf(out,
+                "  %-14s last chunk stored %.1f ms (first ring done), %.1f ms (median), %.1f ms "
+                "(last ring); last GPU result %.1f ms after the start\n",
+                "tail", (double)lasts[0] / 1e6, (double)lasts[nl / 2] / 1e6,
+                (double)lasts[nl - 1] / 1e6, (double)(st->t_gpu_end - job->t_start) / 1e6);
 }

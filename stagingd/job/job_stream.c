@@ -172,7 +172,7 @@ int sd_job__stream_setup(struct sd_job *job)
             break;
         }
         r->thread_started = 1;
-        st->nrings++;
+        __atomic_store_n(&st->nrings, st->nrings + 1, __ATOMIC_RELEASE); /* helpers look */
     }
     if (st->nrings == 0) {
         sd_job__log(job, BASE_LOG_ERROR,
@@ -743,6 +743,8 @@ void sd_job__stream_free(struct sd_job *job)
     struct sd_job__stream *st = job->stream;
     if (!st)
         return;
+    /* Every thread stops before any ring goes: a thread may be helping
+     * another ring (job_ring.c). */
     for (unsigned i = 0; i < st->nrings; i++) {
         struct sd_job__ring *r = &st->rings[i];
         if (r->thread_started) {
@@ -750,11 +752,19 @@ void sd_job__stream_free(struct sd_job *job)
             __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
             pthread_cond_signal(&r->cv);
             pthread_mutex_unlock(&r->mu);
+        }
+    }
+    for (unsigned i = 0; i < st->nrings; i++) {
+        struct sd_job__ring *r = &st->rings[i];
+        if (r->thread_started) {
             pthread_join(r->thread, NULL);
             pthread_cond_destroy(&r->cv);
             pthread_mutex_destroy(&r->mu);
             r->thread_started = 0;
         }
+    }
+    for (unsigned i = 0; i < st->nrings; i++) {
+        struct sd_job__ring *r = &st->rings[i];
         for (unsigned k = 0; k < r->nout; k++)
             sd_job__task_free(r->out[k]);
         r->nout = 0;
@@ -775,9 +785,10 @@ void sd_job__stream_free(struct sd_job *job)
 void sd_job__stream_report(const struct sd_job *job, FILE *out)
 {
     const struct sd_job__stream *st = job->stream;
-    uint64_t chunks = 0, waits = 0, sleeps = 0, agent_chunks = 0;
+    uint64_t chunks = 0, waits = 0, sleeps = 0, agent_chunks = 0, helped = 0;
     for (unsigned i = 0; i < st->nrings; i++) {
         chunks += __atomic_load_n(&st->rings[i].chunks, __ATOMIC_RELAXED);
+        helped += __atomic_load_n(&st->rings[i].helped, __ATOMIC_RELAXED);
         waits += __atomic_load_n(&st->rings[i].waits, __ATOMIC_RELAXED);
         sleeps += __atomic_load_n(&st->rings[i].sleeps, __ATOMIC_RELAXED);
         agent_chunks += st->rings[i].ring_chunks;
@@ -785,9 +796,9 @@ void sd_job__stream_report(const struct sd_job *job, FILE *out)
     fprintf(out,
             "  %-14s %u ring(s) of %u x %" PRIu64 "-byte slots, depth %u; %" PRIu64
             " chunk(s) stored (%" PRIu64 " copied by the agent); %" PRIu64 " slot wait(s), %" PRIu64
-            " sleep(s)\n",
+            " sleep(s); %" PRIu64 " chunk(s) by threads helping another ring\n",
             "streaming", st->nrings, st->slots, st->chunk, st->depth, chunks, agent_chunks, waits,
-            sleeps);
+            sleeps, helped);
     sd_job__staging_report(job, out);
     /* What crossed the socket: per shard one RING_SHARD (and its
      * COMPLETION), per ring one open, one close, a lease request and a

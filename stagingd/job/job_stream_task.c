@@ -43,8 +43,10 @@ static size_t sd_job__unit_next(struct sd_job *job)
     struct sd_job__stream *st = job->stream;
     if (st->nredo)
         return st->redo[--st->nredo];
-    if (job->cancelled || st->next_unit >= st->nunits)
+    if (job->cancelled || st->next_unit >= st->nunits) {
+        sd_job__drain_set(job, 1);
         return SIZE_MAX;
+    }
     size_t u = st->next_unit++;
     size_t shards = sd_job__div_up(st->next_unit, sd_job__nops(job));
     if (shards > job->next_shard)
@@ -64,7 +66,27 @@ int sd_job__unit_redo(struct sd_job *job, size_t u)
         st->redo_cap = cap;
     }
     st->redo[st->nredo++] = u;
+    sd_job__drain_set(job, 0);
     return 0;
+}
+
+/* Whether every unit is handed out, so that a staging thread with nothing
+ * to stage helps another ring (job_ring.c); the idle threads are woken to
+ * look when it becomes so. */
+void sd_job__drain_set(struct sd_job *job, int on)
+{
+    struct sd_job__stream *st = job->stream;
+    if (__atomic_load_n(&st->drain, __ATOMIC_RELAXED) == on)
+        return;
+    __atomic_store_n(&st->drain, on, __ATOMIC_RELEASE);
+    if (!on)
+        return;
+    for (unsigned i = 0; i < st->nrings; i++) {
+        struct sd_job__ring *r = &st->rings[i];
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
 }
 
 /* Builds the task for unit @u: the shard open, its image's layout and

@@ -228,6 +228,55 @@ START_TEST(test_stream_names_the_bad_block_and_the_cpu_check_agrees)
 }
 END_TEST
 
+/* The chunks stored by threads helping another ring, from the summary's
+ * streaming line; -1 when the line does not say. */
+static long helped_chunks(const char *out)
+{
+    const char *p = strstr(out, " chunk(s) by threads helping another ring");
+    if (!p)
+        return -1;
+    const char *q = p;
+    while (q > out && q[-1] >= '0' && q[-1] <= '9')
+        q--;
+    return q == p ? -1 : strtol(q, NULL, 10);
+}
+
+/* One shard of 32 chunks and two rings: the ring without a task helps the
+ * other one with its chunks (job_ring.c), the GPU's and the inline CPU
+ * check's verdicts still agree, and the bad block named is the first. */
+START_TEST(test_an_idle_ring_thread_helps_stage_the_last_shard)
+{
+    struct e2e_job j = {0};
+    e2e_env_init(&j.e);
+    e2e_job_paths(&j);
+    e2e_store_make(&j.e, 1, 8 * MiB, 64, 0, 0x57ea07);
+    e2e_agent_start(&j.e);
+    const char *args[] = {"--op", "verify", "--path", "stream", "--cpu-verify",
+                          "--cpu-verify-threads", "0", NULL};
+    int st = job_run(&j, args);
+    ck_assert_msg(st == 0, "exit %d\n%s\n%s", st, j.out_text, j.err_text);
+    struct e2e_report r;
+    e2e_report_parse(j.out_text, &r);
+    ck_assert_msg(r.verify_ok[0] == 1, "%s", j.out_text);
+    expect_stream_counters(&j, 1);
+    long helped = helped_chunks(j.out_text);
+    ck_assert_msg(helped > 0 && helped < 32, "expected 1..31 chunks stored by the idle ring, found %ld\n%s",
+                  helped, j.out_text);
+    /* Two bad blocks, in chunks far apart: the first is the one named,
+     * whichever thread met it. */
+    flip_byte(&j, 0, 100 * (64 << 10) + 77);
+    flip_byte(&j, 0, 30 * (64 << 10) + 5);
+    st = job_run(&j, args);
+    ck_assert_msg(st == 3, "expected exit 3, found %d\n%s\n%s", st, j.out_text, j.err_text);
+    e2e_report_parse(j.out_text, &r);
+    ck_assert_uint_eq(r.verify_bad[0], 1);
+    ck_assert_uint_eq(r.bad_block[0], 30);
+    ck_assert_ptr_null(strstr(j.out_text, "DISAGREES"));
+    ck_assert_msg(helped_chunks(j.out_text) > 0, "%s", j.out_text);
+    e2e_job_done(&j);
+}
+END_TEST
+
 START_TEST(test_agent_killed_midstream_every_shard_once)
 {
     struct e2e_job j = {0};
@@ -386,6 +435,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_stream_scan_f32_and_f16_match_cpu_topk);
     tcase_add_test(tc, test_stream_both_ops_stream_each_once_and_auto_chooses);
     tcase_add_test(tc, test_stream_names_the_bad_block_and_the_cpu_check_agrees);
+    tcase_add_test(tc, test_an_idle_ring_thread_helps_stage_the_last_shard);
     tcase_add_test(tc, test_agent_killed_midstream_every_shard_once);
     tcase_add_test(tc, test_stagingd_killed_with_rings_open_is_drained_by_the_agent);
     suite_add_tcase(s, tc);
