@@ -84,7 +84,7 @@ static const struct option agent_own_options[] = {
 #define AGENT_POLL_RING_STREAMS_DEFAULT 4u
 /* Chunks a copy waits to gather under the polling dispatcher
  * (docs/streaming.md, "Joining copies"). */
-#define AGENT_RING_JOIN_DEFAULT 1u
+#define AGENT_RING_JOIN_DEFAULT 2u /* docs/streaming.md, "Joining copies" */
 
 struct agent_args {
     struct ga_server_cli cli;
@@ -136,7 +136,8 @@ static void agent_usage(FILE *f)
             "                   queued ahead behind a GPU wait on its word (docs/streaming.md)\n"
             "  --ring-join N    with poll: how many adjacent chunks one copy waits to gather\n"
             "                   (1..%u, default %u; 1: each stored chunk is copied at once);\n"
-            "                   a chunk waits at most %u us for its neighbour\n"
+            "                   a chunk waits at most %u us for its neighbour, and only on\n"
+            "                   rings of at least twice N slots\n"
             "  --device-budget SIZE  device memory all clients' ring images and LAUNCH\n"
             "                   copies may take (a ring: depth x its largest shard, from\n"
             "                   RING_OPEN; a launch: its PINNED ranges, until it completes;\n"

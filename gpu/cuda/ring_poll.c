@@ -119,15 +119,18 @@ static bool cx__disp_gate_open(struct cx_ring *rg, uint64_t s)
 
 /* Whether the @n stored chunks of @cmd from index @i on wait for their
  * neighbour to join them (x->ring_join): fewer than the join asks for,
- * the next chunk is the shard's and sits in the next slot, and the first
- * has not waited GA_CUDA_RING_JOIN_WAIT_NS yet. The wait only holds a
- * chunk whose thread is reading the next one; while the copy side is the
- * limit, the copy would have waited in the engine's queue that long. */
+ * the ring has slots for two joined copies (else its thread, with every
+ * slot held, would wait for the very copy that waits for it), the next
+ * chunk is the shard's and sits in the next slot, and the first has not
+ * waited GA_CUDA_RING_JOIN_WAIT_NS yet. The wait only holds a chunk whose
+ * thread is reading the next one; while the copy side is the limit, the
+ * copy would have waited in the engine's queue that long. */
 static bool cx__disp_join_waits(struct cx *x, struct cx_ring *rg, const struct cx_cmd *cmd,
                                 uint64_t i, uint64_t n, uint64_t now)
 {
     const uint64_t s = cmd->first_seq + i;
-    if (n >= x->ring_join || i + n >= cmd->nseq || (s + n) % rg->spec.nslots == 0 ||
+    if (n >= x->ring_join || rg->spec.nslots < 2ull * x->ring_join || i + n >= cmd->nseq ||
+        (s + n) % rg->spec.nslots == 0 ||
         __atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE))
         return false;
     if (rg->join_seq != s) {

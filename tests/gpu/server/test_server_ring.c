@@ -15,7 +15,7 @@
  * its ring closes, the rings' device-memory budget) and --ring-join.
  *
  * One file of about 1100 lines on purpose: every variant (host agent,
- * _cuda, _shared, _wait, _join) is this file built with other agent
+ * _cuda, _shared, _wait, _nojoin) is this file built with other agent
  * options, so a case added once runs against every dispatch shape; the
  * sections are marked with "----" rules. */
 #include <check.h>
@@ -48,14 +48,15 @@
 static struct th_agent ag;
 
 /* The agent options of this build's variant: rings sharing one stream, the
- * wait shape, copies that wait to join two chunks, or none (the polling
- * dispatcher, the agent's default). */
+ * wait shape, each stored chunk copied at once, or none (the polling
+ * dispatcher, with copies that wait to join two chunks: the agent's
+ * default). */
 #if defined(RING_TEST_SHARED_STREAMS)
 #define RING_VARIANT_ARGS "--ring-streams", "1",
 #elif defined(RING_TEST_WAIT)
 #define RING_VARIANT_ARGS "--ring-dispatch", "wait",
-#elif defined(RING_TEST_JOIN)
-#define RING_VARIANT_ARGS "--ring-join", "2",
+#elif defined(RING_TEST_NOJOIN)
+#define RING_VARIANT_ARGS "--ring-join", "1",
 #else
 #define RING_VARIANT_ARGS
 #endif
@@ -100,6 +101,11 @@ static void agent_setup_small_budget(void)
 static void agent_setup_join(void)
 {
     agent_start_with("--ring-join", "2");
+}
+
+static void agent_setup_join3(void)
+{
+    agent_start_with("--ring-join", "3");
 }
 #endif
 
@@ -999,13 +1005,13 @@ static void chunks_store_spaced(struct rc *r, const unsigned char *img, uint64_t
     }
 }
 
-/* Chunks stored 300 us apart, slower than the dispatcher sweeps: without
- * the join each would be copied alone (35 copies); with it each chunk
- * whose neighbour is the shard's and in the next slot waits for it, so
- * the copies are pairs, but for a shard's last chunk and the one before
- * the slots wrap. Every shard verifies: the joined copies put every byte
- * at its place in the image. */
-START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
+/* Streams nine verify shards (35 chunks) through a ring of SLOTS slots,
+ * the chunks stored 300 us apart, slower than the dispatcher sweeps; every
+ * shard verifies (joined copies put every byte at its place in the
+ * image). Shard 1 is sequences 1-3 in slots 1, 2, 3, then 8 shards of 4
+ * chunks in slots 0-3 each. Returns the chunks; the agent's counters of
+ * the ring in @copies_p and @lapses_p. */
+static uint64_t nine_shards_stored_apart(uint64_t *copies_p, uint64_t *lapses_p)
 {
     struct rc r;
     union lt_msg_buffer buf;
@@ -1013,8 +1019,6 @@ START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
     struct lt_ring_id ring = ring_open(&r, 2, NULL);
     unsigned char *img = malloc(4 * SLOT_BYTES);
     ck_assert_ptr_nonnull(img);
-    /* Shard 1: sequences 1-3 in slots 1, 2, 3 (copies 1+2, 3); then 8
-     * shards of 4 chunks, slots 0-3 each (copies 0+1, 2+3): 18 in all. */
     uint64_t seq = 1, chunks = 0;
     for (int k = 0; k < 9; k++) {
         const uint64_t data = k == 0 ? 180 * KiB : 240 * KiB;
@@ -1030,8 +1034,19 @@ START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
         chunks += chunks_of(len);
     }
     ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, chunks);
+    ring_counters(chunks, copies_p, lapses_p);
+    free(img);
+    rc_done(&r);
+    return chunks;
+}
+
+/* With --ring-join 2, each chunk whose neighbour is the shard's and in the
+ * next slot waits for it, so the copies are pairs (shard 1: 1+2, 3; the
+ * others: 0+1, 2+3: 18 in all), against 35 without the join. */
+START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
+{
     uint64_t copies = 0, lapses = 0;
-    ring_counters(chunks, &copies, &lapses);
+    const uint64_t chunks = nine_shards_stored_apart(&copies, &lapses);
     /* A few pairs may lapse where this thread was not scheduled for 1 ms;
      * fewer copies are the dispatcher's idle sleep (up to 1 ms) before a
      * shard's first chunk, which lets more chunks meet. */
@@ -1039,8 +1054,22 @@ START_TEST(test_chunks_stored_apart_are_copied_in_pairs)
                   "%" PRIu64 " chunks stored 300 us apart went in %" PRIu64
                   " copies (%" PRIu64 " lapsed waits); expected about 18 (pairs), at most 22",
                   chunks, copies, lapses);
-    free(img);
-    rc_done(&r);
+}
+END_TEST
+
+/* With --ring-join 3 a ring of 4 slots has no room for two copies of 3
+ * chunks (its thread would hold every slot and wait for the very copy
+ * that waits for it), so no chunk waits: the copies stay single chunks,
+ * bar the few that meet while the dispatcher sleeps before a shard. */
+START_TEST(test_a_ring_too_small_for_two_joined_copies_never_waits)
+{
+    uint64_t copies = 0, lapses = 0;
+    const uint64_t chunks = nine_shards_stored_apart(&copies, &lapses);
+    ck_assert_msg(copies >= 24 && lapses == 0,
+                  "%" PRIu64 " chunks stored 300 us apart in a ring of %u slots went in %" PRIu64
+                  " copies (%" PRIu64 " lapsed waits) under --ring-join 3; expected no waits: "
+                  "about one copy a chunk, at least 24, and no lapse",
+                  chunks, SLOTS, copies, lapses);
 }
 END_TEST
 
@@ -1124,6 +1153,11 @@ static Suite *ring_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_chunks_stored_apart_are_copied_in_pairs);
     tcase_add_test(tc, test_a_join_waits_a_bounded_time_for_the_neighbour);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("a join larger than half the ring");
+    tcase_add_checked_fixture(tc, agent_setup_join3, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_a_ring_too_small_for_two_joined_copies_never_waits);
     suite_add_tcase(s, tc);
 #endif
 #ifndef RING_TEST_WAIT
