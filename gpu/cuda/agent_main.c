@@ -52,6 +52,7 @@ enum {
     AGENT_OPT_ON_FAULT,
     AGENT_OPT_FAULT_RESTARTS,
     AGENT_OPT_BELL_TIMEOUT,
+    AGENT_OPT_RESULT_SLOTS,
 };
 
 static const struct option agent_own_options[] = {
@@ -75,6 +76,7 @@ static const struct option agent_own_options[] = {
     {"on-fault", required_argument, NULL, AGENT_OPT_ON_FAULT},
     {"fault-restarts", required_argument, NULL, AGENT_OPT_FAULT_RESTARTS},
     {"bell-timeout", required_argument, NULL, AGENT_OPT_BELL_TIMEOUT},
+    {"result-slots", required_argument, NULL, AGENT_OPT_RESULT_SLOTS},
 };
 #define AGENT_OWN_COUNT (sizeof agent_own_options / sizeof agent_own_options[0])
 #define AGENT_FAULT_RESTARTS_DEFAULT 16u
@@ -100,6 +102,7 @@ struct agent_args {
     uint64_t device_budget;         /* --device-budget; 0: 3/4 of the device's */
     uint64_t device_client_max;     /* --max-client-device; 0: half the budget */
     uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
+    uint32_t result_slots;               /* --result-slots; 0: GA_CUDA_RESULT_SLOTS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
     int fault_exit;                      /* --on-fault exit */
     uint32_t fault_restarts;             /* --fault-restarts */
@@ -149,6 +152,9 @@ static void agent_usage(FILE *f)
             "                   may hold back the unregistration of pinned memory before\n"
             "                   the agent stores it itself and answers that work BUSY\n"
             "                   (10..3600000, default %u; docs/reliability.md)\n"
+            "  --result-slots N checksum, scan and launch results in flight at once, all\n"
+            "                   clients (1..1048576, default %u); a streaming shard takes\n"
+            "                   one only once its chunks are on the device\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
             "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
@@ -181,6 +187,7 @@ static void agent_usage(FILE *f)
             "Server options (as lease-agent-host):\n",
             GA_CUDA_RING_JOIN_MAX, AGENT_RING_JOIN_DEFAULT, GA_CUDA_RING_JOIN_WAIT_NS / 1000u,
             AGENT_POLL_RING_STREAMS_DEFAULT, GA_CUDA_BELL_TIMEOUT_MS_DEFAULT,
+            GA_CUDA_RESULT_SLOTS_DEFAULT,
             AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
@@ -261,6 +268,12 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         if (base_parse_u32(val, 10, 3600000, &u, NULL, 0) < 0)
             return agent_refuse(name, "10..3600000 (ms)", val, err, errlen);
         a->bell_timeout_ms = u;
+        return 0;
+    case AGENT_OPT_RESULT_SLOTS:
+        a->serve_only = "--result-slots";
+        if (base_parse_u32(val, 1, GA_CUDA_RESULT_SLOTS_MAX, &u, NULL, 0) < 0)
+            return agent_refuse(name, "1..1048576 (slots)", val, err, errlen);
+        a->result_slots = u;
         return 0;
     case AGENT_OPT_CUBIN_DIR:
         if (!val[0])
@@ -500,6 +513,7 @@ static int agent_serve_cuda(struct agent_args *a)
         .ring_streams = a->ring_streams,
         .ring_poll = a->ring_poll,
         .ring_join = a->ring_join,
+        .result_slots = a->result_slots,
         .device_budget = a->device_budget,
         .device_client_max = a->device_client_max,
         .on_fault = agent_on_fault,

@@ -46,8 +46,8 @@
 #define CX_TABLE_EVENTS_DEFAULT 16384u
 #define CX_TABLE_MAX (1u << 20)
 #define CX_CHUNK_DEFAULT (64ull << 20)
-#define CX_SLOTS_DEFAULT 16384u
-#define CX_SLOTS_MAX (1u << 20)
+#define CX_SLOTS_DEFAULT GA_CUDA_RESULT_SLOTS_DEFAULT
+#define CX_SLOTS_MAX GA_CUDA_RESULT_SLOTS_MAX
 #define CX_POOL_RELEASE_THRESHOLD (2ull << 30)
 #define CX_RING_STREAMS_MAX 64u
 
@@ -400,7 +400,7 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         "cuda executor: bell_waits=%" PRIu64 " done_words=%" PRIu64 " result_slots=%" PRIu32
         "/%" PRIu32 " rings=%" PRIu64 " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64
         " ring_bytes=%" PRIu64 " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64
-        " ring_join=%" PRIu32 " ring_join_lapses=%" PRIu64 "\n"
+        " ring_join=%" PRIu32 " ring_join_lapses=%" PRIu64 " ring_slot_waits=%" PRIu64 "\n"
         "cuda executor paths: pinned %" PRIu64 " submits %" PRIu64
         " bytes, mapped (zero-copy) %" PRIu64 " submits %" PRIu64
         " bytes, staged (slow path, bounce copies) %" PRIu64 " submits %" PRIu64 " bytes\n"
@@ -410,7 +410,7 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
         s.bell_waits, s.done_words, slots_used, x->nresult, s.rings_opened, s.ring_shards,
         s.ring_chunks, s.ring_bytes, x->nring_streams ? "shared" : "one per ring",
         x->ring_poll ? "poll" : "wait", s.ring_copies, x->ring_poll ? x->ring_join : 1u,
-        s.ring_join_lapses, s.path_submits[CX_PATH_PINNED],
+        s.ring_join_lapses, s.ring_slot_waits, s.path_submits[CX_PATH_PINNED],
         s.path_bytes[CX_PATH_PINNED], s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
         s.path_submits[CX_PATH_STAGED], s.path_bytes[CX_PATH_STAGED], ss.streams, ss.events,
         ss.completions_pending, ss.completions_run, ps.threads, ps.threads_used, ps.completed);

@@ -144,6 +144,7 @@ struct cx_cmd {
      * more of the client's words, which a client gone from the socket may
      * still be rewriting. */
     bool words_out;
+    bool slot_waited; /* ring, poll: counted once in ring_slot_waits (x->mu) */
     bool image;               /* the op's bytes are already on the device, at w.dev */
     CUdeviceptr query_dev;    /* scan: the query as f32 on the device; 0: copy it from the host */
     unsigned char *hits_host; /* scan: where the hits go; NULL: w.host + hits_offset */
@@ -176,6 +177,7 @@ struct cx_stats {
     uint64_t ring_shards, ring_chunks, ring_bytes, rings_opened;
     uint64_t ring_copies; /* the poll dispatcher's copies of released rings (chunks joined) */
     uint64_t ring_join_lapses; /* of released rings: chunks queued alone after a join's wait ran out */
+    uint64_t ring_slot_waits;  /* ring shards, all stored, that waited for a result slot (poll) */
 };
 
 struct cx {

@@ -138,7 +138,12 @@ int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failu
     }
     int rc = 0;
     pthread_mutex_lock(&x->mu);
-    if (cmd->w.op != LT_OP_COPY_H2D) {
+    /* Under the polling dispatcher a shard takes its result slot once its
+     * chunks are all on the device (cx__disp_slot_take): a shard whose
+     * client never stores its words holds none, so no client's unstored
+     * rings can take every client's slots. The wait shape queues the
+     * kernels with the copies and needs it now. */
+    if (cmd->w.op != LT_OP_COPY_H2D && !x->ring_poll) {
         if (x->nfree == 0)
             rc = lt_failure_set(
                 why_p, LT_E_LIMIT, 0,
@@ -541,7 +546,11 @@ void cx__ring_shard_finish(struct cx *x, struct cx_cmd *cmd, int rc)
 {
     struct cx_ring *rg = cmd->ring;
     const CUdeviceptr img = cmd->w.dev;
-    if (rc == 0 && cmd->w.op == LT_OP_VECTOR_SCAN) {
+    /* A cancelled shard under the polling dispatcher took no result slot
+     * (cx__disp_slot_take): its kernels do not run; it is answered
+     * cancelled. */
+    const bool run = cmd->w.op == LT_OP_COPY_H2D || cmd->slot != UINT32_MAX;
+    if (rc == 0 && run && cmd->w.op == LT_OP_VECTOR_SCAN) {
         if (cmd->w.args.scan.elem == LT_ELEM_F32) {
             cmd->query_dev = img + cmd->w.args.scan.query_offset;
         } else {
@@ -549,7 +558,7 @@ void cx__ring_shard_finish(struct cx *x, struct cx_cmd *cmd, int rc)
             rc = cx__ring_query_f16(x, rg, cmd, img, cmd->query_dev);
         }
     }
-    if (rc == 0)
+    if (rc == 0 && run)
         rc = cx__op_queue_device(x, cmd, rg->st);
     if (rc < 0)
         ga__err("CUDA executor: client %#" PRIx64 ": a ring's shard could not be queued (%s); it "

@@ -144,6 +144,27 @@ static bool cx__disp_join_waits(struct cx *x, struct cx_ring *rg, const struct c
     return false;
 }
 
+/* The result slot @cmd's kernels write to, taken now that its chunks are
+ * all on the device; a cancelled shard runs none and needs none. Returns
+ * whether @cmd may go on (false: every slot is taken; try again). */
+static bool cx__disp_slot_take(struct cx *x, struct cx_cmd *cmd)
+{
+    if (cmd->w.op == LT_OP_COPY_H2D || cmd->slot != UINT32_MAX ||
+        (__atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE) && cmd->cancelled))
+        return true;
+    bool got = false;
+    pthread_mutex_lock(&x->mu);
+    if (x->nfree) {
+        cmd->slot = x->free_slots[--x->nfree];
+        got = true;
+    } else if (!cmd->slot_waited) {
+        cmd->slot_waited = true;
+        x->st.ring_slot_waits++;
+    }
+    pthread_mutex_unlock(&x->mu);
+    return got;
+}
+
 /* Queues the chunks of @cmd that are stored, from the first not yet queued
  * on, at most a ring's worth (a client that stores words ahead of its
  * done words gets no more of a sweep than one that streams). Returns how
@@ -234,8 +255,11 @@ static bool cx__disp_sweep(struct cx *x, uint64_t now)
         if (cx__disp_chunks(x, rg, cmd, now, &rc) > 0)
             progress = true;
         const bool all = cmd->dq_next == cmd->nseq;
+        /* A shard without its result slot waits on the ring, its chunks on
+         * the device, until another shard's answer frees one. */
+        const bool slot_wait = all && rc == 0 && !cx__disp_slot_take(x, cmd);
         pthread_mutex_lock(&x->disp_mu);
-        if (!all) {
+        if (!all || slot_wait) {
             pp = &rg->dnext;
             continue;
         }

@@ -107,6 +107,11 @@ static void agent_setup_join3(void)
 {
     agent_start_with("--ring-join", "3");
 }
+
+static void agent_setup_one_result_slot(void)
+{
+    agent_start_with("--result-slots", "1");
+}
 #endif
 
 #ifdef RING_TEST_CUDA
@@ -1073,6 +1078,53 @@ START_TEST(test_a_ring_too_small_for_two_joined_copies_never_waits)
 }
 END_TEST
 
+/* ---- result slots (--result-slots 1) ------------------------------------------------ */
+
+/* One result slot for every client: a client whose ring holds shards it
+ * never stores holds none of it (a shard takes its slot once its chunks
+ * are on the device), so another client's shards still run; two of them
+ * stored back to back take the slot in turn; and the first client's
+ * shards run once it stores them. Before, the unstored shards took the
+ * slot at RING_SHARD and the other client was refused LIMIT. */
+START_TEST(test_unstored_ring_shards_hold_no_result_slot)
+{
+    struct rc a, b;
+    union lt_msg_buffer buf;
+    rc_make(&a, CAPS);
+    rc_make(&b, CAPS);
+    const struct lt_ring_id ra = ring_open(&a, 2, NULL), rb = ring_open(&b, 2, NULL);
+    unsigned char *img = malloc(4 * SLOT_BYTES);
+    ck_assert_ptr_nonnull(img);
+    uint64_t so = 0;
+    const uint64_t data = 180 * KiB, len = image_verify(img, data, 77, &so);
+    ck_assert_uint_eq(chunks_of(len), 3);
+    const union lt_op_args v = {
+        .checksum = {.offset = 0, .length = data, .sums_offset = so, .block_size = 16 * KiB}};
+    const uint64_t a1 = shard_send(&a, ra, 1, len, LT_OP_CHECKSUM_VERIFY, &v);
+    const uint64_t a2 = shard_send(&a, ra, 4, len, LT_OP_CHECKSUM_VERIFY, &v);
+    th_expect_silence(a.c, 50); /* neither refused */
+    const uint64_t b1 = shard_send(&b, rb, 1, len, LT_OP_CHECKSUM_VERIFY, &v);
+    const uint64_t b2 = shard_send(&b, rb, 4, len, LT_OP_CHECKSUM_VERIFY, &v);
+    chunks_store(&b, img, len, 1, 0, 3);
+    chunks_store(&b, img, len, 4, 0, 3);
+    const struct lt_msg_completion *c = completion_expect(&b, &buf, b1);
+    ck_assert_msg(c->status == LT_OK, "the other client's first shard: %s (expected OK: the "
+                  "unstored shards must hold no result slot)", lt_error_name(c->status));
+    ck_assert_uint_eq(c->result.checksum.bad_blocks, 0);
+    c = completion_expect(&b, &buf, b2);
+    ck_assert_msg(c->status == LT_OK, "its second shard: %s", lt_error_name(c->status));
+    chunks_store(&a, img, len, 1, 0, 3);
+    chunks_store(&a, img, len, 4, 0, 3);
+    ck_assert_uint_eq(completion_expect(&a, &buf, a1)->status, LT_OK);
+    ck_assert_uint_eq(completion_expect(&a, &buf, a2)->status, LT_OK);
+    ck_assert_uint_eq(ring_close(&a, ra, &buf)->chunks, 6);
+    ck_assert_uint_eq(ring_close(&b, rb, &buf)->chunks, 6);
+    free(img);
+    rc_done(&a);
+    rc_done(&b);
+}
+END_TEST
+
 /* A chunk whose neighbour never comes waits a bounded time, then goes
  * alone: the client that does not store its next word slows only itself. */
 START_TEST(test_a_join_waits_a_bounded_time_for_the_neighbour)
@@ -1153,6 +1205,11 @@ static Suite *ring_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_chunks_stored_apart_are_copied_in_pairs);
     tcase_add_test(tc, test_a_join_waits_a_bounded_time_for_the_neighbour);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("one result slot");
+    tcase_add_checked_fixture(tc, agent_setup_one_result_slot, agent_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_unstored_ring_shards_hold_no_result_slot);
     suite_add_tcase(s, tc);
     tc = tcase_create("a join larger than half the ring");
     tcase_add_checked_fixture(tc, agent_setup_join3, agent_teardown);

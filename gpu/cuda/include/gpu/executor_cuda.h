@@ -44,6 +44,9 @@ struct ga_cuda_retire_gate {
 #define GA_CUDA_RING_JOIN_WAIT_NS 1000000u
 /* The largest ring_join, as many chunks as the dispatcher joins at most. */
 #define GA_CUDA_RING_JOIN_MAX 4u
+/* Result slots (checksum, scan and launch results in flight at once). */
+#define GA_CUDA_RESULT_SLOTS_DEFAULT 16384u
+#define GA_CUDA_RESULT_SLOTS_MAX (1u << 20)
 
 struct ga_executor_cuda_opts {
     uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
@@ -52,7 +55,8 @@ struct ga_executor_cuda_opts {
     uint32_t table_streams; /* managed stream ids of all clients at once; 0: 4096 */
     uint32_t table_events;  /* managed event ids of all clients at once; 0: 16384 */
     uint64_t chunk_bytes;   /* copy/compute pipeline chunk, a multiple of 4096; 0: 64 MiB */
-    uint32_t result_slots;  /* checksum and scan submits in flight at once; 0: 16384 */
+    uint32_t result_slots;  /* checksum, scan and launch results in flight at once; 0:
+                               GA_CUDA_RESULT_SLOTS_DEFAULT */
     /* Called once, from an executor thread, when the device faults (a sticky
      * error: the context is unusable). Every request in flight has then been
      * answered LT_E_GPU_FAULT; the agent should stop and be restarted. */
