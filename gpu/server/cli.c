@@ -45,6 +45,7 @@ enum {
     GA_OPT_MAX_CLIENT_MAPPED,
     GA_OPT_MAX_CLIENT_STAGED,
     GA_OPT_MAX_CLIENTS_PER_UID,
+    GA_OPT_MAX_INFLIGHT_PER_UID,
     GA_OPT_CONFIG,
     GA_OPT_LOG_FILE,
     GA_OPT_METRICS,
@@ -75,6 +76,7 @@ const struct option ga_server_cli_options[] = {
     {"max-client-mapped", required_argument, NULL, GA_OPT_MAX_CLIENT_MAPPED},
     {"max-client-staged", required_argument, NULL, GA_OPT_MAX_CLIENT_STAGED},
     {"max-clients-per-uid", required_argument, NULL, GA_OPT_MAX_CLIENTS_PER_UID},
+    {"max-inflight-per-uid", required_argument, NULL, GA_OPT_MAX_INFLIGHT_PER_UID},
     {"config", required_argument, NULL, GA_OPT_CONFIG},
     {"log-file", required_argument, NULL, GA_OPT_LOG_FILE},
     {"metrics", required_argument, NULL, GA_OPT_METRICS},
@@ -122,6 +124,8 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "  --max-streams N        streams per client (default 64)\n"
             "  --max-events N         events per client (default 1024)\n"
             "  --max-inflight N       unanswered submits and commands per client (default 4096)\n"
+            "  --max-inflight-per-uid N  the same for one uid's connections together (default:\n"
+            "                         --max-inflight when several uids are allowed, else all)\n"
             "  --max-queued-bytes SIZE  replies queued for a client that does not read them\n"
             "                         before it is disconnected (default 1MiB)\n"
             "  --name NAME            agent name in HELLO_REPLY\n"
@@ -318,6 +322,9 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
     case GA_OPT_MAX_CLIENTS_PER_UID:
         return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients_per_uid, err,
                            errlen);
+    case GA_OPT_MAX_INFLIGHT_PER_UID:
+        return ga_cli__u32(opt, val, 1, UINT32_MAX, "1..4294967295",
+                           &cli->cfg.max_inflight_per_uid, err, errlen);
     case GA_OPT_CONFIG: /* read before the other options (ga_server_cli_config_find) */
         if (!val[0])
             return ga_cli__refuse(opt, "a file", val, err, errlen);

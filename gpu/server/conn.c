@@ -30,6 +30,25 @@ static void ga_server__epoll_out(struct ga_server__conn *c, bool on)
         ga_server__conn_kill(c, "epoll_ctl failed");
 }
 
+bool ga_server__inflight_room(const struct ga_server__conn *c, char *why, size_t len)
+{
+    const struct ga_server *srv = c->srv;
+    if (c->inflight >= srv->cfg.max_inflight) {
+        snprintf(why, len, "%" PRIu32 " requests in flight, the limit", c->inflight);
+        return false;
+    }
+    uint64_t uid_total = 0;
+    for (const struct ga_server__conn *o = srv->conns; o; o = o->next)
+        if (o->uid == c->uid)
+            uid_total += o->inflight;
+    if (uid_total >= srv->cfg.max_inflight_per_uid) {
+        snprintf(why, len, "uid %u has %" PRIu64 " requests in flight, the per-uid limit",
+                 (unsigned)c->uid, uid_total);
+        return false;
+    }
+    return true;
+}
+
 void ga_server__conn_kill(struct ga_server__conn *c, const char *why)
 {
     if (c->dead || c->closed)

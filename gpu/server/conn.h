@@ -28,6 +28,11 @@ void ga_server__send_error(struct ga_server__conn *c, uint64_t request_id, uint1
 /* Sends the ERROR for a refusal as whoever decided it explained it. */
 void ga_server__send_failure(struct ga_server__conn *c, uint64_t request_id, uint16_t failed_type,
                              uint32_t index, const struct lt_failure *why);
+/* Whether @c may have one more request in flight: its own count under
+ * --max-inflight and its uid's, over every connection of that uid (open or
+ * draining), under --max-inflight-per-uid. When not, @why says which limit
+ * (the ERROR's text, LT_E_LIMIT). */
+bool ga_server__inflight_room(const struct ga_server__conn *c, char *why, size_t len);
 /* Marks @c for closing after the current event. */
 void ga_server__conn_kill(struct ga_server__conn *c, const char *why);
 /* Closes every client marked dead. */

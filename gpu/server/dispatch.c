@@ -115,10 +115,10 @@ static void ga_dispatch__offer(struct ga_server__conn *c, const struct lt_msg_se
                               srv->cfg.max_segment_bytes);
         return;
     }
-    if (c->inflight >= srv->cfg.max_inflight) {
+    char full[LT_ERROR_MSG_LEN];
+    if (!ga_server__inflight_room(c, full, sizeof full)) {
         ga_server__send_error(c, m->hdr.request_id, LT_MSG_SEGMENT_OFFER, LT_E_LIMIT, 0,
-                              LT_INDEX_NONE, "%" PRIu32 " requests in flight, the limit",
-                              c->inflight);
+                              LT_INDEX_NONE, "%s", full);
         return;
     }
     struct ga_server__job *j = calloc(1, sizeof(*j));

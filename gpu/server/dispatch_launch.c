@@ -147,8 +147,7 @@ void ga_server__launch(struct ga_server__conn *c, const struct lt_msg_launch *m)
         return;
     }
     char words[LT_FAILURE_MSG_LEN];
-    if (c->inflight >= srv->cfg.max_inflight) {
-        snprintf(words, sizeof words, "%" PRIu32 " requests in flight, the limit", c->inflight);
+    if (!ga_server__inflight_room(c, words, sizeof words)) {
         ga_launch__answer(c, rid, LT_E_LIMIT, 0, 0, NULL, words);
         return;
     }

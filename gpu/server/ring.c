@@ -36,16 +36,15 @@ struct ga_server__ring {
 
 static int ga_ring__cap(struct ga_server__conn *c, uint64_t rid, uint16_t type)
 {
-    struct ga_server *srv = c->srv;
     if (!(c->caps & LT_CAP_STREAM)) {
         ga_server__send_error(c, rid, type, LT_E_UNSUPPORTED, 0, LT_INDEX_NONE,
                               "%s needs the STREAM capability, not granted at HELLO",
                               lt_msg_type_name(type));
         return -1;
     }
-    if (c->inflight >= srv->cfg.max_inflight) {
-        ga_server__send_error(c, rid, type, LT_E_LIMIT, 0, LT_INDEX_NONE,
-                              "%" PRIu32 " requests in flight, the limit", c->inflight);
+    char full[LT_ERROR_MSG_LEN];
+    if (!ga_server__inflight_room(c, full, sizeof full)) {
+        ga_server__send_error(c, rid, type, LT_E_LIMIT, 0, LT_INDEX_NONE, "%s", full);
         return -1;
     }
     return 0;

@@ -616,6 +616,12 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
             cfg->max_clients_per_uid ? srv->cfg.max_clients
             : srv->nallow > 1        ? (srv->cfg.max_clients / 4 ? srv->cfg.max_clients / 4 : 1)
                                      : srv->cfg.max_clients;
+    if (!srv->cfg.max_inflight_per_uid)
+        srv->cfg.max_inflight_per_uid =
+            srv->nallow > 1 ? srv->cfg.max_inflight
+                            : (srv->cfg.max_inflight * (uint64_t)srv->cfg.max_clients > UINT32_MAX
+                                   ? UINT32_MAX
+                                   : srv->cfg.max_inflight * srv->cfg.max_clients);
     rc = ga_server__fds_plan(srv);
     if (rc < 0)
         goto fail;

@@ -265,9 +265,9 @@ void ga_server__submit(struct ga_server__conn *c, const struct lt_msg_submit *m)
     struct lease_info li;
     struct lt_failure why;
 
-    if (c->inflight >= srv->cfg.max_inflight) {
-        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_LIMIT, 0, LT_INDEX_NONE,
-                              "%" PRIu32 " requests in flight, the limit", c->inflight);
+    char full[LT_ERROR_MSG_LEN];
+    if (!ga_server__inflight_room(c, full, sizeof full)) {
+        ga_server__send_error(c, rid, LT_MSG_SUBMIT, LT_E_LIMIT, 0, LT_INDEX_NONE, "%s", full);
         return;
     }
     if (((m->flags & LT_SUBMIT_F_WAIT_BELL) && !(c->caps & LT_CAP_DOORBELL)) ||
@@ -457,9 +457,9 @@ void ga_server__ctl(struct ga_server__conn *c, const void *buf, uint16_t type)
 {
     struct ga_server *srv = c->srv;
     uint64_t rid = ga_work__rid(buf);
-    if (c->inflight >= srv->cfg.max_inflight) {
-        ga_server__send_error(c, rid, type, LT_E_LIMIT, 0, LT_INDEX_NONE,
-                              "%" PRIu32 " requests in flight, the limit", c->inflight);
+    char full[LT_ERROR_MSG_LEN];
+    if (!ga_server__inflight_room(c, full, sizeof full)) {
+        ga_server__send_error(c, rid, type, LT_E_LIMIT, 0, LT_INDEX_NONE, "%s", full);
         return;
     }
     struct ga_server__job *j = calloc(1, sizeof(*j));

@@ -3,7 +3,12 @@
  * uid may hold at most --max-clients-per-uid connections (by default a
  * quarter of --max-clients when more than one uid is allowed): the rest of
  * its connections are refused with LT_E_LIMIT and the numbers, and another
- * uid still gets in. Needs root to act as another uid: exits 77 otherwise. */
+ * uid still gets in. Likewise the requests in flight: one uid's connections
+ * together may have at most --max-inflight-per-uid unanswered (by default
+ * one connection's --max-inflight when more than one uid is allowed), so
+ * requests parked behind bells a uid never rings, spread over its
+ * connections, cannot take every executor slot. Needs root to act as
+ * another uid: exits 77 otherwise. */
 #include <check.h>
 #include <errno.h>
 #include <grp.h>
@@ -105,6 +110,85 @@ START_TEST(test_one_uid_cannot_take_every_connection)
 }
 END_TEST
 
+/* A child that becomes the other uid, opens two connections and parks two
+ * checksum SUBMITs behind bells it never rings on each (4 in flight, each
+ * connection under its own --max-inflight of 4), then offers one more
+ * segment. It writes that offer's status and whether its text names the
+ * per-uid limit to @wfd, then holds everything until @rfd closes. */
+static pid_t parker_start(const char *sock, int wfd, int rfd, int parent_end)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid != 0)
+        return pid;
+    close(parent_end);
+    if (setgroups(0, NULL) < 0 || setgid(other_gid) < 0 || setuid(other_uid) < 0)
+        _exit(20);
+    int conn[2];
+    struct hs_seg bells[4], data[4], more;
+    for (int k = 0; k < 2; k++) {
+        conn[k] = th_hello(sock, LT_CAP_DOORBELL, NULL);
+        for (int i = 0; i < 2; i++)
+            hs_unrung_bell_submit(conn[k], &bells[2 * k + i], &data[2 * k + i], 32 * HS_KIB,
+                                  (uint64_t)(10 + 4 * k + 2 * i));
+    }
+    char msg[128] = "";
+    if (hs_memfd(&more, 64 * HS_KIB, 0, HS_SEALS, 99) < 0)
+        _exit(22);
+    int report[2] = {(int)hs_offer(conn[1], &more, LT_CLASS_PINNED, msg, sizeof msg),
+                     strstr(msg, "per-uid limit") != NULL};
+    if (write(wfd, report, sizeof report) != (ssize_t)sizeof report)
+        _exit(21);
+    char c;
+    while (read(rfd, &c, 1) > 0)
+        ;
+    _exit(0);
+}
+
+START_TEST(test_one_uid_cannot_take_every_request_in_flight)
+{
+    struct th_agent a;
+    char dir[64] = "/tmp/ga-fair-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0711), 0);
+    char run[96], uidarg[32];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)other_uid);
+    const char *extra[] = {"--group",     group_name, "--allow-uid", uidarg, "--allow-uid",
+                           "0",           "--max-inflight", "4",     NULL};
+    th_agent_start(&a, run, extra);
+
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t child = parker_start(a.sock, up[1], down[0], down[1]);
+    close(up[1]);
+    close(down[0]);
+    int report[2] = {-1, -1};
+    ck_assert_int_eq(read(up[0], report, sizeof report), (ssize_t)sizeof report);
+    ck_assert_msg(report[0] == LT_E_LIMIT && report[1] == 1,
+                  "the parking uid's fifth request: expected LIMIT naming the per-uid limit, "
+                  "found %s (%s)",
+                  lt_error_name((uint32_t)report[0]), report[1] ? "names it" : "does not name it");
+
+    /* Root's requests are still taken while the parked ones wait. */
+    int c = th_hello(a.sock, 0, NULL);
+    struct hs_seg seg;
+    char msg[128];
+    ck_assert_int_eq(hs_memfd(&seg, 64 * HS_KIB, 0, HS_SEALS, 7), 0);
+    ck_assert_msg(hs_offer(c, &seg, LT_CLASS_PINNED, msg, sizeof msg) == LT_OK, "root: %s", msg);
+    close(c);
+    hs_seg_close(&seg);
+    close(down[1]);
+    int st;
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(up[0]);
+    hs_agent_finish(&a);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -127,6 +211,7 @@ int main(void)
     TCase *tc = tcase_create("fairness");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_one_uid_cannot_take_every_connection);
+    tcase_add_test(tc, test_one_uid_cannot_take_every_request_in_flight);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
