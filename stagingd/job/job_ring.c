@@ -272,7 +272,7 @@ static void sd_job__help(struct sd_job__ring *self)
     }
 }
 
-#define SD_JOB__HELP_LOOK_NS 500000L /* an idle thread looks for work this often while draining */
+#define SD_JOB__HELP_LOOK_NS 500000ull /* an idle thread looks for work this often while draining */
 
 void *sd_job__ring_main(void *arg)
 {
@@ -296,14 +296,8 @@ void *sd_job__ring_main(void *arg)
                 pthread_mutex_lock(&r->mu);
                 if (r->q_head || r->stop || r->abort_gen != gen)
                     break;
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += SD_JOB__HELP_LOOK_NS;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+                const struct timespec until = base_deadline_ns(SD_JOB__HELP_LOOK_NS);
+                pthread_cond_timedwait(&r->cv, &r->mu, &until);
             }
             /* The first task's wait is the ring's set-up, not a gap. */
             if (r->t_first_store)

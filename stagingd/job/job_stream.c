@@ -163,7 +163,7 @@ int sd_job__stream_setup(struct sd_job *job)
             break;
         r->have_slots = 1;
         pthread_mutex_init(&r->mu, NULL);
-        pthread_cond_init(&r->cv, NULL);
+        base_cond_init_monotonic(&r->cv); /* job_ring.c's timed waits */
         if (pthread_create(&r->thread, NULL, sd_job__ring_main, r) != 0) {
             pthread_cond_destroy(&r->cv);
             pthread_mutex_destroy(&r->mu);

@@ -29,6 +29,34 @@ static uid_t other_uid;
 static gid_t other_gid;
 static char group_name[64];
 
+/* A child's end: writes its two numbers to @wfd, then holds what it opened
+ * until @rfd closes (the parent is done), and exits 0. */
+static _Noreturn void report_and_hold(int wfd, int rfd, int a, int b)
+{
+    const int report[2] = {a, b};
+    if (write(wfd, report, sizeof report) != (ssize_t)sizeof report)
+        _exit(21);
+    char c;
+    while (read(rfd, &c, 1) > 0)
+        ;
+    _exit(0);
+}
+
+/* An agent in a fresh directory that root and the other uid may use, with
+ * one more option (@opt @val); its directory's path goes to @dir. */
+static void two_uid_agent_start(struct th_agent *a, char dir[64], const char *opt, const char *val)
+{
+    snprintf(dir, 64, "/tmp/ga-fair-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0711), 0);
+    char run[96], uidarg[32];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)other_uid);
+    const char *extra[] = {"--group", group_name, "--allow-uid", uidarg, "--allow-uid", "0",
+                           opt,       val,        NULL};
+    th_agent_start(a, run, extra);
+}
+
 /* A child that becomes the other uid and opens MAX_CLIENTS connections,
  * each with a HELLO. It writes how many were answered to @wfd, then holds
  * them until @rfd closes. */
@@ -59,28 +87,15 @@ static pid_t greedy_start(const char *sock, int wfd, int rfd, int parent_end)
             limit_refusals++; /* the ERROR, or the close it came with (a reset may eat it) */
         /* Keep every socket open: held connections are the point. */
     }
-    int report[2] = {served, limit_refusals};
-    if (write(wfd, report, sizeof report) != (ssize_t)sizeof report)
-        _exit(21);
-    char c;
-    while (read(rfd, &c, 1) > 0)
-        ;
-    _exit(0);
+    report_and_hold(wfd, rfd, served, limit_refusals);
 }
 
 START_TEST(test_one_uid_cannot_take_every_connection)
 {
     struct th_agent a;
-    char dir[64] = "/tmp/ga-fair-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    ck_assert_int_eq(chmod(dir, 0711), 0);
-    char run[96], uidarg[32], maxarg[16];
-    snprintf(run, sizeof run, "%s/run", dir);
-    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)other_uid);
+    char dir[64], maxarg[16];
     snprintf(maxarg, sizeof maxarg, "%d", MAX_CLIENTS);
-    const char *extra[] = {"--group",     group_name, "--allow-uid",   uidarg, "--allow-uid",
-                           "0",           "--max-clients", maxarg, NULL};
-    th_agent_start(&a, run, extra);
+    two_uid_agent_start(&a, dir, "--max-clients", maxarg);
 
     int up[2], down[2];
     ck_assert_int_eq(pipe(up), 0);
@@ -135,28 +150,15 @@ static pid_t parker_start(const char *sock, int wfd, int rfd, int parent_end)
     char msg[128] = "";
     if (hs_memfd(&more, 64 * HS_KIB, 0, HS_SEALS, 99) < 0)
         _exit(22);
-    int report[2] = {(int)hs_offer(conn[1], &more, LT_CLASS_PINNED, msg, sizeof msg),
-                     strstr(msg, "per-uid limit") != NULL};
-    if (write(wfd, report, sizeof report) != (ssize_t)sizeof report)
-        _exit(21);
-    char c;
-    while (read(rfd, &c, 1) > 0)
-        ;
-    _exit(0);
+    const uint32_t code = hs_offer(conn[1], &more, LT_CLASS_PINNED, msg, sizeof msg);
+    report_and_hold(wfd, rfd, (int)code, strstr(msg, "per-uid limit") != NULL);
 }
 
 START_TEST(test_one_uid_cannot_take_every_request_in_flight)
 {
     struct th_agent a;
-    char dir[64] = "/tmp/ga-fair-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    ck_assert_int_eq(chmod(dir, 0711), 0);
-    char run[96], uidarg[32];
-    snprintf(run, sizeof run, "%s/run", dir);
-    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)other_uid);
-    const char *extra[] = {"--group",     group_name, "--allow-uid", uidarg, "--allow-uid",
-                           "0",           "--max-inflight", "4",     NULL};
-    th_agent_start(&a, run, extra);
+    char dir[64];
+    two_uid_agent_start(&a, dir, "--max-inflight", "4");
 
     int up[2], down[2];
     ck_assert_int_eq(pipe(up), 0);

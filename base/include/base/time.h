@@ -11,6 +11,7 @@
 #define BASE_TIME_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -52,6 +53,18 @@ static inline double base_now_s(void)
 static inline struct timespec base_deadline_ns(uint64_t delta_ns)
 {
     return base_ns_timespec(base_now_ns() + delta_ns);
+}
+
+/* A condition variable whose timed waits take base_deadline_ns deadlines.
+ * Returns pthread_cond_init's result. */
+static inline int base_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
 }
 
 /* Sleeps @ns on CLOCK_MONOTONIC, resuming after signals. */
