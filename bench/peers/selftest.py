@@ -200,6 +200,15 @@ def check_report():
         expect(v[0].startswith("ours verified (34.50 GB/s, ours verify) is AHEAD of every KvikIO"),
                "report: the best verify row's verdict comes first")
         expect(not good, "report: a failed row makes the run fail")
+        marked = [dict(r) for r in loaded] + [
+            {"id": report.MARK_KVIKIO, "label": "KvikIO 16x4", "group": "kvikio", "ok": True, "gbps": 23.0},
+            {"id": report.MARK_H2D, "label": "h2d", "group": "ceiling", "ok": True, "gbps": 46.0},
+            {"id": report.MARK_BOUNCE, "label": "bounce", "group": "torch", "ok": True, "gbps": 17.8}]
+        v2, _ = report.verdicts(marked, report.reference(marked))
+        expect(v2[1] == "ours verified (34.50 GB/s) is 1.50x KvikIO at 16 threads and 4 MiB tasks (23.00 GB/s), "
+               "1.15x the best KvikIO (30.00 GB/s), 0.75x the pinned H2D ceiling (46.00 GB/s), "
+               "the scan (35.60 GB/s) 2.00x PyTorch's bounce loop (17.80 GB/s)",
+               "report: the goals' rows, second: %r" % (v2[1:2],))
         out = io.StringIO()
         with redirect_stdout(out):
             rc = report.main([path, "--out-json", path + ".json"])
