@@ -27,6 +27,7 @@
 #include "gpu/executor_cuda.h"
 #include "gpu/lease_backend.h"
 #include "gpu/server.h"
+#include "gpu/stop_watchdog.h"
 
 enum agent_backend { AGENT_BACKEND_CUDA = 0, AGENT_BACKEND_HOST = 1 };
 
@@ -671,6 +672,7 @@ int main(int argc, char **argv)
         close(inherited.lock_fd);
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
+    ga_stop_watchdog_install(&a.cli);
     int status = a.backend == AGENT_BACKEND_CUDA
                      ? agent_serve_cuda(&a)
                      : ga_agent_host_serve(&a.cli, "--backend host");

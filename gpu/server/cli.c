@@ -50,6 +50,7 @@ enum {
     GA_OPT_LOG_FILE,
     GA_OPT_METRICS,
     GA_OPT_METRICS_REMOTE,
+    GA_OPT_STOP_TIMEOUT,
 };
 
 const struct option ga_server_cli_options[] = {
@@ -81,6 +82,7 @@ const struct option ga_server_cli_options[] = {
     {"log-file", required_argument, NULL, GA_OPT_LOG_FILE},
     {"metrics", required_argument, NULL, GA_OPT_METRICS},
     {"metrics-remote", optional_argument, NULL, GA_OPT_METRICS_REMOTE},
+    {"stop-timeout", required_argument, NULL, GA_OPT_STOP_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -128,6 +130,8 @@ void ga_server_cli_usage(FILE *f, const char *prog)
             "                         --max-inflight when several uids are allowed, else all)\n"
             "  --max-queued-bytes SIZE  replies queued for a client that does not read them\n"
             "                         before it is disconnected (default 1MiB)\n"
+            "  --stop-timeout S       after SIGTERM, the longest the drain may take before the\n"
+            "                         agent exits 1 without it (default 10; 0: wait for ever)\n"
             "  --name NAME            agent name in HELLO_REPLY\n"
             "  --ready-fd N           once serving, write \"ready <pid> <socket>\" to fd N and\n"
             "                         close it\n"
@@ -158,6 +162,7 @@ void ga_server_cli_init(struct ga_server_cli *cli)
     cli->ready_fd = -1;
     cli->kept = (struct ga_server_listener){.listen_fd = -1, .lock_fd = -1};
     cli->log_level = BASE_LOG_INFO;
+    cli->stop_timeout_s = GA_SERVER_CLI_STOP_TIMEOUT_DEFAULT;
 }
 
 void ga_server_cli_fini(struct ga_server_cli *cli)
@@ -321,6 +326,9 @@ int ga_server_cli_option(struct ga_server_cli *cli, int opt, const char *val, ch
                             &cli->cfg.max_client_staged_bytes, err, errlen);
     case GA_OPT_MAX_CLIENTS_PER_UID:
         return ga_cli__u32(opt, val, 1, 65536, "1..65536", &cli->cfg.max_clients_per_uid, err,
+                           errlen);
+    case GA_OPT_STOP_TIMEOUT:
+        return ga_cli__u32(opt, val, 0, 86400, "0..86400 (seconds)", &cli->stop_timeout_s, err,
                            errlen);
     case GA_OPT_MAX_INFLIGHT_PER_UID:
         return ga_cli__u32(opt, val, 1, UINT32_MAX, "1..4294967295",

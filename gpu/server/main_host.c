@@ -10,6 +10,7 @@
 
 #include "gpu/agent_host.h"
 #include "gpu/server.h"
+#include "gpu/stop_watchdog.h"
 
 int main(int argc, char **argv)
 {
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
         ga_server_cli_fini(&cli);
         return 1;
     }
+    ga_stop_watchdog_install(&cli);
     int status = ga_agent_host_serve(&cli, prog);
     base_log_default_set(NULL);
     base_log_file_destroy(logf);

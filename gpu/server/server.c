@@ -430,6 +430,8 @@ int ga_server_run(struct ga_server *srv)
     }
     if (srv->cfg.notify)
         (void)base_notify("STOPPING=1"); /* outside a Type=notify unit: nothing */
+    if (srv->cfg.on_stopping)
+        srv->cfg.on_stopping(srv->cfg.on_stopping_arg);
     ga_server__drain(srv);
     base_log(&srv->cfg.log, BASE_LOG_INFO, GA_SERVER__SUBSYS,
              "stopped: %" PRIu64 " clients served, %" PRIu64 " refused", srv->accepted,

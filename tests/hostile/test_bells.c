@@ -8,7 +8,10 @@
  * that serves the next client. Run against lease-agent-host, and (by
  * hand, TH_AGENT) against lease-agent under the fake driver. */
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -186,6 +189,51 @@ START_TEST(test_a_client_holding_unrung_bells_leaves_others_served)
 }
 END_TEST
 
+/* Zeroes the bell word at @arg until told to stop: a client that takes
+ * back the value the agent stored in its bell to release the wait. */
+static volatile int rewriting;
+
+static void *bell_rewriter(void *arg)
+{
+    uint64_t *bell = arg;
+    while (__atomic_load_n(&rewriting, __ATOMIC_ACQUIRE))
+        __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* A client with bell-gated work that keeps zeroing its bell word after the
+ * agent's stop rang it: on the CUDA backend the GPU waits on the client's
+ * word, so the drain could wait for ever. The agent's stop must end within
+ * TH_TIMEOUT_MS anyway; where it gave up on the drain (--stop-timeout),
+ * it exits 1 and says why. */
+START_TEST(test_a_bell_rewritten_after_the_stop_cannot_hold_it)
+{
+    struct th_agent a;
+    const char *const extra[] = {"--stop-timeout", "2", NULL};
+    th_agent_start(&a, NULL, extra);
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells, data;
+    hs_unrung_bell_submit(c, &bells, &data, 32 * HS_KIB, 0x69);
+    rewriting = 1;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, bell_rewriter, bells.map), 0);
+    const int st = th_agent_stop(&a);
+    __atomic_store_n(&rewriting, 0, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    ck_assert_msg(st >= 0, "the agent did not stop in %d ms while a client rewrote its bell; "
+                  "its log: %s", TH_TIMEOUT_MS, a.log);
+    /* Drained (the host backend's wait is the agent's own), or given up on
+     * with the reason logged. */
+    ck_assert_msg(st == 0 || (st == 1 && th_file_wait_for(a.log, "--stop-timeout", 1000)),
+                  "the agent exited %d; expected 0, or 1 naming --stop-timeout; its log: %s", st,
+                  a.log);
+    close(c);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 static Suite *bells_suite(void)
 {
     Suite *s = suite_create("hostile_bells");
@@ -196,6 +244,7 @@ static Suite *bells_suite(void)
     tcase_add_test(tc, test_scan_hits_in_a_sealed_lease_are_refused_at_submit);
     tcase_add_test(tc, test_a_client_gone_with_bell_gated_work_leaves_others_served);
     tcase_add_test(tc, test_a_client_holding_unrung_bells_leaves_others_served);
+    tcase_add_test(tc, test_a_bell_rewritten_after_the_stop_cannot_hold_it);
     suite_add_tcase(s, tc);
     return s;
 }

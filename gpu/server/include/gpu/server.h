@@ -57,6 +57,11 @@ struct ga_server_config {
     uint64_t max_queued_bytes;           /* per client, replies the peer has not read yet; over
                                             it the client is disconnected; 0: 1 MiB */
     uint64_t max_segment_bytes;          /* largest segment offered; 0: LT_SEGMENT_SIZE_MAX */
+    /* Called on the loop's thread once ga_server_run stops serving, before
+     * it drains (the program's stop watchdog, gpu/server/stop_watchdog.c);
+     * NULL: none. */
+    void (*on_stopping)(void *arg);
+    void *on_stopping_arg;
     const char *agent_name;              /* in HELLO_REPLY; NULL: "ga-<executor name>" */
     int handle_signals; /* nonzero: a signalfd in the loop takes SIGTERM and SIGINT (stop),
                            SIGUSR1 (stats to the log) and SIGHUP (log_file reopened); the
@@ -172,7 +177,10 @@ struct ga_server_cli {
     /* After ga_server_cli_serve: the listener the server kept
      * (ga_server_listener_keep), the caller's; listen_fd -1 when none. */
     struct ga_server_listener kept;
+    uint32_t stop_timeout_s; /* --stop-timeout: for the program's stop watchdog; 0: none */
 };
+
+#define GA_SERVER_CLI_STOP_TIMEOUT_DEFAULT 10u
 
 /* The server's long options, for a program that adds its own: their val
  * fields start at GA_SERVER_CLI_OPT_BASE, so a program's own vals below it
