@@ -1045,6 +1045,38 @@ static uint64_t nine_shards_stored_apart(uint64_t *copies_p, uint64_t *lapses_p)
     return chunks;
 }
 
+/* Streams one 2-chunk copy shard, its first chunk stored alone: waits for
+ * that chunk's done word (how long it took in @took_ms_p), then stores the
+ * second and expects the completion. The agent's counters of the ring in
+ * @copies_p and @lapses_p. */
+static void first_chunk_stored_alone(uint64_t *took_ms_p, uint64_t *copies_p, uint64_t *lapses_p)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    unsigned char img[2 * SLOT_BYTES];
+    th_fill(img, sizeof img, 47);
+    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
+    /* Sequences 1 and 2, slots 1 and 2: the first may wait for the second. */
+    const uint64_t rid = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
+    chunks_store(&r, img, sizeof img, 1, 0, 1);
+    const uint64_t t0 = now_ms();
+    volatile uint64_t *done1 = &r.words[DONE_OFF / 8 + 1];
+    while (__atomic_load_n(done1, __ATOMIC_ACQUIRE) < 1 && now_ms() - t0 < TH_TIMEOUT_MS)
+        sleep_ms(1);
+    *took_ms_p = now_ms() - t0;
+    ck_assert_msg(__atomic_load_n(done1, __ATOMIC_ACQUIRE) >= 1,
+                  "the first chunk, its neighbour not stored, was not copied in %" PRIu64 " ms",
+                  *took_ms_p);
+    th_expect_silence(r.c, 20); /* the shard waits for its second chunk */
+    chunks_store(&r, img, sizeof img, 1, 1, 2);
+    ck_assert_uint_eq(completion_expect(&r, &buf, rid)->status, LT_OK);
+    ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, 2);
+    ring_counters(2, copies_p, lapses_p);
+    rc_done(&r);
+}
+
 /* With --ring-join 2, each chunk whose neighbour is the shard's and in the
  * next slot waits for it, so the copies are pairs (shard 1: 1+2, 3; the
  * others: 0+1, 2+3: 18 in all), against 35 without the join. */
@@ -1070,33 +1102,14 @@ END_TEST
  * timed, so a loaded machine does not change the answer. */
 START_TEST(test_a_ring_too_small_for_two_joined_copies_never_waits)
 {
-    struct rc r;
-    union lt_msg_buffer buf;
-    rc_make(&r, CAPS);
-    struct lt_ring_id ring = ring_open(&r, 2, NULL);
-    unsigned char img[2 * SLOT_BYTES];
-    th_fill(img, sizeof img, 48);
-    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
-    const uint64_t rid = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
-    chunks_store(&r, img, sizeof img, 1, 0, 1);
-    const uint64_t t0 = now_ms();
-    volatile uint64_t *done1 = &r.words[DONE_OFF / 8 + 1];
-    while (__atomic_load_n(done1, __ATOMIC_ACQUIRE) < 1 && now_ms() - t0 < TH_TIMEOUT_MS)
-        sleep_ms(1);
-    ck_assert_msg(__atomic_load_n(done1, __ATOMIC_ACQUIRE) >= 1,
-                  "the first chunk was not copied in %" PRIu64 " ms", now_ms() - t0);
-    chunks_store(&r, img, sizeof img, 1, 1, 2);
-    ck_assert_uint_eq(completion_expect(&r, &buf, rid)->status, LT_OK);
-    ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, 2);
-    uint64_t copies = 0, lapses = 0;
-    ring_counters(2, &copies, &lapses);
+    uint64_t took = 0, copies = 0, lapses = 0;
+    first_chunk_stored_alone(&took, &copies, &lapses);
     ck_assert_msg(lapses == 0,
                   "a chunk of a %u-slot ring waited for its neighbours under --ring-join 3 "
                   "(%" PRIu64 " lapse(s), %" PRIu64 " copies); expected no wait: a ring needs "
                   "2 x 3 slots for that",
                   SLOTS, lapses, copies);
     ck_assert_uint_eq(copies, 2);
-    rc_done(&r);
 }
 END_TEST
 
@@ -1151,34 +1164,11 @@ END_TEST
  * alone: the client that does not store its next word slows only itself. */
 START_TEST(test_a_join_waits_a_bounded_time_for_the_neighbour)
 {
-    struct rc r;
-    union lt_msg_buffer buf;
-    rc_make(&r, CAPS);
-    struct lt_ring_id ring = ring_open(&r, 2, NULL);
-    unsigned char img[2 * SLOT_BYTES];
-    th_fill(img, sizeof img, 47);
-    union lt_op_args a = {.copy = {.offset = 0, .length = sizeof img}};
-    /* Sequences 1 and 2, slots 1 and 2: the first waits for the second. */
-    const uint64_t rid = shard_send(&r, ring, 1, sizeof img, LT_OP_COPY_H2D, &a);
-    chunks_store(&r, img, sizeof img, 1, 0, 1);
-    const uint64_t t0 = now_ms();
-    volatile uint64_t *done1 = &r.words[DONE_OFF / 8 + 1];
-    while (__atomic_load_n(done1, __ATOMIC_ACQUIRE) < 1 && now_ms() - t0 < TH_TIMEOUT_MS)
-        sleep_ms(1);
-    const uint64_t took = now_ms() - t0;
-    ck_assert_msg(__atomic_load_n(done1, __ATOMIC_ACQUIRE) >= 1,
-                  "the first chunk, its neighbour never stored, was not copied in %" PRIu64 " ms",
-                  took);
+    uint64_t took = 0, copies = 0, lapses = 0;
+    first_chunk_stored_alone(&took, &copies, &lapses);
     ck_assert_msg(took < 1000, "the first chunk waited %" PRIu64 " ms for its neighbour", took);
-    th_expect_silence(r.c, 20); /* the shard waits for its second chunk */
-    chunks_store(&r, img, sizeof img, 1, 1, 2);
-    ck_assert_uint_eq(completion_expect(&r, &buf, rid)->status, LT_OK);
-    ck_assert_uint_eq(ring_close(&r, ring, &buf)->chunks, 2);
-    uint64_t copies = 0, lapses = 0;
-    ring_counters(2, &copies, &lapses);
     ck_assert_uint_eq(copies, 2);
     ck_assert_uint_eq(lapses, 1);
-    rc_done(&r);
 }
 END_TEST
 #endif
