@@ -11,7 +11,9 @@
  * chunk is stored. When the loop bumps the abort generation (the agent
  * went, or the job is abandoned) the thread drops what it holds and says
  * it is idle; a read that fails still stores the task's remaining
- * sequences, so the GPU never waits for them. */
+ * sequences, so the GPU never waits for them. Once every task is handed
+ * out, a thread with nothing to stage helps another ring with the chunks
+ * of its current task ("helping" below). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
