@@ -618,12 +618,14 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
             cfg->max_clients_per_uid ? srv->cfg.max_clients
             : srv->nallow > 1        ? (srv->cfg.max_clients / 4 ? srv->cfg.max_clients / 4 : 1)
                                      : srv->cfg.max_clients;
-    if (!srv->cfg.max_inflight_per_uid)
-        srv->cfg.max_inflight_per_uid =
-            srv->nallow > 1 ? srv->cfg.max_inflight
-                            : (srv->cfg.max_inflight * (uint64_t)srv->cfg.max_clients > UINT32_MAX
-                                   ? UINT32_MAX
-                                   : srv->cfg.max_inflight * srv->cfg.max_clients);
+    /* Several uids: two connections' worth, so a daemon and a job of one uid
+     * both run full, and one uid holds at most half of the CUDA executor's
+     * result slots at the defaults (2 x 4096 of 16384). */
+    if (!srv->cfg.max_inflight_per_uid) {
+        const uint64_t all = (uint64_t)srv->cfg.max_inflight * srv->cfg.max_clients;
+        const uint64_t want = srv->nallow > 1 ? 2ull * srv->cfg.max_inflight : all;
+        srv->cfg.max_inflight_per_uid = want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
+    }
     rc = ga_server__fds_plan(srv);
     if (rc < 0)
         goto fail;

@@ -5,7 +5,7 @@
  * its connections are refused with LT_E_LIMIT and the numbers, and another
  * uid still gets in. Likewise the requests in flight: one uid's connections
  * together may have at most --max-inflight-per-uid unanswered (by default
- * one connection's --max-inflight when more than one uid is allowed), so
+ * two connections' --max-inflight when more than one uid is allowed), so
  * requests parked behind bells a uid never rings, spread over its
  * connections, cannot take every executor slot. Needs root to act as
  * another uid: exits 77 otherwise. */
@@ -125,11 +125,12 @@ START_TEST(test_one_uid_cannot_take_every_connection)
 }
 END_TEST
 
-/* A child that becomes the other uid, opens two connections and parks two
- * checksum SUBMITs behind bells it never rings on each (4 in flight, each
- * connection under its own --max-inflight of 4), then offers one more
- * segment. It writes that offer's status and whether its text names the
- * per-uid limit to @wfd, then holds everything until @rfd closes. */
+/* A child that becomes the other uid, opens two connections and parks four
+ * checksum SUBMITs behind bells it never rings on each (8 in flight, each
+ * connection at its own --max-inflight of 4), then offers one more segment
+ * on a third connection. It writes that offer's status and whether its
+ * text names the per-uid limit to @wfd, then holds everything until @rfd
+ * closes. */
 static pid_t parker_start(const char *sock, int wfd, int rfd, int parent_end)
 {
     pid_t pid = fork();
@@ -139,18 +140,19 @@ static pid_t parker_start(const char *sock, int wfd, int rfd, int parent_end)
     close(parent_end);
     if (setgroups(0, NULL) < 0 || setgid(other_gid) < 0 || setuid(other_uid) < 0)
         _exit(20);
-    int conn[2];
-    struct hs_seg bells[4], data[4], more;
+    int conn[3];
+    struct hs_seg bells[8], data[8], more;
     for (int k = 0; k < 2; k++) {
         conn[k] = th_hello(sock, LT_CAP_DOORBELL, NULL);
-        for (int i = 0; i < 2; i++)
-            hs_unrung_bell_submit(conn[k], &bells[2 * k + i], &data[2 * k + i], 32 * HS_KIB,
-                                  (uint64_t)(10 + 4 * k + 2 * i));
+        for (int i = 0; i < 4; i++)
+            hs_unrung_bell_submit(conn[k], &bells[4 * k + i], &data[4 * k + i], 32 * HS_KIB,
+                                  (uint64_t)(10 + 8 * k + 2 * i));
     }
+    conn[2] = th_hello(sock, LT_CAP_DOORBELL, NULL);
     char msg[128] = "";
     if (hs_memfd(&more, 64 * HS_KIB, 0, HS_SEALS, 99) < 0)
         _exit(22);
-    const uint32_t code = hs_offer(conn[1], &more, LT_CLASS_PINNED, msg, sizeof msg);
+    const uint32_t code = hs_offer(conn[2], &more, LT_CLASS_PINNED, msg, sizeof msg);
     report_and_hold(wfd, rfd, (int)code, strstr(msg, "per-uid limit") != NULL);
 }
 
@@ -169,7 +171,7 @@ START_TEST(test_one_uid_cannot_take_every_request_in_flight)
     int report[2] = {-1, -1};
     ck_assert_int_eq(read(up[0], report, sizeof report), (ssize_t)sizeof report);
     ck_assert_msg(report[0] == LT_E_LIMIT && report[1] == 1,
-                  "the parking uid's fifth request: expected LIMIT naming the per-uid limit, "
+                  "the parking uid's ninth request: expected LIMIT naming the per-uid limit, "
                   "found %s (%s)",
                   lt_error_name((uint32_t)report[0]), report[1] ? "names it" : "does not name it");
 

@@ -78,8 +78,8 @@ struct ga_server_config {
     uint32_t max_clients_per_uid;     /* 0: max_clients / 4 (at least 1) when more than one
                                          uid may connect, else max_clients */
     uint32_t max_inflight_per_uid;    /* unanswered requests of one uid's connections
-                                         together; 0: max_inflight when more than one uid may
-                                         connect, else max_inflight x max_clients */
+                                         together; 0: 2 x max_inflight when more than one uid
+                                         may connect, else max_inflight x max_clients */
     uint32_t seals;                   /* enum lease_seal_policy (lease/lease.h) */
     uint64_t budget_staged;           /* STAGED bytes mapped at once; 0: physical memory */
     uint64_t max_mapped_bytes;        /* every class's segments mapped at once; 0: 4x physical
