@@ -450,6 +450,23 @@ uint64_t th_release_send(int fd, struct lt_lease_id lease)
     return rid;
 }
 
+size_t th_launch_init(struct lt_msg_launch *m, const char *kernel, uint32_t block,
+                      struct lt_lease_id lease, uint64_t length, uint32_t flags)
+{
+    const size_t len = sizeof(struct lt_msg_launch) + 8;
+    ck_assert_int_eq(lt_msg_init(m, len, LT_MSG_LAUNCH, th_rid()), LT_OK);
+    m->arg_words = 1;
+    lt_name_set(m->image, sizeof m->image, "launch_kernels");
+    lt_name_set(m->kernel, sizeof m->kernel, kernel);
+    m->grid[0] = m->grid[1] = m->grid[2] = 1;
+    m->block[0] = block;
+    m->block[1] = m->block[2] = 1;
+    m->lease_count = 1;
+    m->leases[0] = (struct lt_launch_lease){.lease = lease, .length = length, .flags = flags};
+    m->args[0] = 1;
+    return len;
+}
+
 uint64_t th_submit_send(int fd, const struct lt_msg_submit *proto)
 {
     struct lt_msg_submit m = *proto;

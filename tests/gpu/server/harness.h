@@ -86,6 +86,12 @@ struct lt_lease_grant_entry th_lease(int fd, struct lt_segment_id seg, uint64_t 
 uint64_t th_release_send(int fd, struct lt_lease_id lease);
 /* Sends a SUBMIT; returns its request id. */
 uint64_t th_submit_send(int fd, const struct lt_msg_submit *proto);
+/* Makes @m (room for one argument word past it) a LAUNCH of @kernel in the
+ * image launch_kernels: one thread block of @block threads, argument word 1,
+ * one range [0, @length) of @lease with @flags, no result bytes. Returns its
+ * length. */
+size_t th_launch_init(struct lt_msg_launch *m, const char *kernel, uint32_t block,
+                      struct lt_lease_id lease, uint64_t length, uint32_t flags);
 /* A STATS_REQUEST answered: copies the reply into @buf. */
 void th_stats(int fd, uint32_t flags, union lt_msg_buffer *buf);
 /* Sends a stream or event command and expects CTL_REPLY; returns it. */

@@ -17,17 +17,8 @@ static uint64_t launch_send(int fd, struct lt_lease_id lease, size_t extra_len)
         uint64_t align;
         unsigned char b[sizeof(struct lt_msg_launch) + 16];
     } u;
-    size_t len = sizeof(struct lt_msg_launch) + 8;
     struct lt_msg_launch *m = (void *)u.b;
-    ck_assert_int_eq(lt_msg_init(m, len, LT_MSG_LAUNCH, th_rid()), LT_OK);
-    m->arg_words = 1;
-    lt_name_set(m->image, sizeof m->image, "launch_kernels");
-    lt_name_set(m->kernel, sizeof m->kernel, "k_launch_sum_u32");
-    m->grid[0] = m->grid[1] = m->grid[2] = 1;
-    m->block[0] = m->block[1] = m->block[2] = 1;
-    m->lease_count = 1;
-    m->leases[0] = (struct lt_launch_lease){.lease = lease, .offset = 0, .length = 64};
-    m->args[0] = 1;
+    const size_t len = th_launch_init(m, "k_launch_sum_u32", 1, lease, 64, 0);
     /* @extra_len bytes past what arg_words says: a framing error */
     ((struct lt_header *)m)->length = (uint32_t)(len + extra_len);
     ck_assert_int_eq(th_send(fd, m, len + extra_len, NULL, 0), 0);
