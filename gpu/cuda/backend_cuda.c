@@ -250,6 +250,26 @@ void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n)
     o->dmem_reserved -= n;
 }
 
+int cx__slot_take(struct cx *x, struct cx_cmd *cmd, struct lt_failure *why)
+{
+    if (x->nfree == 0)
+        return why ? lt_failure_set(why, LT_E_LIMIT, 0,
+                                    "%" PRIu32
+                                    " checksum and scan submits in flight, the agent's limit",
+                                    x->nresult)
+                   : -ENOSPC;
+    cmd->slot = x->free_slots[--x->nfree];
+    return 0;
+}
+
+void cx__slot_put(struct cx *x, struct cx_cmd *cmd)
+{
+    if (cmd->slot == UINT32_MAX)
+        return;
+    x->free_slots[x->nfree++] = cmd->slot;
+    cmd->slot = UINT32_MAX;
+}
+
 static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct lt_failure *why_p)
 {
     struct cx *x = ctx;
@@ -271,14 +291,8 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
     }
     int rc = 0;
     pthread_mutex_lock(&x->mu);
-    if (w->op != LT_OP_COPY_H2D) {
-        if (x->nfree == 0)
-            rc = lt_failure_set(
-                why_p, LT_E_LIMIT, 0,
-                "%" PRIu32 " checksum and scan submits in flight, the agent's limit", x->nresult);
-        else
-            cmd->slot = x->free_slots[--x->nfree];
-    }
+    if (w->op != LT_OP_COPY_H2D)
+        rc = cx__slot_take(x, cmd, why_p);
     if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH) {
         const uint64_t need = cx__launch_devmem(cmd);
         if ((rc = cx__devmem_reserve(x, xs->o, need, "LAUNCH", why_p)) == 0)
@@ -296,8 +310,7 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
         x->st.bell_waits += w->bell.host != NULL;
         x->st.done_words += w->done.host != NULL;
     } else {
-        if (cmd->slot != UINT32_MAX)
-            x->free_slots[x->nfree++] = cmd->slot;
+        cx__slot_put(x, cmd);
         cx__devmem_release(x, xs->o, cmd->dmem_reserved);
     }
     pthread_mutex_unlock(&x->mu);

@@ -266,6 +266,12 @@ int cx__devmem_reserve(struct cx *x, struct cx_owner *o, uint64_t need, const ch
                      struct lt_failure *why);
 /* Locked (x->mu). Gives back what cx__devmem_reserve took. */
 void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n);
+/* Locked (x->mu). Takes a result slot for @cmd. Returns 0, or -ENOSPC
+ * when every slot is taken (with LT_E_LIMIT and the numbers in *@why, when
+ * @why is not NULL). */
+int cx__slot_take(struct cx *x, struct cx_cmd *cmd, struct lt_failure *why);
+/* Locked (x->mu). Gives @cmd's result slot back, if it holds one. */
+void cx__slot_put(struct cx *x, struct cx_cmd *cmd);
 /* On a worker: the shard's copies, op and completion on its ring's stream. */
 void cx__ring_shard_issue(struct cx *x, struct cx_cmd *cmd);
 /* On a worker: the ring's close (words nobody will store rung, shards

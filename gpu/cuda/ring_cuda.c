@@ -143,14 +143,8 @@ int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failu
      * client never stores its words holds none, so no client's unstored
      * rings can take every client's slots. The wait shape queues the
      * kernels with the copies and needs it now. */
-    if (cmd->w.op != LT_OP_COPY_H2D && !x->ring_poll) {
-        if (x->nfree == 0)
-            rc = lt_failure_set(
-                why_p, LT_E_LIMIT, 0,
-                "%" PRIu32 " checksum and scan submits in flight, the agent's limit", x->nresult);
-        else
-            cmd->slot = x->free_slots[--x->nfree];
-    }
+    if (cmd->w.op != LT_OP_COPY_H2D && !x->ring_poll)
+        rc = cx__slot_take(x, cmd, why_p);
     if (rc == 0 && (rc = cx__push(x, rg->o, cmd)) < 0)
         rc = lt_failure_set(why_p, LT_E_SYSTEM, 0,
                             "RING_SHARD: the worker pool refused the work (%s)", strerror(-rc));
@@ -159,8 +153,8 @@ int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failu
         x->st.ring_shards++;
         x->st.ring_chunks += cmd->nseq;
         x->st.ring_bytes += cmd->w.length;
-    } else if (cmd->slot != UINT32_MAX) {
-        x->free_slots[x->nfree++] = cmd->slot;
+    } else {
+        cx__slot_put(x, cmd);
     }
     pthread_mutex_unlock(&x->mu);
     if (rc < 0)

@@ -152,12 +152,9 @@ static bool cx__disp_slot_take(struct cx *x, struct cx_cmd *cmd)
     if (cmd->w.op == LT_OP_COPY_H2D || cmd->slot != UINT32_MAX ||
         (__atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE) && cmd->cancelled))
         return true;
-    bool got = false;
     pthread_mutex_lock(&x->mu);
-    if (x->nfree) {
-        cmd->slot = x->free_slots[--x->nfree];
-        got = true;
-    } else if (!cmd->slot_waited) {
+    const bool got = cx__slot_take(x, cmd, NULL) == 0;
+    if (!got && !cmd->slot_waited) {
         cmd->slot_waited = true;
         x->st.ring_slot_waits++;
     }

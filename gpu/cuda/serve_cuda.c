@@ -101,8 +101,7 @@ static void cx__answered(struct cx *x)
 void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
 {
     pthread_mutex_lock(&x->mu);
-    if (cmd->slot != UINT32_MAX)
-        x->free_slots[x->nfree++] = cmd->slot;
+    cx__slot_put(x, cmd);
     cx__devmem_release(x, cmd->o, cmd->dmem_reserved);
     cx__owner_unref(x, cmd->o);
     pthread_mutex_unlock(&x->mu);
