@@ -16,7 +16,9 @@
 #include "gpu/executor_cuda.h"
 
 #define CX_RESULT_SLOT_BYTES 1024u                 /* pinned result bytes per submit */
-#define CX_MAX_CHUNKS (CX_RESULT_SLOT_BYTES / 16u) /* a checksum chunk's result: 2 words */
+#define CX_MAX_CHUNKS 64u                          /* pipeline chunks of one submit */
+#define CX_VERIFY_RESULT_BYTES 32u                 /* a verify chunk's result: 4 words */
+#define CX_VERIFY_MAX_CHUNKS (CX_RESULT_SLOT_BYTES / CX_VERIFY_RESULT_BYTES)
 #define CX_SCRATCH_BYTES (8ull << 20)              /* pinned bounce buffer per stream */
 #define CX_QUERY_BYTES_MAX (4ull * 65536ull)       /* dim <= 65536 floats */
 
@@ -291,10 +293,6 @@ uint64_t cx__rings_stalled_ns(struct cx *x, uint64_t now);
 uint32_t cx__rings_force(struct cx *x, uint64_t now, uint64_t older_ns, const char *why);
 /* The device faulted: every ring not yet released is released now. */
 void cx__rings_fault(struct cx *x);
-/* For a ring shard's checksum mismatch: the bad block's table entry and
- * its bytes' checksum, read back from the device image (completion thread). */
-int cx__ring_block_sums(const struct cx *x, const struct cx_cmd *cmd, uint64_t block,
-                        uint64_t *expected_p, uint64_t *actual_p);
 
 /* ---- ops_cuda.c ---- */
 

@@ -104,16 +104,16 @@ int ga_checksum_verify(struct ga_device *dev, uint64_t data, size_t len, uint32_
     if ((rc = ga_device_make_current(dev)) < 0)
         return rc;
     CUdeviceptr d_expected = 0, d_result = 0;
-    unsigned long long result[KN_VERIFY_RESULT_WORDS] = {0, 0};
+    unsigned long long result[KN_VERIFY_RESULT_WORDS] = {0};
     const size_t result_bytes = sizeof(result);
     GA_CU_GOTO(cuMemAlloc(&d_expected, n * sizeof(*expected)), rc, fail);
     GA_CU_GOTO(cuMemAlloc(&d_result, result_bytes), rc, fail_expected);
     GA_CU_GOTO(cuMemcpyHtoDAsync(d_expected, expected, n * sizeof(*expected), dev->stream), rc,
                fail_sync);
-    /* FIRST_BAD starts as "none" (all ones), BAD_COUNT as 0. */
-    GA_CU_GOTO(cuMemsetD32Async(d_result + KN_VERIFY_FIRST_BAD * 8, 0xffffffffu, 2, dev->stream),
-               rc, fail_sync);
-    GA_CU_GOTO(cuMemsetD32Async(d_result + KN_VERIFY_BAD_COUNT * 8, 0, 2, dev->stream), rc,
+    /* FIRST_BAD starts as "none" (all ones), the other words as 0. */
+    _Static_assert(KN_VERIFY_FIRST_BAD == 0, "FIRST_BAD is the result's first word");
+    GA_CU_GOTO(cuMemsetD32Async(d_result, 0xffffffffu, 2, dev->stream), rc, fail_sync);
+    GA_CU_GOTO(cuMemsetD32Async(d_result + 8, 0, (result_bytes - 8) / 4, dev->stream), rc,
                fail_sync);
     CUdeviceptr d_data = (CUdeviceptr)data;
     unsigned long long len_arg = len;

@@ -23,7 +23,6 @@
 #include "cu_call.h"
 #include "device_internal.h"
 #include "backend_cuda.h"
-#include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 #include "kernels/scan.h"
 #include "lease_types/validate.h"
@@ -40,11 +39,11 @@ static uint64_t cx__div_up(uint64_t a, uint64_t b)
 /* ---- planning (CUDA-free, on the caller's thread) ------------------------ */
 
 /* The chunk for @len bytes: at least the configured size, large enough that
- * at most CX_MAX_CHUNKS are needed, and a multiple of @unit. */
-static uint64_t cx__chunk_for(const struct cx *x, uint64_t len, uint64_t unit)
+ * at most @max_chunks are needed, and a multiple of @unit. */
+static uint64_t cx__chunk_for(const struct cx *x, uint64_t len, uint64_t unit, uint64_t max_chunks)
 {
     uint64_t want = x->chunk;
-    uint64_t spread = cx__div_up(len, CX_MAX_CHUNKS);
+    uint64_t spread = cx__div_up(len, max_chunks);
     if (spread > want)
         want = spread;
     return cx__div_up(want, unit) * unit;
@@ -80,7 +79,7 @@ int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *
     case LT_OP_CHECKSUM_VERIFY: {
         const struct lt_op_checksum_verify *a = &w->args.checksum;
         bytes = a->length;
-        cmd->chunk = cx__chunk_for(x, a->length, a->block_size);
+        cmd->chunk = cx__chunk_for(x, a->length, a->block_size, CX_VERIFY_MAX_CHUNKS);
         break;
     }
     case LT_OP_VECTOR_SCAN: {
@@ -119,7 +118,7 @@ int cx__op_plan(const struct cx *x, struct cx_cmd *cmd, uint32_t *code_p, char *
             return -EOPNOTSUPP;
         }
         bytes = a->length;
-        cmd->chunk = cx__chunk_for(x, a->length, rec);
+        cmd->chunk = cx__chunk_for(x, a->length, rec, CX_MAX_CHUNKS);
         break;
     }
     case LT_OP_COPY_H2D:
@@ -380,7 +379,7 @@ static int cx__checksum_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
     const uint64_t bs = a->block_size;
     const uint64_t nblocks = cx__div_up(a->length, bs);
     const uint64_t sums_bytes = nblocks * 8;
-    const uint64_t res_bytes = (uint64_t)cmd->nchunks * 16;
+    const uint64_t res_bytes = (uint64_t)cmd->nchunks * CX_VERIFY_RESULT_BYTES;
     const bool bufs_needed = cmd->path != CX_PATH_MAPPED;
     const uint64_t off_sums = CX_ALIGN(res_bytes);
     const uint64_t off_buf0 = CX_ALIGN(off_sums + (bufs_needed ? sums_bytes : 0));
@@ -393,9 +392,13 @@ static int cx__checksum_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         return rc;
     if ((rc = cx__dmem_alloc(&d, total, st)) < 0)
         return rc;
-    /* Each chunk's result pair starts as "no bad block" and a count of 0. */
-    GA_CU_GOTO(cuMemsetD2D32Async(d.base, 16, 0xffffffffu, 2, cmd->nchunks, st), rc, out);
-    GA_CU_GOTO(cuMemsetD2D32Async(d.base + 8, 16, 0, 2, cmd->nchunks, st), rc, out);
+    /* Each chunk's result starts as "no bad block", then zeros
+     * (kernels/checksum.h). */
+    GA_CU_GOTO(cuMemsetD2D32Async(d.base, CX_VERIFY_RESULT_BYTES, 0xffffffffu, 2, cmd->nchunks, st),
+               rc, out);
+    GA_CU_GOTO(cuMemsetD2D32Async(d.base + 8, CX_VERIFY_RESULT_BYTES, 0,
+                                  (CX_VERIFY_RESULT_BYTES - 8) / 4, cmd->nchunks, st),
+               rc, out);
     CUdeviceptr sums;
     if (cmd->path == CX_PATH_MAPPED) {
         sums = (CUdeviceptr)(w->dev + a->sums_offset);
@@ -416,7 +419,7 @@ static int cx__checksum_queue(struct cx *x, struct cx_cmd *cmd, CUstream st)
         if ((rc = cx__chunk_in(cmd, st, bufs, i, hb, w->dev + a->offset, off, n, &data)) < 0)
             goto out;
         CUdeviceptr expected = sums + (off / bs) * 8;
-        CUdeviceptr result = d.base + (CUdeviceptr)i * 16;
+        CUdeviceptr result = d.base + (CUdeviceptr)i * CX_VERIFY_RESULT_BYTES;
         unsigned long long len_arg = n;
         unsigned int bs_arg = (unsigned int)bs;
         void *params[] = {&data, &len_arg, &bs_arg, &expected, &result};
@@ -611,51 +614,44 @@ int cx__op_queue_device(struct cx *x, struct cx_cmd *cmd, CUstream st)
 
 /* ---- results ------------------------------------------------------------ */
 
-struct cx__mismatch {
-    const struct ga_exec_work *w;
-    uint64_t first;
-    uint64_t bs;
-    struct lt_checksum_result *c;
-};
+_Static_assert(KN_VERIFY_RESULT_WORDS * 8 == CX_VERIFY_RESULT_BYTES, "a verify chunk's result");
 
-static void cx__mismatch_read(void *arg)
-{
-    struct cx__mismatch *m = arg;
-    const struct lt_op_checksum_verify *a = &m->w->args.checksum;
-    const uint64_t *sums = (const uint64_t *)(const void *)(m->w->host + a->sums_offset);
-    uint64_t off = m->first * m->bs;
-    size_t len = (size_t)(a->length - off < m->bs ? a->length - off : m->bs);
-    m->c->expected = sums[m->first];
-    m->c->actual = kr_block_checksum(m->w->host + a->offset + off, len);
-}
-
+/* The GPU names the first bad block's sums itself (kernels/checksum.h): no
+ * block is read back or hashed here, on the thread every client's results
+ * share, whatever the block size a client chose. */
 static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
                                 struct ga_exec_result *res)
 {
     const struct ga_exec_work *w = &cmd->w;
     const struct lt_op_checksum_verify *a = &w->args.checksum;
     const uint64_t bs = a->block_size;
-    const uint64_t *pairs =
+    const uint64_t *words =
         (const uint64_t *)(const void *)(x->results + (size_t)cmd->slot * CX_RESULT_SLOT_BYTES);
     struct lt_checksum_result *c = &res->result.checksum;
     c->blocks_checked = cx__div_up(a->length, bs);
     c->first_bad_block = LT_BLOCK_NONE;
     uint64_t first = LT_BLOCK_NONE, bad = 0;
     for (uint32_t i = 0; i < cmd->nchunks; i++) {
+        const uint64_t *r = words + (size_t)i * KN_VERIFY_RESULT_WORDS;
         uint64_t off = (uint64_t)i * cmd->chunk;
         uint64_t n = a->length - off < cmd->chunk ? a->length - off : cmd->chunk;
         uint64_t blocks = cx__div_up(n, bs);
-        uint64_t f = pairs[2 * i + KN_VERIFY_FIRST_BAD], k = pairs[2 * i + KN_VERIFY_BAD_COUNT];
+        uint64_t f = r[KN_VERIFY_FIRST_BAD], k = r[KN_VERIFY_BAD_COUNT];
         if ((f == KN_VERIFY_NONE) != (k == 0) || k > blocks ||
-            (f != KN_VERIFY_NONE && f >= blocks)) {
+            (f != KN_VERIFY_NONE && f >= blocks) ||
+            (f == KN_VERIFY_NONE && r[KN_VERIFY_BAD_EXPECTED] != 0)) {
             ga__err("checksum verify: inconsistent result from the GPU in chunk %u: first bad "
-                    "block %" PRIu64 ", %" PRIu64 " bad of %" PRIu64,
-                    i, f, k, blocks);
+                    "block %" PRIu64 ", %" PRIu64 " bad of %" PRIu64 ", expected word %" PRIu64,
+                    i, f, k, blocks, r[KN_VERIFY_BAD_EXPECTED]);
             res->status = LT_E_GPU_FAULT;
             return;
         }
-        if (f != KN_VERIFY_NONE && first == LT_BLOCK_NONE)
-            first = off / bs + f; /* chunks are in order: the first one found is the first */
+        /* Chunks are in order: the first one with a bad block has the first. */
+        if (f != KN_VERIFY_NONE && first == LT_BLOCK_NONE) {
+            first = off / bs + f;
+            c->expected = r[KN_VERIFY_BAD_EXPECTED];
+            c->actual = r[KN_VERIFY_BAD_ACTUAL];
+        }
         bad += k;
     }
     if (bad == 0) {
@@ -665,19 +661,6 @@ static void cx__checksum_result(const struct cx *x, const struct cx_cmd *cmd,
     c->first_bad_block = first;
     c->bad_blocks = bad;
     res->status = LT_E_CHECKSUM_MISMATCH;
-    if (cmd->image) {
-        /* A ring's slots were reused: the block is on the device only. */
-        if (cx__ring_block_sums(x, cmd, first, &c->expected, &c->actual) < 0)
-            res->status = LT_E_GPU_FAULT;
-        return;
-    }
-    /* Name the block with the sums from the lease and the bytes' own sum,
-     * read by the CPU: under the SIGBUS guard. */
-    struct cx__mismatch mm = {.w = w, .first = first, .bs = bs, .c = c};
-    if (base_guard_run(w->host, (size_t)w->length, cx__mismatch_read, &mm) == -EFAULT) {
-        memset(&res->result, 0, sizeof res->result);
-        res->status = LT_E_SEGMENT_GONE;
-    }
 }
 
 _Static_assert(KN_SCAN_MAX_K * 8 <= CX_RESULT_SLOT_BYTES, "k scan keys fit a result slot");

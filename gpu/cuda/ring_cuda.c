@@ -43,7 +43,6 @@
 #include "base/time.h"
 #include "cu_call.h"
 #include "device_internal.h"
-#include "kernels/blockhash_ref.h"
 #include "kernels/scan.h"
 #include "lease_types/validate.h"
 #include "ring_internal.h"
@@ -702,29 +701,4 @@ void cx__rings_fault(struct cx *x)
         /* The context is gone: its stream will run nothing more. */
         cx__ring_let_go(rg, false);
     }
-}
-
-/* ---- a mismatch's block, read back ------------------------------------------------- */
-
-int cx__ring_block_sums(const struct cx *x, const struct cx_cmd *cmd, uint64_t block,
-                        uint64_t *expected_p, uint64_t *actual_p)
-{
-    const struct lt_op_checksum_verify *a = &cmd->w.args.checksum;
-    const uint64_t off = block * a->block_size;
-    const size_t len = (size_t)(a->length - off < a->block_size ? a->length - off : a->block_size);
-    unsigned char *bytes = malloc(len ? len : 1);
-    if (!bytes)
-        return -ENOMEM;
-    uint64_t expected = 0;
-    int rc = ga_device_make_current(x->dev);
-    if (rc == 0)
-        rc = GA_CU(cuMemcpyDtoH(&expected, cmd->w.dev + a->sums_offset + 8 * block, 8));
-    if (rc == 0)
-        rc = GA_CU(cuMemcpyDtoH(bytes, cmd->w.dev + a->offset + off, len));
-    if (rc == 0) {
-        *expected_p = expected;
-        *actual_p = kr_block_checksum(bytes, len);
-    }
-    free(bytes);
-    return rc;
 }

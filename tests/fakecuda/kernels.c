@@ -171,6 +171,8 @@ static CUresult fk_verify_run(const struct fk_launch *l)
                 bad += copies;
             }
         }
+        /* The whole grid runs here at once, so "the last block" is this
+         * call: it names the first bad block's sums as the kernel does. */
         uint64_t *words = (uint64_t *)(void *)res;
         if (bad) {
             uint64_t cur = __atomic_load_n(&words[KN_VERIFY_FIRST_BAD], __ATOMIC_RELAXED);
@@ -179,6 +181,15 @@ static CUresult fk_verify_run(const struct fk_launch *l)
                                                                __ATOMIC_RELAXED))
                 ;
             __atomic_add_fetch(&words[KN_VERIFY_BAD_COUNT], bad, __ATOMIC_RELAXED);
+        }
+        const uint64_t named = __atomic_load_n(&words[KN_VERIFY_FIRST_BAD], __ATOMIC_RELAXED);
+        if (named >= grid) {
+            __atomic_store_n(&words[KN_VERIFY_BAD_EXPECTED], 0, __ATOMIC_RELAXED);
+        } else {
+            uint64_t want;
+            memcpy(&want, exp + named * 8, 8);
+            __atomic_store_n(&words[KN_VERIFY_BAD_ACTUAL], hashes[named], __ATOMIC_RELAXED);
+            __atomic_store_n(&words[KN_VERIFY_BAD_EXPECTED], want, __ATOMIC_RELAXED);
         }
     }
     free(hashes);

@@ -11,10 +11,12 @@
 #include <cuda.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/blockhash_ref.h"
 #include "kernels/checksum.h"
 #include "kernels/images.h"
 #include "kernels/scan.h"
@@ -131,7 +133,7 @@ START_TEST(block_verify_results_equal_the_gpus)
         host[i] = (unsigned char)rng(&s);
     CUdeviceptr d = dev_copy(host, len, 0), sums = 0, res = 0;
     CU_OK(cuMemAlloc(&sums, grid * 8));
-    CU_OK(cuMemAlloc(&res, 16));
+    CU_OK(cuMemAlloc(&res, KN_VERIFY_RESULT_WORDS * 8));
     unsigned long long l = len;
     unsigned int b = bs;
     void *ps[] = {&d, &l, &b, &sums};
@@ -145,19 +147,103 @@ START_TEST(block_verify_results_equal_the_gpus)
         }
         CU_OK(cuMemcpyHtoD(d, host, len));
         CU_OK(cuMemsetD32Async(res, 0xffffffffu, 2, NULL));
-        CU_OK(cuMemsetD32Async(res + 8, 0, 2, NULL));
+        CU_OK(cuMemsetD32Async(res + 8, 0, 6, NULL));
         void *pv[] = {&d, &l, &b, &sums, &res};
         CU_OK(cuLaunchKernel(k_verify, grid, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, NULL, pv, NULL));
-        uint64_t r[2];
+        uint64_t r[KN_VERIFY_RESULT_WORDS];
         CU_OK(cuMemcpyDtoH(r, res, sizeof(r)));
         char name[64];
         snprintf(name, sizeof(name), "verify/round%d", round);
-        expect_digest(name, fnv(r, sizeof(r)));
+        /* The golden digests cover FIRST_BAD and BAD_COUNT; the sums the
+         * kernel names are checked against the C reference below. */
+        expect_digest(name, fnv(r, 2 * sizeof(r[0])));
     }
     CU_OK(cuMemFree(res));
     CU_OK(cuMemFree(sums));
     CU_OK(cuMemFree(d));
     free(host);
+}
+END_TEST
+
+/* One verify of @len bytes in blocks of @bs against the reference sums of
+ * @clean, with @host as the device's bytes: the result words must name the
+ * lowest bad block, count every bad one, and give that block's table entry
+ * and its bytes' checksum (kernels/checksum.h). */
+static void verify_against_reference(const unsigned char *clean, const unsigned char *host,
+                                     size_t len, unsigned int bs)
+{
+    const uint64_t grid = (len + bs - 1) / bs;
+    uint64_t *table = malloc(grid * 8);
+    ck_assert_ptr_nonnull(table);
+    uint64_t first = KN_VERIFY_NONE, count = 0;
+    for (uint64_t i = 0; i < grid; i++) {
+        size_t n = len - i * bs < bs ? len - i * bs : bs;
+        table[i] = kr_block_checksum(clean + i * bs, n);
+        if (kr_block_checksum(host + i * bs, n) != table[i]) {
+            if (first == KN_VERIFY_NONE)
+                first = i;
+            count++;
+        }
+    }
+    CUdeviceptr d = dev_copy(host, len, 0), sums = dev_copy(table, grid * 8, 0), res = 0;
+    CU_OK(cuMemAlloc(&res, KN_VERIFY_RESULT_WORDS * 8));
+    CU_OK(cuMemsetD32Async(res, 0xffffffffu, 2, NULL));
+    CU_OK(cuMemsetD32Async(res + 8, 0, 6, NULL));
+    unsigned long long l = len;
+    unsigned int b = bs;
+    void *pv[] = {&d, &l, &b, &sums, &res};
+    CU_OK(cuLaunchKernel(k_verify, (unsigned int)grid, 1, 1, KN_CHECKSUM_THREADS, 1, 1, 0, NULL, pv,
+                         NULL));
+    uint64_t r[KN_VERIFY_RESULT_WORDS];
+    CU_OK(cuMemcpyDtoH(r, res, sizeof(r)));
+    ck_assert_uint_eq(r[KN_VERIFY_FIRST_BAD], first);
+    ck_assert_uint_eq(r[KN_VERIFY_BAD_COUNT], count);
+    if (first == KN_VERIFY_NONE) {
+        ck_assert_uint_eq(r[KN_VERIFY_BAD_EXPECTED], 0);
+    } else {
+        size_t n = len - first * bs < bs ? len - first * bs : bs;
+        ck_assert_uint_eq(r[KN_VERIFY_BAD_EXPECTED], table[first]);
+        ck_assert_uint_eq(r[KN_VERIFY_BAD_ACTUAL], kr_block_checksum(host + first * bs, n));
+    }
+    CU_OK(cuMemFree(res));
+    CU_OK(cuMemFree(sums));
+    CU_OK(cuMemFree(d));
+    free(table);
+}
+
+START_TEST(block_verify_names_the_first_bad_blocks_sums)
+{
+    /* 41 blocks with a short tail; then 6000 blocks of 64 bytes, whose
+     * last-finishing block is seldom the first bad one. */
+    static const struct {
+        size_t len;
+        unsigned int bs;
+        size_t flips[3]; /* byte offsets to flip, 0-terminated after the first */
+    } cases[] = {
+        {40 * 4096 + 77, 4096, {0}},
+        {40 * 4096 + 77, 4096, {33 * 4096 + 1000, 7 * 4096 + 4095}},
+        {40 * 4096 + 77, 4096, {40 * 4096 + 76}},
+        {40 * 4096 + 77, 4096, {5}},
+        {6000 * 64, 64, {0}},
+        {6000 * 64, 64, {5999 * 64 + 3}},
+        {6000 * 64, 64, {5999 * 64, 1}},
+        {6000 * 64, 64, {3001 * 64 + 9, 3000 * 64 + 63}},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const size_t len = cases[c].len;
+        unsigned char *clean = malloc(len), *host = malloc(len);
+        ck_assert(clean && host);
+        uint64_t s = 11 + c;
+        for (size_t i = 0; i < len; i++)
+            clean[i] = (unsigned char)rng(&s);
+        memcpy(host, clean, len);
+        const bool flip = c % 4 != 0; /* the first case of each size is clean */
+        for (size_t f = 0; flip && f < 3 && (f == 0 || cases[c].flips[f]); f++)
+            host[cases[c].flips[f]] ^= 0x20;
+        verify_against_reference(clean, host, len, cases[c].bs);
+        free(clean);
+        free(host);
+    }
 }
 END_TEST
 
@@ -491,6 +577,7 @@ int main(void)
     TCase *tc = tcase_create("kernels");
     tcase_add_test(tc, block_checksums_equal_the_gpus);
     tcase_add_test(tc, block_verify_results_equal_the_gpus);
+    tcase_add_test(tc, block_verify_names_the_first_bad_blocks_sums);
     tcase_add_test(tc, scan_candidates_equal_the_gpus);
     tcase_add_test(tc, scan_reduce_equals_the_gpus);
     tcase_add_test(tc, extra_fill_equals_the_gpus);

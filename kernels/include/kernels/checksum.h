@@ -9,9 +9,14 @@
  *   k_block_verify(const unsigned char *data, unsigned long long len,
  *                  unsigned int block_size, const unsigned long long *expected,
  *                  unsigned long long *result)
- *     same grid; result[KN_VERIFY_FIRST_BAD] must start as KN_VERIFY_NONE and
- *     result[KN_VERIFY_BAD_COUNT] as 0. A block whose checksum differs from
- *     expected[b] lowers result[FIRST_BAD] to b (atomicMin) and counts itself.
+ *     same grid; result holds KN_VERIFY_RESULT_WORDS words:
+ *     FIRST_BAD must start as KN_VERIFY_NONE and BAD_COUNT and BAD_EXPECTED
+ *     as 0. A block whose checksum differs from expected[b] lowers FIRST_BAD
+ *     to b (atomicMin) and counts itself in BAD_COUNT. While the blocks run,
+ *     BAD_EXPECTED counts the blocks done; the last one leaves there
+ *     expected[FIRST_BAD] and in BAD_ACTUAL block FIRST_BAD's checksum as
+ *     found, or 0 in BAD_EXPECTED (and BAD_ACTUAL as it was) when no block
+ *     is bad.
  *
  * data must be 8-byte aligned and block_size a non-zero multiple of 8 (the
  * host validates both); data may be device memory or mapped host memory. */
@@ -27,7 +32,9 @@
 
 #define KN_VERIFY_FIRST_BAD 0
 #define KN_VERIFY_BAD_COUNT 1
-#define KN_VERIFY_RESULT_WORDS 2
+#define KN_VERIFY_BAD_ACTUAL 2
+#define KN_VERIFY_BAD_EXPECTED 3
+#define KN_VERIFY_RESULT_WORDS 4
 #define KN_VERIFY_NONE 0xffffffffffffffffULL
 
 #endif /* KERNELS_CHECKSUM_H */
