@@ -8,7 +8,9 @@
 #                   [--agent NAME=ARGS]... --job NAME=ARGS...
 #
 #   --agent NAME=ARGS  an agent started with these lease-agent options (default:
-#                      one agent, "default", with none); every job runs against each
+#                      one agent, "default", with none); every job runs against each;
+#                      ARGS may begin with @PATH: that lease-agent binary instead of
+#                      BUILD_DIR's (an A/B between two commits' agents)
 #   --job NAME=ARGS    stagingd job options besides --store and --agent
 #   --figure           the job's "gpu path" line (streamed jobs) or "end to end" (default)
 #
@@ -20,7 +22,7 @@
 set -uo pipefail
 
 build=${1:-}
-[[ -n $build && -d $build ]] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ -n $build && -d $build ]] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
 store=/dev/shm/job-ab-store size=8GiB rounds=3 figure=e2e
 agents=() jobs=()
@@ -66,7 +68,12 @@ for a in "${agents[@]}"; do
     d=$(mktemp -d) && chmod 700 "$d" && dirs+=("$d")
     sock[$n]=$d/agent.sock
     read -r -a extra <<<"$args"
-    "$A" --backend cuda --socket "${sock[$n]}" --pinned-budget 16GiB --mapped-budget 1GiB "${extra[@]}" \
+    bin=$A
+    if [[ ${extra[0]:-} == @* ]]; then # another build's lease-agent, for an A/B across commits
+        bin=${extra[0]#@} extra=("${extra[@]:1}")
+        [[ -x $bin ]] || { echo "job-ab: agent $n: expected an executable at '$bin'" >&2; exit 2; }
+    fi
+    "$bin" --backend cuda --socket "${sock[$n]}" --pinned-budget 16GiB --mapped-budget 1GiB "${extra[@]}" \
         >"$logs/agent-$n.log" 2>&1 &
     pid[$n]=$!
     for _ in $(seq 200); do [[ -S ${sock[$n]} ]] && break; sleep 0.05; done
