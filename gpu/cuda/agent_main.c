@@ -96,12 +96,12 @@ struct agent_args {
     enum agent_backend backend;
     uint64_t chunk;
     uint32_t ring_streams;
-    bool ring_streams_set;               /* --ring-streams given */
-    bool ring_poll;                      /* --ring-dispatch poll (the default) */
-    uint32_t ring_join;                  /* --ring-join */
+    bool ring_streams_set; /* --ring-streams given */
+    bool ring_poll;        /* --ring-dispatch poll (the default) */
+    uint32_t ring_join;    /* --ring-join */
     bool ring_join_set;
-    uint64_t device_budget;         /* --device-budget; 0: 3/4 of the device's */
-    uint64_t device_client_max;     /* --max-client-device; 0: half the budget */
+    uint64_t device_budget;              /* --device-budget; 0: 3/4 of the device's */
+    uint64_t device_client_max;          /* --max-client-device; 0: half the budget */
     uint32_t bell_timeout_ms;            /* --bell-timeout; 0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT */
     uint32_t result_slots;               /* --result-slots; 0: GA_CUDA_RESULT_SLOTS_DEFAULT */
     struct ga_exec_launch_limits launch; /* --max-launches, --launch-max-* */
@@ -155,7 +155,8 @@ static void agent_usage(FILE *f)
             "                   (10..3600000, default %u; docs/reliability.md)\n"
             "  --result-slots N checksum, scan and launch results in flight at once, all\n"
             "                   clients (1..1048576, default %u); a streaming shard takes\n"
-            "                   one only once its chunks are on the device\n"
+            "                   one only once its chunks are on the device; each client\n"
+            "                   is sure of 64 (fewer if that kept back over a quarter)\n"
             "  --cubin-dir DIR  also load every DIR/*.cubin at start-up (SASS-only for this\n"
             "                   GPU's arch, no PTX, kernels named k_*) with DIR/NAME.kdesc,\n"
             "                   the kernels a client may LAUNCH; any bad file, a descriptor\n"
@@ -188,8 +189,8 @@ static void agent_usage(FILE *f)
             "Server options (as lease-agent-host):\n",
             GA_CUDA_RING_JOIN_MAX, AGENT_RING_JOIN_DEFAULT, GA_CUDA_RING_JOIN_WAIT_NS / 1000u,
             AGENT_POLL_RING_STREAMS_DEFAULT, GA_CUDA_BELL_TIMEOUT_MS_DEFAULT,
-            GA_CUDA_RESULT_SLOTS_DEFAULT,
-            AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES, AGENT_DEFAULT_BLOCK);
+            GA_CUDA_RESULT_SLOTS_DEFAULT, AGENT_FAULT_RESTARTS_DEFAULT, AGENT_DEFAULT_BYTES,
+            AGENT_DEFAULT_BLOCK);
     ga_server_cli_usage(f, "lease-agent");
 }
 
@@ -255,8 +256,7 @@ static int agent_option(struct agent_args *a, int opt, const char *name, const c
         return 0;
     case AGENT_OPT_DEVICE_BUDGET:
     case AGENT_OPT_MAX_CLIENT_DEVICE:
-        a->serve_only = opt == AGENT_OPT_DEVICE_BUDGET ? "--device-budget"
-                                                            : "--max-client-device";
+        a->serve_only = opt == AGENT_OPT_DEVICE_BUDGET ? "--device-budget" : "--max-client-device";
         if (base_parse_size(val, &v, NULL, 0) < 0 || v < (1ull << 20))
             return agent_refuse(name, "a size of at least 1M", val, err, errlen);
         if (opt == AGENT_OPT_DEVICE_BUDGET)
@@ -506,6 +506,11 @@ static int agent_serve_cuda(struct agent_args *a)
     const struct ga_device_info *in = ga_device_info_get(dev);
     ga_server_cli_budgets_default(cli, ga_server_cli_half_memory(), "half the physical memory");
     struct ga_cuda_retire_gate gate = {0};
+    /* Every client that may connect is sure of some result slots, so no
+     * two (or more) uids' parked submits can take them all. */
+    const uint32_t clients =
+        cli->cfg.max_clients ? cli->cfg.max_clients : GA_SERVER_MAX_CLIENTS_DEFAULT;
+    const uint32_t slots = a->result_slots ? a->result_slots : GA_CUDA_RESULT_SLOTS_DEFAULT;
     struct ga_executor_cuda_opts xo = {
         .workers = cli->exec.workers,
         .max_streams = cli->exec.max_streams,
@@ -515,6 +520,8 @@ static int agent_serve_cuda(struct agent_args *a)
         .ring_poll = a->ring_poll,
         .ring_join = a->ring_join,
         .result_slots = a->result_slots,
+        .result_floor = ga_executor_cuda_result_floor(slots, clients),
+        .result_floor_clients = clients,
         .device_budget = a->device_budget,
         .device_client_max = a->device_client_max,
         .on_fault = agent_on_fault,
@@ -673,9 +680,8 @@ int main(int argc, char **argv)
     }
     agent_fault_restart = !a.fault_exit && restarts < a.fault_restarts;
     ga_stop_watchdog_install(&a.cli);
-    int status = a.backend == AGENT_BACKEND_CUDA
-                     ? agent_serve_cuda(&a)
-                     : ga_agent_host_serve(&a.cli, "--backend host");
+    int status = a.backend == AGENT_BACKEND_CUDA ? agent_serve_cuda(&a)
+                                                 : ga_agent_host_serve(&a.cli, "--backend host");
     if (agent_faulted && !agent_fault_restart)
         base_log(&a.cli.cfg.log, BASE_LOG_ERROR, AGENT_SUBSYS,
                  "not restarting after the GPU fault: %s",

@@ -250,7 +250,16 @@ void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n)
     o->dmem_reserved -= n;
 }
 
-int cx__slot_take(struct cx *x, struct cx_cmd *cmd, struct lt_failure *why)
+uint32_t ga_executor_cuda_result_floor(uint32_t slots, uint32_t clients)
+{
+    const uint64_t share = clients ? (uint64_t)slots / 4 / clients : 0;
+    return share < GA_CUDA_RESULT_FLOOR_DEFAULT ? (uint32_t)share : GA_CUDA_RESULT_FLOOR_DEFAULT;
+}
+
+/* A client past its floor takes only from the slots above the reserve, so
+ * the reserve is drawn only by clients below their floor, each by at most
+ * slot_floor: every one of slot_reserve / slot_floor clients finds a slot. */
+int cx__slot_take(struct cx *x, struct cx_owner *o, struct cx_cmd *cmd, struct lt_failure *why)
 {
     if (x->nfree == 0)
         return why ? lt_failure_set(why, LT_E_LIMIT, 0,
@@ -258,7 +267,15 @@ int cx__slot_take(struct cx *x, struct cx_cmd *cmd, struct lt_failure *why)
                                     " checksum and scan submits in flight, the agent's limit",
                                     x->nresult)
                    : -ENOSPC;
+    if (o->slots_held >= x->slot_floor && x->nfree <= x->slot_reserve)
+        return why ? lt_failure_set(why, LT_E_LIMIT, 0,
+                                    "this client holds %" PRIu32 " result slots; %" PRIu32 " of %" PRIu32
+                                    " are kept for others",
+                                    o->slots_held, x->slot_reserve, x->nresult)
+                   : -ENOSPC;
     cmd->slot = x->free_slots[--x->nfree];
+    cmd->slot_owner = o;
+    o->slots_held++;
     return 0;
 }
 
@@ -268,6 +285,8 @@ void cx__slot_put(struct cx *x, struct cx_cmd *cmd)
         return;
     x->free_slots[x->nfree++] = cmd->slot;
     cmd->slot = UINT32_MAX;
+    cmd->slot_owner->slots_held--;
+    cmd->slot_owner = NULL;
 }
 
 static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct lt_failure *why_p)
@@ -292,7 +311,7 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
     int rc = 0;
     pthread_mutex_lock(&x->mu);
     if (w->op != LT_OP_COPY_H2D)
-        rc = cx__slot_take(x, cmd, why_p);
+        rc = cx__slot_take(x, xs->o, cmd, why_p);
     if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH) {
         const uint64_t need = cx__launch_devmem(cmd);
         if ((rc = cx__devmem_reserve(x, xs->o, need, "LAUNCH", why_p)) == 0)
@@ -411,20 +430,22 @@ static int cx_stats_format(void *ctx, char *buf, size_t len)
     return snprintf(
         buf, len,
         "cuda executor: bell_waits=%" PRIu64 " done_words=%" PRIu64 " result_slots=%" PRIu32
-        "/%" PRIu32 " rings=%" PRIu64 " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64
-        " ring_bytes=%" PRIu64 " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64
-        " ring_join=%" PRIu32 " ring_join_lapses=%" PRIu64 " ring_slot_waits=%" PRIu64 "\n"
+        "/%" PRIu32 " result_floor=%" PRIu32 " result_reserve=%" PRIu32 " rings=%" PRIu64
+        " ring_shards=%" PRIu64 " ring_chunks=%" PRIu64 " ring_bytes=%" PRIu64
+        " ring_streams=%s ring_dispatch=%s ring_copies=%" PRIu64 " ring_join=%" PRIu32
+        " ring_join_lapses=%" PRIu64 " ring_slot_waits=%" PRIu64 "\n"
         "cuda executor paths: pinned %" PRIu64 " submits %" PRIu64
         " bytes, mapped (zero-copy) %" PRIu64 " submits %" PRIu64
         " bytes, staged (slow path, bounce copies) %" PRIu64 " submits %" PRIu64 " bytes\n"
         "cuda executor streams: %" PRIu64 " CUDA streams, %" PRIu64
         " events; completions pending %" PRIu64 " run %" PRIu64 "; pool %" PRIu32
         " workers (%" PRIu32 " used), %" PRIu64 " jobs\n",
-        s.bell_waits, s.done_words, slots_used, x->nresult, s.rings_opened, s.ring_shards,
-        s.ring_chunks, s.ring_bytes, x->nring_streams ? "shared" : "one per ring",
-        x->ring_poll ? "poll" : "wait", s.ring_copies, x->ring_poll ? x->ring_join : 1u,
-        s.ring_join_lapses, s.ring_slot_waits, s.path_submits[CX_PATH_PINNED],
-        s.path_bytes[CX_PATH_PINNED], s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
+        s.bell_waits, s.done_words, slots_used, x->nresult, x->slot_floor, x->slot_reserve,
+        s.rings_opened, s.ring_shards, s.ring_chunks, s.ring_bytes,
+        x->nring_streams ? "shared" : "one per ring", x->ring_poll ? "poll" : "wait", s.ring_copies,
+        x->ring_poll ? x->ring_join : 1u, s.ring_join_lapses, s.ring_slot_waits,
+        s.path_submits[CX_PATH_PINNED], s.path_bytes[CX_PATH_PINNED],
+        s.path_submits[CX_PATH_MAPPED], s.path_bytes[CX_PATH_MAPPED],
         s.path_submits[CX_PATH_STAGED], s.path_bytes[CX_PATH_STAGED], ss.streams, ss.events,
         ss.completions_pending, ss.completions_run, ps.threads, ps.threads_used, ps.completed);
 }
@@ -633,13 +654,14 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
         o.result_slots > CX_SLOTS_MAX || o.table_streams > CX_TABLE_MAX ||
         o.table_events > CX_TABLE_MAX || o.ring_streams > CX_RING_STREAMS_MAX ||
         o.ring_join > GA_CUDA_RING_JOIN_MAX) {
-        ga__err("CUDA executor: expected a device, a result pointer, at most %u workers, a chunk "
-                "that is a multiple of 4096, at most %u result slots and %u table entries, at "
-                "most %u ring streams and a ring join of at most %u; found workers %u chunk %" PRIu64
-                " slots %u streams %u events %u ring streams %u ring join %u",
-                GA_POOL_MAX_THREADS, CX_SLOTS_MAX, CX_TABLE_MAX, CX_RING_STREAMS_MAX,
-                GA_CUDA_RING_JOIN_MAX, o.workers, o.chunk_bytes, o.result_slots, o.table_streams,
-                o.table_events, o.ring_streams, o.ring_join);
+        ga__err(
+            "CUDA executor: expected a device, a result pointer, at most %u workers, a chunk "
+            "that is a multiple of 4096, at most %u result slots and %u table entries, at "
+            "most %u ring streams and a ring join of at most %u; found workers %u chunk %" PRIu64
+            " slots %u streams %u events %u ring streams %u ring join %u",
+            GA_POOL_MAX_THREADS, CX_SLOTS_MAX, CX_TABLE_MAX, CX_RING_STREAMS_MAX,
+            GA_CUDA_RING_JOIN_MAX, o.workers, o.chunk_bytes, o.result_slots, o.table_streams,
+            o.table_events, o.ring_streams, o.ring_join);
         return -EINVAL;
     }
     struct cx *x = calloc(1, sizeof(*x));
@@ -648,14 +670,23 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     x->dev = dev;
     x->chunk = o.chunk_bytes ? o.chunk_bytes : CX_CHUNK_DEFAULT;
     x->nresult = o.result_slots ? o.result_slots : CX_SLOTS_DEFAULT;
+    const uint64_t reserve = (uint64_t)o.result_floor * o.result_floor_clients;
+    if (reserve > x->nresult / 2) {
+        ga__err("CUDA executor: expected result slots for each client's floor times the clients "
+                "(%" PRIu32 " x %" PRIu32 ") to be at most half of the %" PRIu32 " result slots",
+                o.result_floor, o.result_floor_clients, x->nresult);
+        free(x);
+        return -EINVAL;
+    }
+    x->slot_floor = o.result_floor;
+    x->slot_reserve = (uint32_t)reserve;
     x->on_fault = o.on_fault;
     x->fault_arg = o.fault_arg;
     x->nring_streams = o.ring_streams;
     x->ring_poll = o.ring_poll;
     x->ring_join = o.ring_join ? o.ring_join : 1;
     x->dmem_budget = o.device_budget ? o.device_budget : dev->info.total_mem / 4 * 3;
-    x->dmem_client_max =
-        o.device_client_max ? o.device_client_max : x->dmem_budget / 2;
+    x->dmem_client_max = o.device_client_max ? o.device_client_max : x->dmem_budget / 2;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->disp_mu, NULL);
     pthread_cond_init(&x->disp_cv, NULL);
@@ -725,8 +756,7 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
              x->nring_streams ? "shared streams (--ring-streams)" : "a stream each",
              x->ring_poll ? "queued by a polling dispatcher (--ring-dispatch poll)"
                           : "queued ahead behind their words (--ring-dispatch wait)",
-             x->ring_poll ? x->ring_join : 1u, x->dmem_budget >> 20,
-             x->dmem_client_max >> 20);
+             x->ring_poll ? x->ring_join : 1u, x->dmem_budget >> 20, x->dmem_client_max >> 20);
     *ex_p = x->front;
     return 0;
 

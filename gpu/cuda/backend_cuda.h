@@ -116,6 +116,7 @@ struct cx_cmd {
     struct ga_exec_work w; /* the job's, copied */
     enum cx_path path;
     uint32_t slot;  /* result slot index, UINT32_MAX: none */
+    struct cx_owner *slot_owner; /* who the slot counts against (x->mu) */
     uint64_t chunk; /* bytes per chunk */
     uint32_t nchunks;
     uint64_t records; /* scan: records in the range */
@@ -170,6 +171,7 @@ struct cx_owner {
     bool dropped;
     uint32_t refs;      /* the front's, one per command, one per stream, the serving job */
     uint64_t dmem_reserved; /* device memory its rings and launches reserve (x->mu) */
+    uint32_t slots_held;    /* result slots its work holds (x->mu) */
 };
 
 struct cx_stats {
@@ -197,6 +199,8 @@ struct cx {
     unsigned char *results;
     uint32_t *free_slots;
     uint32_t nfree, nresult;
+    uint32_t slot_floor;   /* slots each client is sure of (opts.result_floor) */
+    uint32_t slot_reserve; /* kept back from clients holding slot_floor or more */
     struct cx_scratch *scratch_free, *scratch_all;
     struct cx_cmd *inflight; /* work and syncs on the GPU, not yet answered */
     uint64_t ninflight;      /* work and commands not yet answered, queued ones too */
@@ -268,10 +272,11 @@ int cx__devmem_reserve(struct cx *x, struct cx_owner *o, uint64_t need, const ch
                      struct lt_failure *why);
 /* Locked (x->mu). Gives back what cx__devmem_reserve took. */
 void cx__devmem_release(struct cx *x, struct cx_owner *o, uint64_t n);
-/* Locked (x->mu). Takes a result slot for @cmd. Returns 0, or -ENOSPC
- * when every slot is taken (with LT_E_LIMIT and the numbers in *@why, when
- * @why is not NULL). */
-int cx__slot_take(struct cx *x, struct cx_cmd *cmd, struct lt_failure *why);
+/* Locked (x->mu). Takes a result slot for @cmd of @o: any free one while @o
+ * holds fewer than x->slot_floor, else only while more than x->slot_reserve
+ * are free. Returns 0, or -ENOSPC (with LT_E_LIMIT and the numbers in *@why,
+ * when @why is not NULL). */
+int cx__slot_take(struct cx *x, struct cx_owner *o, struct cx_cmd *cmd, struct lt_failure *why);
 /* Locked (x->mu). Gives @cmd's result slot back, if it holds one. */
 void cx__slot_put(struct cx *x, struct cx_cmd *cmd);
 /* On a worker: the shard's copies, op and completion on its ring's stream. */

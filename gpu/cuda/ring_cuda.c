@@ -143,7 +143,7 @@ int cx__ring_shard(void *ctx, void *br, struct ga_exec_job *job, struct lt_failu
      * rings can take every client's slots. The wait shape queues the
      * kernels with the copies and needs it now. */
     if (cmd->w.op != LT_OP_COPY_H2D && !x->ring_poll)
-        rc = cx__slot_take(x, cmd, why_p);
+        rc = cx__slot_take(x, rg->o, cmd, why_p);
     if (rc == 0 && (rc = cx__push(x, rg->o, cmd)) < 0)
         rc = lt_failure_set(why_p, LT_E_SYSTEM, 0,
                             "RING_SHARD: the worker pool refused the work (%s)", strerror(-rc));

@@ -153,7 +153,7 @@ static bool cx__disp_slot_take(struct cx *x, struct cx_cmd *cmd)
         (__atomic_load_n(&cmd->words_out, __ATOMIC_ACQUIRE) && cmd->cancelled))
         return true;
     pthread_mutex_lock(&x->mu);
-    const bool got = cx__slot_take(x, cmd, NULL) == 0;
+    const bool got = cx__slot_take(x, cmd->o, cmd, NULL) == 0;
     if (!got && !cmd->slot_waited) {
         cmd->slot_waited = true;
         x->st.ring_slot_waits++;

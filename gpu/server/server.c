@@ -28,7 +28,6 @@
 #include "server_metrics.h"
 #include "lease_types/socket.h"
 
-#define GA_DEFAULT_MAX_CLIENTS 64u
 #define GA_DEFAULT_MAX_SEGMENTS 1024u
 /* Fds the agent keeps for itself (stdio, log, lock, sockets, epoll,
  * eventfd, signalfd, the driver's); each client also holds its connection
@@ -591,7 +590,7 @@ int ga_server_create(const struct ga_server_config *cfg, struct ga_server **srv_
     srv->cfg.allow_uids = NULL;
     srv->cfg.agent_name = NULL;
     if (!srv->cfg.max_clients)
-        srv->cfg.max_clients = GA_DEFAULT_MAX_CLIENTS;
+        srv->cfg.max_clients = GA_SERVER_MAX_CLIENTS_DEFAULT;
     if (!srv->cfg.max_inflight)
         srv->cfg.max_inflight = GA_DEFAULT_MAX_INFLIGHT;
     if (!srv->cfg.max_queued_bytes)

@@ -472,6 +472,94 @@ START_TEST(release_waits_for_a_doorbell_gated_submit)
 }
 END_TEST
 
+/* One client's SUBMITs parked behind a bell it does not ring until it
+ * has run out of result slots, then another client's. */
+struct parker {
+    int fd;
+    uint64_t *bell, *done;
+    struct seg bells, data;
+    struct lt_lease_id lease;
+    union lt_op_args args;
+    uint64_t rids[32];
+    int n;
+};
+
+static void parker_open(struct parker *p, const char *sock, uint64_t seed)
+{
+    p->fd = th_hello(sock, CAPS, NULL);
+    p->bells = bells_offer(p->fd, seed, &p->bell, &p->done);
+    p->data = seg_offer(p->fd, 128 * KiB, LT_CLASS_PINNED, seed + 1);
+    uint64_t *sums = NULL;
+    const uint64_t sums_off = write_sums(&p->data, 64 * KiB, 4 * KiB, &sums);
+    p->lease = lease_ok(p->fd, &p->data, 0, p->data.size, LT_CLASS_PINNED);
+    p->args = checksum_args(0, 64 * KiB, sums_off, 4 * KiB);
+    p->n = 0;
+}
+
+/* Parks @n more SUBMITs: none of them may be refused. */
+static void parker_park(struct parker *p, int n)
+{
+    const struct words w = {.seg = &p->bells, .bell_off = 64, .bell_seq = 5};
+    for (int i = 0; i < n; i++)
+        p->rids[p->n++] = submit(p->fd, p->lease, S0, LT_OP_CHECKSUM_VERIFY, &p->args, 0, &w);
+    th_expect_silence(p->fd, 100);
+}
+
+/* One more SUBMIT, which must be refused LIMIT because the client holds
+ * its share and the rest is kept for others. */
+static void parker_refused(struct parker *p, const char *who)
+{
+    const struct words w = {.seg = &p->bells, .bell_off = 64, .bell_seq = 5};
+    const uint64_t rid = submit(p->fd, p->lease, S0, LT_OP_CHECKSUM_VERIFY, &p->args, 0, &w);
+    union lt_msg_buffer b;
+    expect_any(p->fd, &b);
+    ck_assert_msg(b.hdr.type == LT_MSG_ERROR && b.hdr.request_id == rid,
+                  "%s's SUBMIT %d: expected its ERROR, found %s", who, p->n + 1,
+                  lt_msg_type_name(b.hdr.type));
+    const struct lt_msg_error *e = (const void *)b.bytes;
+    ck_assert_msg(e->code == LT_E_LIMIT && strstr(e->message, "kept for others"),
+                  "%s's SUBMIT %d: expected LIMIT (kept for others), found %s: %s", who,
+                  p->n + 1, lt_error_name(e->code), e->message);
+}
+
+/* Rings the bell: every parked SUBMIT completes clean. */
+static void parker_ring_and_close(struct parker *p)
+{
+    __atomic_store_n(p->bell, 5, __ATOMIC_RELEASE);
+    for (int i = 0; i < p->n; i++) {
+        struct lt_msg_completion c = completion_of(p->fd, p->rids[i]);
+        ck_assert_msg(c.status == LT_OK, "parked SUBMIT %d: %s", i + 1, lt_error_name(c.status));
+    }
+    release_ok(p->fd, p->lease);
+    close(p->fd);
+}
+
+/* --result-slots 32 for --max-clients 2: each client is sure of 4
+ * (a quarter of the slots, shared out), so a client that parks SUBMITs
+ * behind a bell it never rings takes 24 and is refused the 25th, and the
+ * other client still gets its 4. Before, the first took all 32 and the
+ * other's first SUBMIT was refused. */
+START_TEST(a_client_parking_submits_leaves_each_other_client_its_result_slots)
+{
+    static const char *const args[] = {"--pinned-budget", "1G", "--mapped-budget", "64M",
+                                       "--seals", "legacy", "--result-slots", "32",
+                                       "--max-clients", "2", NULL};
+    struct th_agent a;
+    th_agent_start(&a, NULL, args);
+    struct parker greedy, other;
+    parker_open(&greedy, a.sock, 71);
+    parker_open(&other, a.sock, 81);
+    parker_park(&greedy, 24);
+    parker_refused(&greedy, "the parking client");
+    parker_park(&other, 4);
+    parker_refused(&other, "the other client");
+    parker_ring_and_close(&greedy);
+    parker_ring_and_close(&other);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
 /* The bounce path (a STAGED lease: host functions copy through a pinned
  * buffer) behind a bell rung late: while the GPU waits on the bell, the
  * same client's control requests are still answered (docs/reliability.md:
@@ -786,6 +874,7 @@ static Suite *agent_cuda_suite(void)
     tcase_add_test(tc, a_doorbell_gated_bounce_copy_leaves_control_requests_answered);
     tcase_add_test(tc, release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it);
     tcase_add_test(tc, a_sigkilled_client_leaves_no_lease_registration_or_fd);
+    tcase_add_test(tc, a_client_parking_submits_leaves_each_other_client_its_result_slots);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
 

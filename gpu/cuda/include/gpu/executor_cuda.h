@@ -47,6 +47,9 @@ struct ga_cuda_retire_gate {
 /* Result slots (checksum, scan and launch results in flight at once). */
 #define GA_CUDA_RESULT_SLOTS_DEFAULT 16384u
 #define GA_CUDA_RESULT_SLOTS_MAX (1u << 20)
+/* The result slots each client is sure of by default (fewer where the slots
+ * are too few for every client: ga_executor_cuda_result_floor). */
+#define GA_CUDA_RESULT_FLOOR_DEFAULT 64u
 
 struct ga_executor_cuda_opts {
     uint32_t workers;       /* pool threads issuing CUDA calls; 0: GA_POOL_DEFAULT_THREADS */
@@ -57,6 +60,12 @@ struct ga_executor_cuda_opts {
     uint64_t chunk_bytes;   /* copy/compute pipeline chunk, a multiple of 4096; 0: 64 MiB */
     uint32_t result_slots;  /* checksum, scan and launch results in flight at once; 0:
                                GA_CUDA_RESULT_SLOTS_DEFAULT */
+    /* Result slots each of up to @result_floor_clients clients can always
+     * take, whatever the others hold: that many x clients are kept back from
+     * any client that holds @result_floor or more. 0: none kept. Their
+     * product must be at most half of result_slots. */
+    uint32_t result_floor;
+    uint32_t result_floor_clients;
     /* Called once, from an executor thread, when the device faults (a sticky
      * error: the context is unusable). Every request in flight has then been
      * answered LT_E_GPU_FAULT; the agent should stop and be restarted. */
@@ -95,6 +104,11 @@ struct ga_executor_cuda_opts {
      * asks (ga_cuda_lease_backend_gate); valid until ga_executor_destroy. */
     struct ga_cuda_retire_gate *retire_gate;
 };
+
+/* The result slots each of @clients clients is sure of when @slots are
+ * shared: GA_CUDA_RESULT_FLOOR_DEFAULT, or fewer so that at most a quarter
+ * of the slots is kept back (0 when there are fewer than 4 a client). */
+uint32_t ga_executor_cuda_result_floor(uint32_t slots, uint32_t clients);
 
 /* Creates the CUDA executor on @dev (open, kernels loaded), which must
  * outlive it: a worker pool, the stream layer, a pinned result arena and a

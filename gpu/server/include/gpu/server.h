@@ -38,6 +38,9 @@ struct ga_server_listener {
     int lock_fd;   /* "<socket>.lock", its flock held */
 };
 
+/* Connections at once when the config says 0 (--max-clients). */
+#define GA_SERVER_MAX_CLIENTS_DEFAULT 64u
+
 struct ga_server_config {
     const char *socket_path; /* NULL: lt_socket_default() (lease_types/socket.h) */
     const char *group;       /* NULL: socket 0600 in a 0700 directory; a group name:
@@ -50,7 +53,7 @@ struct ga_server_config {
                                             after ga_server_destroy */
     struct ga_executor *executor;        /* not owned: ga_server_destroy shuts it down, the
                                             caller frees it afterwards */
-    uint32_t max_clients;                /* connections at once; 0: 64 */
+    uint32_t max_clients;                /* connections at once; 0: GA_SERVER_MAX_CLIENTS_DEFAULT */
     uint32_t max_segments;               /* per client; 0: from the fd budget (below) */
     uint32_t max_inflight;               /* per client, submits and commands not yet answered;
                                             0: 4096 */
