@@ -46,6 +46,7 @@
 #include "kernels/scan.h"
 #include "lease_types/validate.h"
 #include "ring_internal.h"
+#include "ring_words.h"
 
 /* ---- the table's ops (the caller's thread, no CUDA) ------------------------- */
 
@@ -222,25 +223,58 @@ static void cx__ring_pending_del(struct cx_ring *rg, struct cx_cmd *cmd)
 /* The ring's words are its client's memory (an unsealed MAPPED segment,
  * which RING_OPEN demands): every load and store guarded against SIGBUS; a
  * word that faults reads as not rung and takes no store. */
+/* Whether some chunk of @cmd is not stored (a word that faults counts as
+ * not stored); if so the first such sequence in *@seq_p. One load a slot
+ * (ring_words.h): a client choosing 4 KiB slots for a 1 GiB shard does not
+ * buy 262144 loads under the executor's lock at each close or watchdog tick. */
+static bool cx__shard_first_unstored(const struct cx_ring *rg, const struct cx_cmd *cmd,
+                                     uint64_t *seq_p)
+{
+    const uint64_t n = rg->spec.nslots, end = cmd->first_seq + cmd->nseq;
+    const uint64_t slots = cmd->nseq < n ? cmd->nseq : n;
+    bool found = false;
+    uint64_t first = 0;
+    for (uint64_t i = 0; i < slots; i++) {
+        const uint64_t s0 = cmd->first_seq + i;
+        uint64_t v = 0, s = 0;
+        const bool loaded = base_guard_load_u64(&rg->spec.seq[s0 % n], &v) == 0;
+        if (cx_slot_first_unstored(v, loaded, s0, end, n, &s) && (!found || s < first)) {
+            first = s;
+            found = true;
+        }
+    }
+    if (found)
+        *seq_p = first;
+    return found;
+}
+
+/* The wait shape's GPU waits for each chunk's word to reach its sequence:
+ * raising each slot's word to the shard's last sequence in that slot rings
+ * every wait of the shard there. */
+static void cx__shard_ring_words(const struct cx_ring *rg, const struct cx_cmd *cmd)
+{
+    const uint64_t n = rg->spec.nslots, end = cmd->first_seq + cmd->nseq;
+    const uint64_t slots = cmd->nseq < n ? cmd->nseq : n;
+    for (uint64_t i = 0; i < slots; i++) {
+        const uint64_t s0 = cmd->first_seq + i, last = cx_slot_last_seq(s0, end, n);
+        uint64_t *w = &rg->spec.seq[s0 % n], v = 0;
+        if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - last) < 0)
+            (void)base_guard_store_u64(w, last);
+    }
+}
+
 static void cx__ring_ring_out(struct cx_ring *rg, bool all)
 {
     const bool gpu_waits = !rg->x->ring_poll; /* the wait shape's GPU reads the words */
     bool cancel = all;
     for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
-        for (uint64_t i = 0; i < cmd->nseq && !cancel; i++) {
-            uint64_t s = cmd->first_seq + i, v = 0;
-            if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
-                (int64_t)(v - s) < 0)
-                cancel = true;
-        }
+        uint64_t s = 0;
+        if (!cancel && cx__shard_first_unstored(rg, cmd, &s))
+            cancel = true;
         if (cancel)
             cmd->cancelled = true;
-        for (uint64_t i = 0; cancel && gpu_waits && i < cmd->nseq; i++) {
-            uint64_t s = cmd->first_seq + i, v = 0;
-            uint64_t *w = &rg->spec.seq[s % rg->spec.nslots];
-            if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - s) < 0)
-                (void)base_guard_store_u64(w, s);
-        }
+        if (cancel && gpu_waits)
+            cx__shard_ring_words(rg, cmd);
         /* After cancelled: the dispatcher reads that once it sees this. */
         __atomic_store_n(&cmd->words_out, true, __ATOMIC_RELEASE);
     }
@@ -254,14 +288,9 @@ static bool cx__ring_first_unstored(struct cx_ring *rg, uint64_t *seq_p, struct 
     for (struct cx_cmd *cmd = rg->pend_head; cmd; cmd = cmd->rnext) {
         if (cmd->cancelled || cmd->forced)
             continue;
-        for (uint64_t i = 0; i < cmd->nseq; i++) {
-            uint64_t s = cmd->first_seq + i, v = 0;
-            if (base_guard_load_u64(&rg->spec.seq[s % rg->spec.nslots], &v) < 0 ||
-                (int64_t)(v - s) < 0) {
-                *seq_p = s;
-                *cmd_p = cmd;
-                return true;
-            }
+        if (cx__shard_first_unstored(rg, cmd, seq_p)) {
+            *cmd_p = cmd;
+            return true;
         }
     }
     return false;

@@ -2,6 +2,8 @@
  * kernel module version parser and the arch refusal's words. */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 
 #include "cu_call.h"
 #include "ga_internal.h"
+#include "ring_words.h"
 
 START_TEST(cuda_results_map_to_negative_errnos)
 {
@@ -137,6 +140,70 @@ START_TEST(log_lines_reach_the_installed_sink)
 }
 END_TEST
 
+/* The rule the slot arithmetic must equal: chunk s is stored when its
+ * slot's word v has (int64_t)(v - s) >= 0, one chunk at a time. */
+static bool brute_first_unstored(const uint64_t *words, const bool *loaded, uint64_t n,
+                                 uint64_t first, uint64_t nseq, uint64_t *seq_p)
+{
+    for (uint64_t s = first; s < first + nseq; s++) {
+        const uint64_t j = s % n;
+        if (!loaded[j] || (int64_t)(words[j] - s) < 0) {
+            *seq_p = s;
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint64_t pure_rand(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return *st >> 17;
+}
+
+START_TEST(ring_slot_words_decide_what_each_chunk_word_would)
+{
+    uint64_t st = 5;
+    for (int round = 0; round < 200000; round++) {
+        const uint64_t n = 1 + pure_rand(&st) % 9, nseq = 1 + pure_rand(&st) % 40;
+        /* Sequences from the start of a ring, and near where int64_t turns. */
+        const uint64_t base = (round % 3 == 0) ? (1ull << 63) - 20 : 1 + pure_rand(&st) % 100;
+        const uint64_t first = base + pure_rand(&st) % 50;
+        uint64_t words[9];
+        bool loaded[9];
+        for (uint64_t j = 0; j < n; j++) {
+            const uint64_t pick = pure_rand(&st) % 8;
+            loaded[j] = pick != 0;
+            words[j] = pick == 1   ? 0
+                       : pick == 2 ? first + nseq + pure_rand(&st) % 20          /* ahead */
+                       : pick == 3 ? first + pure_rand(&st) % 4 * n + (1ull << 63) /* far */
+                                   : first - 10 + pure_rand(&st) % (nseq + 20);
+        }
+        uint64_t want = 0, got = 0;
+        const bool want_any = brute_first_unstored(words, loaded, n, first, nseq, &want);
+        bool got_any = false;
+        const uint64_t end = first + nseq, slots = nseq < n ? nseq : n;
+        for (uint64_t i = 0; i < slots; i++) {
+            uint64_t s = 0;
+            const uint64_t s0 = first + i;
+            if (cx_slot_first_unstored(words[s0 % n], loaded[s0 % n], s0, end, n, &s) &&
+                (!got_any || s < got)) {
+                got = s;
+                got_any = true;
+            }
+            const uint64_t last = cx_slot_last_seq(s0, end, n);
+            ck_assert_uint_eq(last % n, s0 % n);
+            ck_assert(last < end && last + n >= end);
+        }
+        ck_assert_msg(got_any == want_any && (!want_any || got == want),
+                      "round %d: n %" PRIu64 " first %" PRIu64 " nseq %" PRIu64
+                      ": expected %s %" PRIu64 ", found %s %" PRIu64,
+                      round, n, first, nseq, want_any ? "unstored" : "none", want,
+                      got_any ? "unstored" : "none", got);
+    }
+}
+END_TEST
+
 static Suite *ga_pure_suite(void)
 {
     Suite *s = suite_create("ga_pure");
@@ -146,6 +213,7 @@ static Suite *ga_pure_suite(void)
     tcase_add_test(tc, kernel_module_garbage_is_refused_and_outputs_kept);
     tcase_add_test(tc, arch_refusal_says_found_required_and_how_to_build);
     tcase_add_test(tc, log_lines_reach_the_installed_sink);
+    tcase_add_test(tc, ring_slot_words_decide_what_each_chunk_word_would);
     suite_add_tcase(s, tc);
     return s;
 }
