@@ -340,12 +340,7 @@ uint32_t cx__rings_force(struct cx *x, uint64_t now, uint64_t older_ns, const ch
                 continue;
             cmd->forced = true;
             shards++;
-            for (uint64_t i = 0; i < cmd->nseq; i++) {
-                uint64_t q = cmd->first_seq + i, v = 0;
-                uint64_t *w = &rg->spec.seq[q % rg->spec.nslots];
-                if (base_guard_load_u64(w, &v) == 0 && (int64_t)(v - q) < 0)
-                    (void)base_guard_store_u64(w, q);
-            }
+            cx__shard_ring_words(rg, cmd);
         }
         rg->stall_since = 0;
         n += shards;

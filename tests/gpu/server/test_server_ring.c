@@ -88,12 +88,20 @@ static void agent_setup_lagged(void)
 
 /* A pinned budget that holds one client's 1 MiB slots segment and two of
  * another's 64 KiB segments: a third of those evicts one. */
-#ifndef RING_TEST_WAIT
 #define EV_SEG (64 * KiB)
-
+#ifndef RING_TEST_WAIT
 static void agent_setup_small_budget(void)
 {
     agent_start_with("--pinned-budget", "1152K");
+}
+#else
+/* The same budget, and unrung words forced after 300 ms, not 5 s. */
+static void agent_setup_small_budget_short_timeout(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *const extra[] = {RING_VARIANT_ARGS "--pinned-budget", "1152K", "--bell-timeout",
+                                 "300", NULL};
+    th_agent_start(&ag, NULL, extra);
 }
 #endif
 
@@ -710,6 +718,77 @@ START_TEST(test_a_ring_waiting_for_its_words_defers_no_eviction)
 END_TEST
 #endif
 
+#ifdef RING_TEST_WAIT
+/* In the wait shape a shard whose client never stores its words holds the
+ * GPU, and an eviction behind it, until --bell-timeout; then the agent
+ * stores the words the shard awaits and answers it BUSY, and the eviction
+ * goes on. The shard has 6 chunks on 4 slots, so two slots' words must rise
+ * past their first chunk to the shard's last there (one store a slot:
+ * gpu/cuda/ring_words.h); a word left at its first chunk holds the stream,
+ * the eviction and the answer. */
+START_TEST(test_a_stalled_wait_shape_ring_is_forced_after_the_bell_timeout)
+{
+    struct rc r;
+    union lt_msg_buffer buf;
+    rc_make(&r, CAPS);
+    struct lt_ring_id ring = ring_open(&r, 2, NULL);
+    const uint64_t len = 6 * SLOT_BYTES;
+    union lt_op_args a = {.copy = {.offset = 0, .length = len}};
+    const uint64_t rid = shard_send(&r, ring, 1, len, LT_OP_COPY_H2D, &a);
+    sleep_ms(100);
+
+    /* Offers that need room wait (BUSY, retry) while the stalled ring
+     * holds the unregistrations back, until the agent forces it. */
+    int b = th_hello(ag.sock, 0, NULL);
+    struct lt_segment_id seg[3];
+    void *map[3];
+    for (int i = 0; i < 3; i++) {
+        int fd = th_memfd(EV_SEG, TH_GOOD_SEALS, 0x90 + (uint64_t)i, &map[i]);
+        for (int t = 0;; t++) {
+            const uint64_t orid = th_offer_send(b, &fd, 1, EV_SEG, LT_CLASS_PINNED);
+            ck_assert_int_gt(th_recv(b, &buf, TH_TIMEOUT_MS), 0);
+            ck_assert_uint_eq(buf.hdr.request_id, orid);
+            if (buf.hdr.type == LT_MSG_SEGMENT_ACCEPT) {
+                seg[i] = ((const struct lt_msg_segment_accept *)(const void *)buf.bytes)->segment;
+                break;
+            }
+            const struct lt_msg_error *e = (const void *)buf.bytes;
+            ck_assert_msg(buf.hdr.type == LT_MSG_ERROR && e->code == LT_E_BUSY && t < 100,
+                          "offer %d, try %d: expected ACCEPT or BUSY (retry), found %s", i, t,
+                          buf.hdr.type == LT_MSG_ERROR ? e->message : "another message");
+            sleep_ms(50);
+        }
+        close(fd);
+    }
+    for (int k = 0; k < 4; k++) {
+        const int i = k < 3 ? k : k - 3;
+        struct lt_lease_grant_entry g = th_lease(b, seg[i], 0, EV_SEG, LT_CLASS_PINNED);
+        ck_assert_msg(g.status == LT_OK && g.mem_class == LT_CLASS_PINNED,
+                      "lease %d of the other client's segment %d (an eviction from the third "
+                      "on, behind the stalled ring until --bell-timeout): %s (class %u)",
+                      k, i, lt_error_name(g.status), g.mem_class);
+        uint64_t rel = th_release_send(b, g.lease);
+        th_expect(b, &buf, LT_MSG_RELEASE_COMPLETE);
+        ck_assert_uint_eq(buf.hdr.request_id, rel);
+    }
+    const struct lt_msg_completion *c = completion_expect(&r, &buf, rid);
+    ck_assert_msg(c->status == LT_E_BUSY, "the forced shard: expected BUSY, found %s",
+                  lt_error_name(c->status));
+    ck_assert(th_file_wait_for(ag.log, "had to store its ring's chunk words", TH_TIMEOUT_MS));
+    /* Each slot's word holds the shard's last sequence there. */
+    for (uint32_t j = 0; j < SLOTS; j++) {
+        const uint64_t want = j == 0 ? 4 : j <= 2 ? j + 4 : 3;
+        ck_assert_uint_eq(__atomic_load_n(&r.words[SEQ_OFF / 8 + j], __ATOMIC_ACQUIRE), want);
+    }
+    ring_close(&r, ring, &buf);
+    for (int i = 0; i < 3; i++)
+        munmap(map[i], EV_SEG);
+    close(b);
+    rc_done(&r);
+}
+END_TEST
+#endif
+
 #ifdef RING_TEST_CUDA
 /* A GPU fault while a ring streams (the fake driver's, see
  * agent_setup_fault): the shard whose kernel faulted and the one queued
@@ -1229,13 +1308,16 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_a_ring_too_small_for_two_joined_copies_never_waits);
     suite_add_tcase(s, tc);
 #endif
-#ifndef RING_TEST_WAIT
     tc = tcase_create("a stalled ring and evictions");
+#ifndef RING_TEST_WAIT
     tcase_add_checked_fixture(tc, agent_setup_small_budget, agent_teardown);
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_a_ring_waiting_for_its_words_defers_no_eviction);
-    suite_add_tcase(s, tc);
+#else
+    tcase_add_checked_fixture(tc, agent_setup_small_budget_short_timeout, agent_teardown);
+    tcase_add_test(tc, test_a_stalled_wait_shape_ring_is_forced_after_the_bell_timeout);
 #endif
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
     return s;
 }
 
