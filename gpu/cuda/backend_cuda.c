@@ -95,20 +95,13 @@ static int cx_owner_open(void *ctx, uint64_t owner, void **bo_p)
     return 0;
 }
 
-/* Locked. @cmd's bell faults in the agent's mapping (its page was punched
- * away): the device's write of the release value reaches the page the
- * registration pinned, which the stream's wait reads. On the agent's own
- * stream, so no client's work orders it. */
-static void cx__bell_ring_dev(struct cx *x, const struct cx_cmd *cmd)
+/* Whether @cmd's client has rung its bell (guarded: a load that faults
+ * reads as unrung). */
+static bool cx__bell_rung(const struct cx_cmd *cmd)
 {
-    int rc = ga_device_make_current(x->dev);
-    if (rc == 0)
-        rc = GA_CU(cuStreamWriteValue64(x->mon_stream, cmd->w.bell.dev, cmd->w.bell.seq,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT));
-    if (rc < 0)
-        ga__err("CUDA executor: client %#" PRIx64 ": its bell could be rung neither through the "
-                "agent's mapping (SIGBUS) nor from the device (%s); its work waits on it",
-                cmd->o->id, strerror(-rc));
+    uint64_t now = 0;
+    return base_guard_load_u64(cmd->w.bell.host, &now) == 0 &&
+           (int64_t)(now - cmd->w.bell.seq) >= 0;
 }
 
 /* Locked. The owner is gone: its bells still waited for are rung by the
@@ -121,15 +114,14 @@ static void cx__owner_cancel(struct cx *x, struct cx_owner *o)
     for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext) {
         if (cmd->o != o || cmd->kind != CX_WORK || !cmd->w.bell.host || cmd->cancelled)
             continue;
-        /* The bell is in the client's words area (or, --seals legacy, a
-         * segment of its own it could punch): guarded, as all client memory. */
-        uint64_t now = 0;
-        if (base_guard_load_u64(cmd->w.bell.host, &now) == 0 &&
-            (int64_t)(now - cmd->w.bell.seq) >= 0)
+        if (!cx__bell_held(x, cmd))
             continue; /* rung: the work runs and reports its own result */
-        cmd->cancelled = true;
-        if (base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq) < 0)
-            cx__bell_ring_dev(x, cmd);
+        /* The stream waits on the agent's word: releasing it is final,
+         * whatever the client writes to its own bell from now on. A bell
+         * rung that the poller has not seen yet runs as rung. */
+        if (!cx__bell_rung(cmd))
+            cmd->cancelled = true;
+        cx__bell_release(x, cmd);
     }
     cx__rings_cancel(x, o); /* its rings' words too: they are in its own segments */
     struct cx_cmd *drop = o->drop_cmd;
@@ -310,7 +302,8 @@ static int cx_work_enqueue(void *ctx, void *bs, struct ga_exec_job *job, struct 
     }
     int rc = 0;
     pthread_mutex_lock(&x->mu);
-    if (w->op != LT_OP_COPY_H2D)
+    /* Bell-gated work waits on its slot's agent word (bell_poll.c). */
+    if (w->op != LT_OP_COPY_H2D || w->bell.host)
         rc = cx__slot_take(x, xs->o, cmd, why_p);
     if (rc == 0 && w->op == GA_EXEC_OP_LAUNCH) {
         const uint64_t need = cx__launch_devmem(cmd);
@@ -471,6 +464,7 @@ static void cx_shutdown(void *ctx)
         x->mon_started = false;
     }
     cx__disp_stop(x); /* every ring is released: nothing is handed over any more */
+    cx__bell_stop(x); /* every command is answered: no bell is watched */
 }
 
 static void cx__free(struct cx *x)
@@ -491,6 +485,8 @@ static void cx__free(struct cx *x)
     cx__launch_table_free(x);
     pthread_cond_destroy(&x->disp_cv);
     pthread_mutex_destroy(&x->disp_mu);
+    pthread_cond_destroy(&x->bell_cv);
+    pthread_mutex_destroy(&x->bell_mu);
     pthread_cond_destroy(&x->mon_cv);
     pthread_cond_destroy(&x->idle_cv);
     pthread_mutex_destroy(&x->mu);
@@ -515,6 +511,8 @@ static void cx_destroy(void *ctx)
                 GA_CU(cuMemFreeHost(sc->host));
             if (x->results)
                 GA_CU(cuMemFreeHost(x->results));
+            if (x->bell_words)
+                GA_CU(cuMemFreeHost(x->bell_words));
         }
     }
     cx__free(x);
@@ -522,14 +520,13 @@ static void cx_destroy(void *ctx)
 
 /* ---- the reaper's gate (gpu/executor_cuda.h, issue 12) ----------------------- */
 
-/* Locked. @cmd waits on a bell its client has not rung (a load that faults
- * counts as unrung: the device reads the page the registration pinned). */
-static bool cx__bell_unrung(const struct cx_cmd *cmd)
+/* Locked. @cmd's stream still waits for its bell: the agent word the bell
+ * poller stores once the client rings is not stored yet. */
+static bool cx__bell_unrung(const struct cx *x, const struct cx_cmd *cmd)
 {
     if (cmd->kind != CX_WORK || !cmd->w.bell.host || cmd->cancelled || cmd->forced || cmd->state)
         return false;
-    uint64_t now = 0;
-    return base_guard_load_u64(cmd->w.bell.host, &now) < 0 || (int64_t)(now - cmd->w.bell.seq) < 0;
+    return cx__bell_held(x, cmd);
 }
 
 static uint64_t cx__retire_stalled_ns(void *arg)
@@ -538,16 +535,17 @@ static uint64_t cx__retire_stalled_ns(void *arg)
     uint64_t now = base_now_ns(), oldest = 0;
     pthread_mutex_lock(&x->mu);
     for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext)
-        if (cx__bell_unrung(cmd) && now - cmd->t_inflight > oldest)
+        if (cx__bell_unrung(x, cmd) && now - cmd->t_inflight > oldest)
             oldest = now - cmd->t_inflight;
     uint64_t rings = cx__rings_stalled_ns(x, now);
     pthread_mutex_unlock(&x->mu);
     return rings > oldest ? rings : oldest;
 }
 
-/* Stores each unrung bell older than @older_ns itself, with a guarded CPU
- * store and never a driver call (the driver may be blocked behind that very
- * wait); the work runs and is answered LT_E_BUSY. */
+/* Releases each bell wait older than @older_ns itself, by storing the agent
+ * word its stream waits on (no driver call: the driver may be blocked
+ * behind that very wait, and no client store can undo it); the work runs
+ * and is answered LT_E_BUSY. */
 static uint32_t cx__retire_release(void *arg, uint64_t older_ns, const char *why)
 {
     struct cx *x = arg;
@@ -555,16 +553,15 @@ static uint32_t cx__retire_release(void *arg, uint64_t older_ns, const char *why
     uint32_t n = 0;
     pthread_mutex_lock(&x->mu);
     for (struct cx_cmd *cmd = x->inflight; cmd; cmd = cmd->inext) {
-        if (!cx__bell_unrung(cmd) || now - cmd->t_inflight < older_ns)
+        if (!cx__bell_unrung(x, cmd) || now - cmd->t_inflight < older_ns)
             continue;
-        cmd->forced = true;
-        n++;
-        if (base_guard_store_u64(cmd->w.bell.host, cmd->w.bell.seq) < 0) {
-            ga__err("CUDA executor: client %#" PRIx64 ": its bell (seq %" PRIu64
-                    ") faults in the agent's mapping: it could not be released (%s)",
-                    cmd->o->id, cmd->w.bell.seq, why);
+        if (cx__bell_rung(cmd)) { /* rung, the poller not there yet */
+            cx__bell_release(x, cmd);
             continue;
         }
+        cmd->forced = true;
+        n++;
+        cx__bell_release(x, cmd);
         ga__err("CUDA executor: client %#" PRIx64
                 ": the agent had to release its bell (seq %" PRIu64 ", unrung for %" PRIu64
                 " ms): %s; its submit is answered BUSY",
@@ -642,6 +639,13 @@ static int cx__device_setup(struct cx *x)
     void *results = NULL;
     GA_CU_GOTO(cuMemHostAlloc(&results, (size_t)x->nresult * CX_RESULT_SLOT_BYTES, 0), rc, out);
     x->results = results;
+    void *words = NULL;
+    GA_CU_GOTO(cuMemHostAlloc(&words, (size_t)x->nresult * 8u,
+                              CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+               rc, out);
+    x->bell_words = words;
+    memset(words, 0, (size_t)x->nresult * 8u);
+    GA_CU_GOTO(cuMemHostGetDevicePointer(&x->bell_words_dev, words, 0), rc, out);
 out:
     return rc;
 }
@@ -690,6 +694,8 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->disp_mu, NULL);
     pthread_cond_init(&x->disp_cv, NULL);
+    pthread_mutex_init(&x->bell_mu, NULL);
+    pthread_cond_init(&x->bell_cv, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -737,6 +743,11 @@ int ga_executor_cuda_create(struct ga_device *dev, const struct ga_executor_cuda
         return rc;
     }
     x->mon_started = true;
+    if ((rc = cx__bell_start(x)) < 0) {
+        ga__err("CUDA executor: the bell poller thread could not start (%s)", strerror(-rc));
+        ga_executor_destroy(x->front);
+        return rc;
+    }
     if (x->ring_poll && (rc = cx__disp_start(x)) < 0) {
         ga__err("CUDA executor: the rings' dispatcher thread could not start (%s)", strerror(-rc));
         ga_executor_destroy(x->front);
@@ -769,6 +780,8 @@ fail_device:
         GA_CU(cuStreamDestroy(x->mon_stream));
     if (x->results)
         GA_CU(cuMemFreeHost(x->results));
+    if (x->bell_words)
+        GA_CU(cuMemFreeHost(x->bell_words));
 fail_free:
     cx__free(x);
     return rc;

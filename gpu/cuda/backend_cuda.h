@@ -121,10 +121,15 @@ struct cx_cmd {
     uint32_t nchunks;
     uint64_t records; /* scan: records in the range */
     int rc;           /* enqueue error (the op still completes behind it) */
-    bool cancelled;   /* the owner went: its bell was rung by the agent */
-    /* The agent stored its bell (or its shard's chunk words) itself so an
-     * unregistration could proceed (cx__retire_release): answered LT_E_BUSY. */
+    bool cancelled;   /* the owner went: the agent released its bell's wait */
+    /* The agent released its bell's wait (or stored its shard's chunk words)
+     * itself so an unregistration could proceed (cx__retire_release):
+     * answered LT_E_BUSY. */
     bool forced;
+    /* Bell-gated work: the stream waits on x->bell_words[slot], which the
+     * bell poller stores once the client's bell is rung (bell_poll.c). */
+    struct cx_cmd *bnext, *bprev; /* the poller's list (x->bell_mu) */
+    bool bell_watched;            /* on that list (x->bell_mu) */
     uint64_t dmem_reserved; /* a LAUNCH's device copies, until it is freed (x->mu) */
     uint64_t t_inflight; /* base_now_ns when it joined the in-flight list */
     /* A completion behind xs->st: it proves xs's first @covers operations done. */
@@ -231,7 +236,38 @@ struct cx {
     pthread_mutex_t disp_mu;      /* may be held taking x->mu, never taken under it */
     pthread_cond_t disp_cv;       /* a shard or a release was handed over, or stop */
     struct cx_ring *disp_rings;   /* rings with shards or a release handed over */
+    /* The bell poller (bell_poll.c): one agent word a result slot, pinned and
+     * mapped, that bell-gated streams wait on instead of the client's bell. */
+    uint64_t *bell_words;
+    CUdeviceptr bell_words_dev;
+    pthread_t bell;
+    bool bell_started, bell_stop; /* bell_stop: bell_mu */
+    pthread_mutex_t bell_mu;      /* taken under x->mu, never the other way */
+    pthread_cond_t bell_cv;       /* a bell to watch was added, or stop */
+    struct cx_cmd *bell_head;     /* watched commands (bell_mu) */
 };
+
+/* ---- bell_poll.c ---- */
+
+/* Starts and stops the bell poller thread (stop: after every command is
+ * answered; anything still watched is released first). */
+int cx__bell_start(struct cx *x);
+void cx__bell_stop(struct cx *x);
+/* The device address @cmd's stream waits on (for a value >= 1) in place of
+ * the client's bell; @cmd holds a result slot. */
+CUdeviceptr cx__bell_word_dev(const struct cx *x, const struct cx_cmd *cmd);
+/* Locked (x->mu). Arms @cmd's agent word (0: the wait holds) as @cmd
+ * becomes visible to a drop and the reaper's gate. */
+void cx__bell_arm(struct cx *x, struct cx_cmd *cmd);
+/* Watches @cmd's client's bell, unless its wait was released already:
+ * once it is rung, the poller stores the agent word. Before the wait is
+ * queued. */
+void cx__bell_watch(struct cx *x, struct cx_cmd *cmd);
+/* Releases @cmd's wait now (the agent word stored) and stops watching it;
+ * for a drop, a --bell-timeout release, and as @cmd is freed. */
+void cx__bell_release(struct cx *x, struct cx_cmd *cmd);
+/* Whether @cmd's wait is still held (its agent word not stored). */
+bool cx__bell_held(const struct cx *x, const struct cx_cmd *cmd);
 
 /* ---- serve_cuda.c ---- */
 

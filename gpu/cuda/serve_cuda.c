@@ -101,6 +101,8 @@ static void cx__answered(struct cx *x)
 void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
 {
     pthread_mutex_lock(&x->mu);
+    if (cmd->w.bell.host && cmd->kind == CX_WORK)
+        cx__bell_release(x, cmd); /* watched no more, before its slot is reused */
     cx__slot_put(x, cmd);
     cx__devmem_release(x, cmd->o, cmd->dmem_reserved);
     cx__owner_unref(x, cmd->o);
@@ -377,8 +379,11 @@ static void cx__work_issue(struct cx *x, struct cx_cmd *cmd)
     }
     xs->issued++;
     if (w->bell.host) {
+        /* The stream waits on the agent's word, which the bell poller
+         * stores once the client's bell is rung: never on the client's. */
         struct ga_doorbell_req req = {
-            .bell_dev = w->bell.dev, .seq = w->bell.seq, .work = cx__work_fn, .work_arg = cmd};
+            .bell_dev = cx__bell_word_dev(x, cmd), .seq = 1, .work = cx__work_fn, .work_arg = cmd};
+        cx__bell_watch(x, cmd);
         rc = ga_doorbell_queue(x->streams, xs->st, &req);
     } else {
         rc = cx__op_queue(x, cmd, xs->st);
@@ -585,6 +590,8 @@ static int cx__serve(void *arg)
         if (!cancel) {
             cx__inflight_add(x, cmd);        /* from here the drop and the fault path see it */
             cmd->t_inflight = base_now_ns(); /* and the reaper's gate */
+            if (cmd->kind == CX_WORK && cmd->w.bell.host)
+                cx__bell_arm(x, cmd);
             if (cmd->kind == CX_RING_SHARD)
                 cx__ring_pending_add(x, cmd); /* and the ring's close and drop */
         }

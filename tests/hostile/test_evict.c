@@ -12,6 +12,8 @@
  * under the fake driver. */
 #include <check.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,11 +166,27 @@ static int ev_cuda_agent(void)
     return n >= 11 && strcmp(agent + n - 11, "lease-agent") == 0;
 }
 
+/* Zeroes the bell word at @arg until told to stop: a client that takes
+ * back whatever the agent might store in its bell to release the wait. */
+static volatile int ev_rewriting;
+
+static void *ev_bell_rewriter(void *arg)
+{
+    uint64_t *bell = arg;
+    while (__atomic_load_n(&ev_rewriting, __ATOMIC_ACQUIRE))
+        __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 /* A bell left unrung while an eviction's unregistration waits is released
- * by the agent after --bell-timeout: the work behind it is answered BUSY
- * (the agent stored the word itself), and the evicted segment registers
- * again, so no client holds pinned bytes hostage. */
-START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout)
+ * by the agent after --bell-timeout: the work behind it is answered BUSY,
+ * and the evicted segment registers again, so no client holds pinned bytes
+ * hostage. With @rewrite the client also keeps zeroing its bell word the
+ * whole time: the GPU waits on the agent's own word, which no client can
+ * write, so the release still holds (before, the agent stored the client's
+ * bell, the client took it back, the GPU kept waiting, and the evicting
+ * unregistration, with every one after it, waited for ever). */
+static void unrung_bell_released_after_the_bell_timeout(bool rewrite)
 {
     if (!ev_cuda_agent()) {
         printf("the host backend has no reaper and no --bell-timeout: nothing to test\n");
@@ -187,6 +205,11 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
      * was sent: the release comes at least 300 ms after this. */
     const uint64_t t_sent = base_now_ns();
     uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, EV_DATA, 0x85);
+    pthread_t t;
+    if (rewrite) {
+        ev_rewriting = 1;
+        ck_assert_int_eq(pthread_create(&t, NULL, ev_bell_rewriter, bells.map), 0);
+    }
 
     /* B's lease evicts a segment: its unregistration is deferred behind
      * A's bell, then the bell is released. */
@@ -203,8 +226,10 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
     uint64_t waited_ms = (base_now_ns() - t_sent) / 1000000u;
     ck_assert_msg(waited_ms >= 300,
                   "released %" PRIu64 " ms after the submit, before --bell-timeout 300", waited_ms);
-    /* The bell word holds the sequence the agent stored. */
-    ck_assert_uint_eq(__atomic_load_n((uint64_t *)(void *)bells.map, __ATOMIC_ACQUIRE), 1);
+    /* The agent released its own word: the client's bell is as the client
+     * left it. */
+    if (!rewrite)
+        ck_assert_uint_eq(__atomic_load_n((uint64_t *)(void *)bells.map, __ATOMIC_ACQUIRE), 0);
     ev_checksum(b, g0.lease);
     ev_release(b, g0.lease);
 
@@ -220,6 +245,10 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
                   lt_error_name(again.status));
     ck_assert_uint_eq(again.mem_class, LT_CLASS_PINNED);
     ev_checksum(b, again.lease);
+    if (rewrite) {
+        __atomic_store_n(&ev_rewriting, 0, __ATOMIC_RELEASE);
+        pthread_join(t, NULL);
+    }
     close(c);
     close(b);
     for (int i = 0; i < 3; i++)
@@ -227,6 +256,17 @@ START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_b
     hs_seg_close(&bells);
     hs_seg_close(&data);
     hs_agent_finish(&a);
+}
+
+START_TEST(test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout)
+{
+    unrung_bell_released_after_the_bell_timeout(false);
+}
+END_TEST
+
+START_TEST(test_a_bell_its_client_keeps_zeroing_cannot_hold_an_unregistration)
+{
+    unrung_bell_released_after_the_bell_timeout(true);
 }
 END_TEST
 
@@ -238,6 +278,7 @@ static Suite *evict_suite(void)
     tcase_add_test(tc, test_an_eviction_behind_a_peers_unrung_bell_leaves_grants_answered);
     tcase_add_test(
         tc, test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout);
+    tcase_add_test(tc, test_a_bell_its_client_keeps_zeroing_cannot_hold_an_unregistration);
     suite_add_tcase(s, tc);
     return s;
 }
