@@ -94,8 +94,7 @@ static uint32_t cx__bell_sweep(struct cx *x)
     for (struct cx_cmd *cmd = x->bell_head, *next; cmd; cmd = next) {
         next = cmd->bnext;
         uint64_t now = 0;
-        if (base_guard_load_u64(cmd->w.bell.host, &now) < 0 ||
-            (int64_t)(now - cmd->w.bell.seq) < 0)
+        if (base_guard_load_u64(cmd->w.bell.host, &now) < 0 || (int64_t)(now - cmd->w.bell.seq) < 0)
             continue;
         cx__bell_unlink(x, cmd);
         __atomic_store_n(&x->bell_words[cmd->slot], 1, __ATOMIC_RELEASE);
