@@ -1,6 +1,7 @@
-/* Doorbells under the seal rule (docs/reliability.md): the agent writes a
- * client's bell when the client goes (the CUDA backend rings it to let the
- * stream pass), so a bell must lie in a mapping the agent holds writable.
+/* Doorbells under the seal rule (docs/reliability.md): a bell must lie in a
+ * mapping the agent holds writable (the rule dates from when the CUDA
+ * backend rang a gone client's bell; its streams now wait on the agent's
+ * own word).
  * A bell, or a done word, in a segment sealed F_SEAL_FUTURE_WRITE
  * (read-only to the agent) is refused at SUBMIT, naming the word and the
  * seal, never a fault at the write, and so are a scan's hits in a sealed
