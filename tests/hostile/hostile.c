@@ -127,6 +127,27 @@ uint64_t hs_unrung_bell_submit(int conn, struct hs_seg *bells, struct hs_seg *da
     return rid;
 }
 
+static void *hs_bell_rewriter(void *arg)
+{
+    struct hs_rewriter *r = arg;
+    while (__atomic_load_n(&r->running, __ATOMIC_ACQUIRE))
+        __atomic_store_n(r->bell, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+void hs_bell_rewriter_start(struct hs_rewriter *r, void *bell)
+{
+    r->bell = bell;
+    __atomic_store_n(&r->running, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, hs_bell_rewriter, r), 0);
+}
+
+void hs_bell_rewriter_stop(struct hs_rewriter *r)
+{
+    __atomic_store_n(&r->running, 0, __ATOMIC_RELEASE);
+    pthread_join(r->thread, NULL);
+}
+
 int hs_alive(pid_t pid)
 {
     int st;

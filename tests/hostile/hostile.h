@@ -10,6 +10,7 @@
 #define TESTS_HOSTILE_H
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,6 +77,16 @@ void hs_checksum_submit(struct lt_msg_submit *s, struct lt_lease_id lease, uint6
  * stays silent for 50 ms. Returns the SUBMIT's request id. */
 uint64_t hs_unrung_bell_submit(int conn, struct hs_seg *bells, struct hs_seg *data, uint64_t len,
                                uint64_t seed);
+
+/* A client thread that zeroes the bell word @bell over and over, taking
+ * back whatever the agent might store there, until hs_bell_rewriter_stop. */
+struct hs_rewriter {
+    pthread_t thread;
+    uint64_t *bell;
+    int running;
+};
+void hs_bell_rewriter_start(struct hs_rewriter *r, void *bell);
+void hs_bell_rewriter_stop(struct hs_rewriter *r);
 
 /* Asserts the agent process is alive and a new client is served: HELLO
  * and STATS_REQUEST answered. */

@@ -190,18 +190,6 @@ START_TEST(test_a_client_holding_unrung_bells_leaves_others_served)
 }
 END_TEST
 
-/* Zeroes the bell word at @arg until told to stop: a client that takes
- * back the value the agent stored in its bell to release the wait. */
-static volatile int rewriting;
-
-static void *bell_rewriter(void *arg)
-{
-    uint64_t *bell = arg;
-    while (__atomic_load_n(&rewriting, __ATOMIC_ACQUIRE))
-        __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
-    return NULL;
-}
-
 /* A client with bell-gated work that keeps zeroing its bell word while the
  * agent stops: the stop releases the wait and the agent drains and exits 0.
  * On the CUDA backend the stream waits on the agent's own word, which the
@@ -216,12 +204,10 @@ START_TEST(test_a_bell_rewritten_after_the_stop_cannot_hold_it)
     int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
     struct hs_seg bells, data;
     hs_unrung_bell_submit(c, &bells, &data, 32 * HS_KIB, 0x69);
-    rewriting = 1;
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, bell_rewriter, bells.map), 0);
+    struct hs_rewriter rw;
+    hs_bell_rewriter_start(&rw, bells.map);
     const int st = th_agent_stop(&a);
-    __atomic_store_n(&rewriting, 0, __ATOMIC_RELEASE);
-    pthread_join(t, NULL);
+    hs_bell_rewriter_stop(&rw);
     ck_assert_msg(st >= 0, "the agent did not stop in %d ms while a client rewrote its bell; "
                   "its log: %s", TH_TIMEOUT_MS, a.log);
     ck_assert_msg(st == 0, "the agent exited %d; expected 0 (drained); its log: %s", st, a.log);

@@ -12,7 +12,6 @@
  * under the fake driver. */
 #include <check.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,18 +165,6 @@ static int ev_cuda_agent(void)
     return n >= 11 && strcmp(agent + n - 11, "lease-agent") == 0;
 }
 
-/* Zeroes the bell word at @arg until told to stop: a client that takes
- * back whatever the agent might store in its bell to release the wait. */
-static volatile int ev_rewriting;
-
-static void *ev_bell_rewriter(void *arg)
-{
-    uint64_t *bell = arg;
-    while (__atomic_load_n(&ev_rewriting, __ATOMIC_ACQUIRE))
-        __atomic_store_n(bell, 0, __ATOMIC_RELEASE);
-    return NULL;
-}
-
 /* A bell left unrung while an eviction's unregistration waits is released
  * by the agent after --bell-timeout: the work behind it is answered BUSY,
  * and the evicted segment registers again, so no client holds pinned bytes
@@ -205,11 +192,9 @@ static void unrung_bell_released_after_the_bell_timeout(bool rewrite)
      * was sent: the release comes at least 300 ms after this. */
     const uint64_t t_sent = base_now_ns();
     uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, EV_DATA, 0x85);
-    pthread_t t;
-    if (rewrite) {
-        ev_rewriting = 1;
-        ck_assert_int_eq(pthread_create(&t, NULL, ev_bell_rewriter, bells.map), 0);
-    }
+    struct hs_rewriter rw;
+    if (rewrite)
+        hs_bell_rewriter_start(&rw, bells.map);
 
     /* B's lease evicts a segment: its unregistration is deferred behind
      * A's bell, then the bell is released. */
@@ -245,10 +230,8 @@ static void unrung_bell_released_after_the_bell_timeout(bool rewrite)
                   lt_error_name(again.status));
     ck_assert_uint_eq(again.mem_class, LT_CLASS_PINNED);
     ev_checksum(b, again.lease);
-    if (rewrite) {
-        __atomic_store_n(&ev_rewriting, 0, __ATOMIC_RELEASE);
-        pthread_join(t, NULL);
-    }
+    if (rewrite)
+        hs_bell_rewriter_stop(&rw);
     close(c);
     close(b);
     for (int i = 0; i < 3; i++)
