@@ -244,7 +244,8 @@ struct cx {
     bool bell_started, bell_stop; /* bell_stop: bell_mu */
     pthread_mutex_t bell_mu;      /* taken under x->mu, never the other way */
     pthread_cond_t bell_cv;       /* a bell to watch was added, or stop */
-    struct cx_cmd *bell_head;     /* watched commands (bell_mu) */
+    struct cx_cmd *bell_head, *bell_tail; /* watched commands, in sweep order (bell_mu) */
+    uint32_t bell_n;                      /* how many (bell_mu) */
 };
 
 /* ---- bell_poll.c ---- */

@@ -26,6 +26,7 @@
 #define BELL_SPIN_NS 20000u      /* spinning after the last release */
 #define BELL_SLEEP_MAX_NS 20000u /* the longest sleep while bells are watched */
 #define BELL_TIMER_SLACK_NS 1000u
+#define BELL_BATCH 128u /* bells looked at under one hold of bell_mu */
 
 CUdeviceptr cx__bell_word_dev(const struct cx *x, const struct cx_cmd *cmd)
 {
@@ -49,8 +50,25 @@ static void cx__bell_unlink(struct cx *x, struct cx_cmd *cmd)
         x->bell_head = cmd->bnext;
     if (cmd->bnext)
         cmd->bnext->bprev = cmd->bprev;
+    else
+        x->bell_tail = cmd->bprev;
     cmd->bnext = cmd->bprev = NULL;
     cmd->bell_watched = false;
+    x->bell_n--;
+}
+
+/* Locked (bell_mu). */
+static void cx__bell_append(struct cx *x, struct cx_cmd *cmd)
+{
+    cmd->bnext = NULL;
+    cmd->bprev = x->bell_tail;
+    if (x->bell_tail)
+        x->bell_tail->bnext = cmd;
+    else
+        x->bell_head = cmd;
+    x->bell_tail = cmd;
+    cmd->bell_watched = true;
+    x->bell_n++;
 }
 
 void cx__bell_arm(struct cx *x, struct cx_cmd *cmd)
@@ -61,17 +79,11 @@ void cx__bell_arm(struct cx *x, struct cx_cmd *cmd)
 void cx__bell_watch(struct cx *x, struct cx_cmd *cmd)
 {
     pthread_mutex_lock(&x->bell_mu);
-    if (__atomic_load_n(&x->bell_words[cmd->slot], __ATOMIC_ACQUIRE) != 0) {
-        pthread_mutex_unlock(&x->bell_mu);
-        return; /* released already (a drop between arming and here) */
+    /* Released already: a drop between arming and here. */
+    if (__atomic_load_n(&x->bell_words[cmd->slot], __ATOMIC_ACQUIRE) == 0) {
+        cx__bell_append(x, cmd);
+        pthread_cond_signal(&x->bell_cv);
     }
-    cmd->bprev = NULL;
-    cmd->bnext = x->bell_head;
-    if (x->bell_head)
-        x->bell_head->bprev = cmd;
-    x->bell_head = cmd;
-    cmd->bell_watched = true;
-    pthread_cond_signal(&x->bell_cv);
     pthread_mutex_unlock(&x->bell_mu);
 }
 
@@ -85,21 +97,30 @@ void cx__bell_release(struct cx *x, struct cx_cmd *cmd)
     pthread_mutex_unlock(&x->bell_mu);
 }
 
-/* Locked (bell_mu). Releases every watched command whose client's bell is
- * rung; returns how many. A bell that faults reads as unrung: its wait
- * lasts until a drop or --bell-timeout releases it. */
-static uint32_t cx__bell_sweep(struct cx *x)
+/* Locked (bell_mu). Looks at up to BELL_BATCH watched commands from the
+ * head: each whose client's bell is rung is released, each other goes to
+ * the tail, so the lock is held for a bounded time however many bells a
+ * client parks, and the next batch goes on where this one stopped.
+ * Returns how many it released; *@seen_p: how many it looked at. A bell
+ * that faults reads as unrung: its wait lasts until a drop or
+ * --bell-timeout releases it. */
+static uint32_t cx__bell_sweep(struct cx *x, uint32_t *seen_p)
 {
-    uint32_t n = 0;
-    for (struct cx_cmd *cmd = x->bell_head, *next; cmd; cmd = next) {
-        next = cmd->bnext;
-        uint64_t now = 0;
-        if (base_guard_load_u64(cmd->w.bell.host, &now) < 0 || (int64_t)(now - cmd->w.bell.seq) < 0)
-            continue;
+    uint32_t n = 0, seen = 0;
+    const uint32_t batch = x->bell_n < BELL_BATCH ? x->bell_n : BELL_BATCH;
+    for (; seen < batch && x->bell_head; seen++) {
+        struct cx_cmd *cmd = x->bell_head;
         cx__bell_unlink(x, cmd);
+        uint64_t now = 0;
+        if (base_guard_load_u64(cmd->w.bell.host, &now) < 0 ||
+            (int64_t)(now - cmd->w.bell.seq) < 0) {
+            cx__bell_append(x, cmd);
+            continue;
+        }
         __atomic_store_n(&x->bell_words[cmd->slot], 1, __ATOMIC_RELEASE);
         n++;
     }
+    *seen_p = seen;
     return n;
 }
 
@@ -107,19 +128,29 @@ static void *cx__bell_main(void *arg)
 {
     struct cx *x = arg;
     (void)prctl(PR_SET_TIMERSLACK, BELL_TIMER_SLACK_NS, 0, 0, 0);
-    uint64_t last = base_now_ns(), sleep_ns = 0;
+    uint64_t last = base_now_ns(), sleep_ns = 0, idle_seen = 0;
     pthread_mutex_lock(&x->bell_mu);
     for (;;) {
         while (!x->bell_head && !x->bell_stop)
             pthread_cond_wait(&x->bell_cv, &x->bell_mu);
         if (x->bell_stop)
             break;
-        if (cx__bell_sweep(x)) {
+        uint32_t seen = 0;
+        if (cx__bell_sweep(x, &seen)) {
             last = base_now_ns();
-            sleep_ns = 0;
+            sleep_ns = idle_seen = 0;
+        } else {
+            idle_seen += seen;
+        }
+        /* The lock is let go between batches; the thread waits only once a
+         * whole pass over the watched bells found none rung. */
+        const bool pass_done = idle_seen >= x->bell_n;
+        pthread_mutex_unlock(&x->bell_mu);
+        if (!pass_done) {
+            pthread_mutex_lock(&x->bell_mu);
             continue;
         }
-        pthread_mutex_unlock(&x->bell_mu);
+        idle_seen = 0;
         if (base_now_ns() - last < BELL_SPIN_NS) {
             sched_yield();
         } else {

@@ -100,9 +100,11 @@ static void cx__answered(struct cx *x)
 /* An answered command is freed: its slot and its owner reference go. */
 void cx__cmd_free(struct cx *x, struct cx_cmd *cmd)
 {
-    pthread_mutex_lock(&x->mu);
+    /* Watched no more, before its slot is reused; not under x->mu, which
+     * every client's requests take, while the poller may hold bell_mu. */
     if (cmd->w.bell.host && cmd->kind == CX_WORK)
-        cx__bell_release(x, cmd); /* watched no more, before its slot is reused */
+        cx__bell_release(x, cmd);
+    pthread_mutex_lock(&x->mu);
     cx__slot_put(x, cmd);
     cx__devmem_release(x, cmd->o, cmd->dmem_reserved);
     cx__owner_unref(x, cmd->o);

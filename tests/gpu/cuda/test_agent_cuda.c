@@ -480,7 +480,7 @@ struct parker {
     struct seg bells, data;
     struct lt_lease_id lease;
     union lt_op_args args;
-    uint64_t rids[32];
+    uint64_t rids[512];
     int n;
 };
 
@@ -500,6 +500,7 @@ static void parker_open(struct parker *p, const char *sock, uint64_t seed)
 static void parker_park(struct parker *p, int n)
 {
     const struct words w = {.seg = &p->bells, .bell_off = 64, .bell_seq = 5};
+    ck_assert_int_le(p->n + n, (int)(sizeof p->rids / sizeof p->rids[0]));
     for (int i = 0; i < n; i++)
         p->rids[p->n++] = submit(p->fd, p->lease, S0, LT_OP_CHECKSUM_VERIFY, &p->args, 0, &w);
     th_expect_silence(p->fd, 100);
@@ -555,6 +556,26 @@ START_TEST(a_client_parking_submits_leaves_each_other_client_its_result_slots)
     parker_refused(&other, "the other client");
     parker_ring_and_close(&greedy);
     parker_ring_and_close(&other);
+    ck_assert_int_eq(th_agent_stop(&a), 0);
+    th_agent_cleanup(&a);
+}
+END_TEST
+
+/* The agent's bell poller looks at the watched bells a batch at a time
+ * (gpu/cuda/bell_poll.c): one client's 400 unrung bells do not hide
+ * another client's rung one, and all 400 run once their bell rings. */
+START_TEST(a_rung_bell_is_seen_among_hundreds_of_unrung_ones)
+{
+    struct th_agent a;
+    th_agent_start(&a, NULL, agent_args);
+    struct parker many, one;
+    parker_open(&many, a.sock, 91);
+    parker_open(&one, a.sock, 95);
+    parker_park(&many, 400);
+    parker_park(&one, 1);
+    parker_ring_and_close(&one);
+    th_expect_silence(many.fd, 50);
+    parker_ring_and_close(&many);
     ck_assert_int_eq(th_agent_stop(&a), 0);
     th_agent_cleanup(&a);
 }
@@ -875,6 +896,7 @@ static Suite *agent_cuda_suite(void)
     tcase_add_test(tc, release_of_a_long_pinned_copy_completes_only_after_the_gpu_read_it);
     tcase_add_test(tc, a_sigkilled_client_leaves_no_lease_registration_or_fd);
     tcase_add_test(tc, a_client_parking_submits_leaves_each_other_client_its_result_slots);
+    tcase_add_test(tc, a_rung_bell_is_seen_among_hundreds_of_unrung_ones);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
 
