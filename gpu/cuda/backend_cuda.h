@@ -267,6 +267,10 @@ void cx__bell_watch(struct cx *x, struct cx_cmd *cmd);
 /* Releases @cmd's wait now (the agent word stored) and stops watching it;
  * for a drop, a --bell-timeout release, and as @cmd is freed. */
 void cx__bell_release(struct cx *x, struct cx_cmd *cmd);
+/* Releases every watched wait and watches none: at the stop, and at a
+ * device fault, whose answers let the bells' segments go (the poller must
+ * load none of them after that). */
+void cx__bell_release_all(struct cx *x);
 /* Whether @cmd's wait is still held (its agent word not stored). */
 bool cx__bell_held(const struct cx *x, const struct cx_cmd *cmd);
 

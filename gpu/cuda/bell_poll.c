@@ -79,8 +79,11 @@ void cx__bell_arm(struct cx *x, struct cx_cmd *cmd)
 void cx__bell_watch(struct cx *x, struct cx_cmd *cmd)
 {
     pthread_mutex_lock(&x->bell_mu);
-    /* Released already: a drop between arming and here. */
-    if (__atomic_load_n(&x->bell_words[cmd->slot], __ATOMIC_ACQUIRE) == 0) {
+    if (__atomic_load_n(&x->faulted, __ATOMIC_ACQUIRE)) {
+        /* The fault answered it: its bell's segment may go at any time. */
+        __atomic_store_n(&x->bell_words[cmd->slot], 1, __ATOMIC_RELEASE);
+    } else if (__atomic_load_n(&x->bell_words[cmd->slot], __ATOMIC_ACQUIRE) == 0) {
+        /* (not released already by a drop between arming and here) */
         cx__bell_append(x, cmd);
         pthread_cond_signal(&x->bell_cv);
     }
@@ -162,15 +165,22 @@ static void *cx__bell_main(void *arg)
         }
         pthread_mutex_lock(&x->bell_mu);
     }
+    pthread_mutex_unlock(&x->bell_mu);
     /* Stopping: every command was answered, so nothing should be left; a
      * wait that is, is released rather than left to hold its stream. */
+    cx__bell_release_all(x);
+    return NULL;
+}
+
+void cx__bell_release_all(struct cx *x)
+{
+    pthread_mutex_lock(&x->bell_mu);
     while (x->bell_head) {
         struct cx_cmd *cmd = x->bell_head;
         cx__bell_unlink(x, cmd);
         __atomic_store_n(&x->bell_words[cmd->slot], 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&x->bell_mu);
-    return NULL;
 }
 
 int cx__bell_start(struct cx *x)

@@ -179,6 +179,8 @@ void cx__fault(struct cx *x, int err)
         list = cmd;
     }
     pthread_mutex_unlock(&x->mu);
+    /* Before the answers: they let the bells' segments go. */
+    cx__bell_release_all(x);
     /* The sticky error names the fault: an idle stream's query returns it. */
     if (sticky == CUDA_SUCCESS && ga_device_make_current(x->dev) == 0) {
         CUresult r = cuStreamQuery(x->mon_stream);
