@@ -151,7 +151,7 @@ static void agent_usage(FILE *f)
             "                   per ring); default %u with poll, 0 with wait\n"
             "  --bell-timeout MS  how long a client's unrung bell or unstored ring word\n"
             "                   may hold back the unregistration of pinned memory before\n"
-            "                   the agent stores it itself and answers that work BUSY\n"
+            "                   the agent releases it itself and answers that work BUSY\n"
             "                   (10..3600000, default %u; docs/reliability.md)\n"
             "  --result-slots N checksum, scan and launch results in flight at once, all\n"
             "                   clients (1..1048576, default %u); a streaming shard takes\n"
