@@ -104,9 +104,9 @@ static bool cx__bell_rung(const struct cx_cmd *cmd)
            (int64_t)(now - cmd->w.bell.seq) >= 0;
 }
 
-/* Locked. The owner is gone: its bells still waited for are rung by the
- * agent, so the GPU passes them and the work completes (answered as
- * cancelled); what is queued is cancelled as the FIFO is served; the drop
+/* Locked. The owner is gone: the waits of its bells not yet rung are
+ * released by the agent (bell_poll.c), so the GPU passes them and the work
+ * completes (answered as cancelled); what is queued is cancelled as the FIFO is served; the drop
  * command releases its streams and events behind everything. */
 static void cx__owner_cancel(struct cx *x, struct cx_owner *o)
 {

@@ -1,8 +1,12 @@
 /* lease-agent with the CUDA backend, over its socket: a real agent process
  * per test on a private socket (tests/gpu/server/harness.c), sealed memfd
  * segments written by the test, and every op on every memory path checked
- * against the C references. Needs an NVIDIA GPU: run through gpu_gate,
- * skipped (77) elsewhere. */
+ * against the C references, then the lifetimes (bells, releases, a killed
+ * client, the result-slot floor, the bell poller) and control requests.
+ * Needs an NVIDIA GPU: run through gpu_gate, skipped (77) elsewhere; the
+ * _fakecuda variant runs it against tests/fakecuda. One file of about 900
+ * lines: every case drives one agent through the same segment, submit and
+ * message helpers, which lead the file. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
  * the hostile cases (a client rewriting its words after its drop or while
  * its ring closes, the rings' device-memory budget) and --ring-join.
  *
- * One file of about 1100 lines on purpose: every variant (host agent,
+ * One file of about 1300 lines on purpose: every variant (host agent,
  * _cuda, _shared, _wait, _nojoin) is this file built with other agent
  * options, so a case added once runs against every dispatch shape; the
  * sections are marked with "----" rules. */
