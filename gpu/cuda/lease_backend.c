@@ -21,7 +21,10 @@
  * counting as retiring, so the budget stays honest), and a wait standing
  * for --bell-timeout is released by the agent. A wait queued just after
  * the check is the watchdog's: an unregistration pending in the driver for
- * CUDA_WATCHDOG_MS gets every client wait released, by CPU stores. */
+ * CUDA_WATCHDOG_MS gets every client wait released, by CPU stores. The
+ * watchdog watches the unregistrations made in place too (a failed
+ * registration's unwind, the service's fallback without a reaper), which
+ * pass no gate. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -58,7 +61,9 @@ struct cuda_ctx {
     struct ga_cuda_retire_gate gate;
     bool have_gate;
     uint64_t bell_timeout_ns;
-    /* the watchdog (mu): when the unregistration in the driver began, 0: none */
+    /* the watchdog (mu): unregistrations in the driver now, whoever called
+     * them, and since when the first of them has waited (0: none) */
+    uint32_t unreg_pending;
     uint64_t unreg_since;
     pthread_cond_t wd_cv;
     pthread_t watchdog;
@@ -76,13 +81,21 @@ static uint32_t cu_code(int rc)
     return LT_E_GPU_FAULT;
 }
 
-/* Explains the failed call: its text, the driver's error name and the range. */
+/* Explains the failed call to the client in what the wire holds
+ * (LT_ERROR_MSG_LEN): the driver function, the bytes and the error's name,
+ * or without the bytes where those do not fit. The whole call and the
+ * address are in the log line GA_CU wrote. */
 static int cu_fail(struct lt_failure *why_p, const char *call, CUresult res, int rc,
                    const void *base, uint64_t length)
 {
-    return lt_failure_set(why_p, cu_code(rc), rc,
-                          "cuda backend: %s on %p + %" PRIu64 " bytes failed: %s (%d)", call, base,
-                          length, ga_cu_name(res), (int)res);
+    (void)base;
+    int fn = (int)strcspn(call, "(");
+    int rc_set = lt_failure_set(why_p, cu_code(rc), rc, "the driver refused %.*s of %" PRIu64
+                                " bytes: %s", fn, call, length, ga_cu_name(res));
+    if (why_p && strlen(why_p->message) >= LT_ERROR_MSG_LEN)
+        lt_failure_set(why_p, cu_code(rc), rc, "the driver refused %.*s: %s", fn, call,
+                       ga_cu_name(res));
+    return rc_set;
 }
 
 #define CU_TRY(why_p, call, base, length)                                                          \
@@ -92,6 +105,9 @@ static int cu_fail(struct lt_failure *why_p, const char *call, CUresult res, int
         if (rc_ < 0)                                                                               \
             return cu_fail(why_p, #call, res_, rc_, base, length);                                 \
     } while (0)
+
+static int cuda_unregister_watched(struct cuda_ctx *c, void *base, uint64_t length,
+                                   struct lt_failure *why_p);
 
 /* @ro: the lease service mapped the range read-only (sealed
  * F_SEAL_FUTURE_WRITE): without READ_ONLY the pin would ask for write
@@ -115,7 +131,9 @@ static int cuda_register_flags(void *ctx, void *base, uint64_t length, enum lt_c
         int rc = GA_CU_R(cuMemHostGetDevicePointer(&dev, base, 0), &res);
         if (rc < 0) {
             /* Undo the registration; if that fails too, its error is the one to see. */
-            CU_TRY(why_p, cuMemHostUnregister(base), base, length);
+            int urc = cuda_unregister_watched(c, base, length, why_p);
+            if (urc < 0)
+                return urc;
             return cu_fail(why_p, "cuMemHostGetDevicePointer(&dev, base, 0)", res, rc, base,
                            length);
         }
@@ -136,14 +154,53 @@ static int cuda_register_ro(void *ctx, void *base, uint64_t length, enum lt_clas
     return cuda_register_flags(ctx, base, length, cls, 1, dev_ptr_p, why_p);
 }
 
+static void *cuda_watchdog_main(void *arg);
+
+/* Locked (mu). Starts the watchdog on first need; false if it cannot run. */
+static bool cuda_watchdog_ensure_locked(struct cuda_ctx *c)
+{
+    if (!c->watchdog_started && !c->stopping &&
+        pthread_create(&c->watchdog, NULL, cuda_watchdog_main, c) == 0)
+        c->watchdog_started = true;
+    return c->watchdog_started;
+}
+
+/* cuMemHostUnregister under the watchdog, on whichever thread: the
+ * reaper's, or a caller's own when a failed registration is unwound, the
+ * reaper cannot start or (the service's re-registration) the service lock
+ * is held. Any of them can be stuck behind a client's wait the gate never
+ * saw, and the watchdog releases that wait after CUDA_WATCHDOG_MS. */
+static int cuda_unregister_watched(struct cuda_ctx *c, void *base, uint64_t length,
+                                   struct lt_failure *why_p)
+{
+    pthread_mutex_lock(&c->mu);
+    bool watched = cuda_watchdog_ensure_locked(c);
+    if (watched && c->unreg_pending++ == 0) {
+        c->unreg_since = base_now_ns();
+        pthread_cond_signal(&c->wd_cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    CUresult res = CUDA_SUCCESS;
+    int rc = GA_CU_R(cuCtxSetCurrent(c->ctx), &res);
+    const char *call = "cuCtxSetCurrent(c->ctx)";
+    if (rc == 0) {
+        rc = GA_CU_R(cuMemHostUnregister(base), &res);
+        call = "cuMemHostUnregister(base)";
+    }
+    if (watched) {
+        pthread_mutex_lock(&c->mu);
+        if (--c->unreg_pending == 0)
+            c->unreg_since = 0;
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc < 0 ? cu_fail(why_p, call, res, rc, base, length) : 0;
+}
+
 static int cuda_unregister(void *ctx, void *base, uint64_t length, enum lt_class cls,
                            struct lt_failure *why_p)
 {
-    struct cuda_ctx *c = ctx;
     (void)cls;
-    CU_TRY(why_p, cuCtxSetCurrent(c->ctx), base, length);
-    CU_TRY(why_p, cuMemHostUnregister(base), base, length);
-    return 0;
+    return cuda_unregister_watched(ctx, base, length, why_p);
 }
 
 /* The gate's stall (ns); 0 without a gate. With @older_ns, first releases
@@ -236,14 +293,7 @@ static void cuda_retired_release(struct cuda_ctx *c, struct lease_retire *r)
         uint64_t len = r->size - off < chunk ? r->size - off : chunk;
         struct lt_failure f = {0};
         cuda_defer(c, base + off, len);
-        pthread_mutex_lock(&c->mu);
-        c->unreg_since = base_now_ns();
-        pthread_cond_signal(&c->wd_cv);
-        pthread_mutex_unlock(&c->mu);
-        int rc = cuda_unregister(c, base + off, len, r->cls, &f);
-        pthread_mutex_lock(&c->mu);
-        c->unreg_since = 0;
-        pthread_mutex_unlock(&c->mu);
+        int rc = cuda_unregister_watched(c, base + off, len, &f);
         if (rc < 0)
             ga__err("%s", f.message);
     }
@@ -281,9 +331,8 @@ static int cuda_retire(void *ctx, struct lease_retire *r)
     int rc = 0;
     r->next = NULL;
     pthread_mutex_lock(&c->mu);
-    if (!c->watchdog_started && !c->stopping &&
-        (rc = pthread_create(&c->watchdog, NULL, cuda_watchdog_main, c)) == 0)
-        c->watchdog_started = true;
+    if (!cuda_watchdog_ensure_locked(c))
+        rc = EAGAIN;
     if (c->watchdog_started && !c->reaper_started && !c->stopping &&
         (rc = pthread_create(&c->reaper, NULL, cuda_reaper_main, c)) == 0)
         c->reaper_started = true;
@@ -374,6 +423,7 @@ int ga_cuda_lease_backend_init(CUcontext ctx, uint64_t chunk_bytes, struct lease
     pthread_mutex_init(&c->gate_mu, NULL);
     c->have_gate = false;
     c->bell_timeout_ns = (uint64_t)GA_CUDA_BELL_TIMEOUT_MS_DEFAULT * 1000000u;
+    c->unreg_pending = 0;
     c->unreg_since = 0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

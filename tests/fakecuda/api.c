@@ -98,6 +98,7 @@ static void fk_config_load(void)
     uint64_t half = pages > 0 ? (uint64_t)pages * FK_PAGE / 2 : 8ull << 30;
     c->total_mem = fk_env_u64("FAKECUDA_TOTAL_MEM", half);
     c->register_limit = fk_env_u64("FAKECUDA_REGISTER_LIMIT", 0);
+    c->devptr_refuse_len = fk_env_u64("FAKECUDA_DEVPTR_REFUSE_LEN", 0);
     c->trace = fk_env_u64("FAKECUDA_TRACE", 0) != 0;
     c->hostfn_lag_us = fk_env_u64("FAKECUDA_HOSTFN_LAG_US", 0);
     const char *lm = getenv("CUDA_MODULE_LOADING");

@@ -34,6 +34,7 @@ struct fk_config {
     int sms;                /* FAKECUDA_SMS */
     uint64_t total_mem;     /* FAKECUDA_TOTAL_MEM: device memory the fake hands out */
     uint64_t register_limit; /* FAKECUDA_REGISTER_LIMIT: 0 = none */
+    uint64_t devptr_refuse_len; /* FAKECUDA_DEVPTR_REFUSE_LEN: 0 = none */
     int trace;              /* FAKECUDA_TRACE: one stderr line per call */
     int eager;              /* CUDA_MODULE_LOADING=EAGER */
     int ptx_jit_disabled;   /* CUDA_DISABLE_PTX_JIT=1 */

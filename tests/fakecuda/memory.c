@@ -543,6 +543,13 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Fla
         fk.ctx.active ? fk__range_find(&fk.ctx, (uint64_t)(uintptr_t)p, 1) : NULL;
     if (!pdptr || Flags != 0 || !r || r->kind == FK_R_DEVICE)
         return fk__leave("cuMemHostGetDevicePointer", CUDA_ERROR_INVALID_VALUE);
+    if (fk.cfg.devptr_refuse_len && r->size == fk.cfg.devptr_refuse_len)
+        return fk__leave("cuMemHostGetDevicePointer",
+                         fk__refuse("cuMemHostGetDevicePointer", CUDA_ERROR_OUT_OF_MEMORY,
+                                    "a registration of %" PRIu64
+                                    " bytes is refused its device pointer on purpose "
+                                    "(FAKECUDA_DEVPTR_REFUSE_LEN)",
+                                    r->size));
     *pdptr = (CUdeviceptr)(uintptr_t)p;
     return fk__leave("cuMemHostGetDevicePointer", CUDA_SUCCESS);
 }

@@ -253,6 +253,71 @@ START_TEST(test_a_bell_its_client_keeps_zeroing_cannot_hold_an_unregistration)
 }
 END_TEST
 
+/* A registration that fails is undone where it failed, on the thread that
+ * made it, not by the reaper, so no gate is asked first: the undo's
+ * cuMemHostUnregister waits in the driver behind every queued wait, another
+ * client's unrung bell included, and --bell-timeout (10 minutes here) would
+ * come far too late. The watchdog watches such an unregistration too, and
+ * releases the bell: the failed offer is answered, the bell's work BUSY,
+ * and the client offers and verifies again at once. The fake driver refuses
+ * a 76 KiB MAPPED registration its device pointer
+ * (FAKECUDA_DEVPTR_REFUSE_LEN); the lease service's unwind of a segment's
+ * registered chunks goes through the same watched call. */
+START_TEST(test_a_failed_registrations_unwind_is_not_held_by_a_peers_unrung_bell)
+{
+    if (!ev_cuda_agent()) {
+        printf("the host backend registers no chunks on a driver: nothing to test\n");
+        return;
+    }
+    setenv("FAKECUDA_DEVPTR_REFUSE_LEN", "77824", 1); /* this test's process and its agent */
+    static const char *const extra[] = {"--bell-timeout", "600000", NULL};
+    struct th_agent a;
+    th_agent_start(&a, NULL, extra);
+    union lt_msg_buffer buf;
+    int c = th_hello(a.sock, LT_CAP_DOORBELL, NULL);
+    struct hs_seg bells, data;
+    uint64_t rid = hs_unrung_bell_submit(c, &bells, &data, EV_DATA, 0x91);
+
+    int b = th_hello(a.sock, 0, NULL);
+    struct hs_seg torn;
+    ck_assert_int_eq(hs_memfd(&torn, 64 * HS_KIB + 12 * HS_KIB, 0, HS_SEALS, 0x92), 0);
+    uint64_t orid = th_offer_send(b, &torn.fd, 1, torn.size, LT_CLASS_MAPPED);
+    ssize_t n = th_recv(b, &buf, EV_BOUND_MS);
+    ck_assert_msg(n > 0,
+                  "the offer whose registration failed was not answered within %d ms (%zd): its "
+                  "undo waited behind the other client's unrung bell",
+                  EV_BOUND_MS, n);
+    ck_assert_uint_eq(buf.hdr.request_id, orid);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_ERROR);
+    const struct lt_msg_error *e = (const void *)buf.bytes;
+    ck_assert_msg(e->code == LT_E_MEMLOCK, "the failed registration: expected MEMLOCK, found %s: %s",
+                  lt_error_name(e->code), e->message);
+
+    n = th_recv(c, &buf, EV_BOUND_MS);
+    ck_assert_msg(n > 0, "the bell the watchdog released was not answered within %d ms (%zd)",
+                  EV_BOUND_MS, n);
+    ck_assert_uint_eq(buf.hdr.type, LT_MSG_COMPLETION);
+    ck_assert_uint_eq(buf.hdr.request_id, rid);
+    uint32_t status = ((const struct lt_msg_completion *)(const void *)buf.bytes)->status;
+    ck_assert_msg(status == LT_E_BUSY, "the released bell's work: expected BUSY, found %s",
+                  lt_error_name(status));
+
+    struct hs_seg good;
+    struct lt_lease_grant_entry g =
+        hs_offer_and_lease(b, &good, EV_SEG, 0, LT_CLASS_PINNED, 0x93, EV_DATA, NULL);
+    ck_assert_uint_eq(g.mem_class, LT_CLASS_PINNED);
+    ev_checksum(b, g.lease);
+    ev_release(b, g.lease);
+    close(c);
+    close(b);
+    hs_seg_close(&torn);
+    hs_seg_close(&good);
+    hs_seg_close(&bells);
+    hs_seg_close(&data);
+    hs_agent_finish(&a);
+}
+END_TEST
+
 static Suite *evict_suite(void)
 {
     Suite *s = suite_create("hostile_evict");
@@ -262,6 +327,7 @@ static Suite *evict_suite(void)
     tcase_add_test(
         tc, test_an_unrung_bell_holding_an_unregistration_is_released_after_the_bell_timeout);
     tcase_add_test(tc, test_a_bell_its_client_keeps_zeroing_cannot_hold_an_unregistration);
+    tcase_add_test(tc, test_a_failed_registrations_unwind_is_not_held_by_a_peers_unrung_bell);
     suite_add_tcase(s, tc);
     return s;
 }
