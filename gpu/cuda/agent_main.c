@@ -137,7 +137,8 @@ static void agent_usage(FILE *f)
             "  --ring-dispatch poll|wait  who queues a ring's chunk copies: poll (default),\n"
             "                   an agent thread polls the rings' words and queues the\n"
             "                   copies of stored chunks, adjacent ones joined; wait, each\n"
-            "                   queued ahead behind a GPU wait on its word (docs/streaming.md)\n"
+            "                   queued ahead behind a GPU wait on its word, for clients of\n"
+            "                   the agent's uid and root only (docs/streaming.md)\n"
             "  --ring-join N    with poll: how many adjacent chunks one copy waits to gather\n"
             "                   (1..%u, default %u; 1: each stored chunk is copied at once);\n"
             "                   a chunk waits at most %u us for its neighbour, and only on\n"
@@ -505,6 +506,7 @@ static int agent_serve_cuda(struct agent_args *a)
     }
     const struct ga_device_info *in = ga_device_info_get(dev);
     ga_server_cli_budgets_default(cli, ga_server_cli_half_memory(), "half the physical memory");
+    cli->cfg.rings_trust_client = !a->ring_poll;
     struct ga_cuda_retire_gate gate = {0};
     /* Every client that may connect is sure of some result slots, so no
      * two (or more) uids' parked submits can take them all. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/sigbus.h"
 #include "conn.h"
@@ -181,6 +182,13 @@ void ga_server__ring_open(struct ga_server__conn *c, const struct lt_msg_ring_op
     const uint64_t rid = m->hdr.request_id;
     if (ga_ring__cap(c, rid, LT_MSG_RING_OPEN) < 0)
         return;
+    if (srv->cfg.rings_trust_client && c->uid != 0 && c->uid != geteuid()) {
+        ga_server__send_error(c, rid, LT_MSG_RING_OPEN, LT_E_UNSUPPORTED, 0, LT_INDEX_NONE,
+                              "rings here (--ring-dispatch wait) trust their client: uid %u is "
+                              "not the agent's",
+                              (unsigned)c->uid);
+        return;
+    }
     struct lease_info s, w;
     if (ga_ring__leases(c, m, &s, &w) < 0)
         return;

@@ -21,13 +21,17 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1252,6 +1256,71 @@ START_TEST(test_a_join_waits_a_bounded_time_for_the_neighbour)
 END_TEST
 #endif
 
+#ifdef RING_TEST_WAIT
+/* In the wait shape the GPU waits on the client's own words, and a client
+ * that stores them again after the agent's release holds the stream (and
+ * every unregistration behind it): such a ring trusts its client, so only
+ * the agent's uid and root may open one. A client of another uid (nobody,
+ * through --group and --allow-uid) is refused UNSUPPORTED before anything
+ * is queued; root's ring opens on the same agent. Needs root to become
+ * another uid. */
+START_TEST(test_a_wait_shape_ring_is_refused_to_another_uid)
+{
+    struct passwd *pw = getpwnam("nobody");
+    struct group *gr = pw ? getgrgid(pw->pw_gid) : NULL;
+    if (geteuid() != 0 || !pw || !gr || pw->pw_uid == 0) {
+        printf("needs root and a user nobody to act as another uid: not tested here\n");
+        return;
+    }
+    char dir[64] = "/tmp/ga-ringuid-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0711), 0); /* others may traverse to run/ */
+    char run[96], uidarg[32];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(uidarg, sizeof uidarg, "%u", (unsigned)pw->pw_uid);
+    signal(SIGPIPE, SIG_IGN);
+    const char *const extra[] = {RING_VARIANT_ARGS "--group", gr->gr_name, "--allow-uid", uidarg,
+                                 "--allow-uid", "0", NULL};
+    th_agent_start(&ag, run, extra);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+            _exit(20);
+        struct rc r;
+        rc_make(&r, CAPS);
+        struct lt_msg_ring_open m;
+        ring_open_msg(&r, &m, 2, 512 * KiB);
+        if (th_send(r.c, &m, sizeof m, NULL, 0) != 0)
+            _exit(21);
+        union lt_msg_buffer buf;
+        ssize_t n = th_recv(r.c, &buf, TH_TIMEOUT_MS);
+        if (n <= 0)
+            _exit(22);
+        if (buf.hdr.type != LT_MSG_ERROR)
+            _exit(23); /* opened */
+        const struct lt_msg_error *e = (const void *)buf.bytes;
+        _exit(e->code == LT_E_UNSUPPORTED && strstr(e->message, uidarg) ? 0 : 24);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_msg(WEXITSTATUS(st) == 0,
+                  "uid %s's RING_OPEN on a wait-shape agent: expected UNSUPPORTED naming the uid, "
+                  "found exit %d (20 setup, 22 no answer, 23 opened, 24 another refusal)",
+                  uidarg, WEXITSTATUS(st));
+
+    struct rc r;
+    rc_make(&r, CAPS);
+    ring_open(&r, 2, NULL);
+    rc_done(&r);
+    agent_teardown();
+    rmdir(dir);
+}
+END_TEST
+#endif
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("server_ring");
@@ -1318,6 +1387,12 @@ static Suite *ring_suite(void)
 #endif
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
+#ifdef RING_TEST_WAIT
+    tc = tcase_create("a ring of another uid");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_a_wait_shape_ring_is_refused_to_another_uid);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
 

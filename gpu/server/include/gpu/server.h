@@ -84,6 +84,11 @@ struct ga_server_config {
                                          together; 0: 2 x max_inflight when more than one uid
                                          may connect, else max_inflight x max_clients */
     uint32_t seals;                   /* enum lease_seal_policy (lease/lease.h) */
+    /* Nonzero: the executor's rings have the GPU wait on their client's own
+     * words (lease-agent --ring-dispatch wait), which a client can hold by
+     * storing them again after the agent's release, so RING_OPEN is served
+     * for the agent's own uid and root only (docs/reliability.md). */
+    int rings_trust_client;
     uint64_t budget_staged;           /* STAGED bytes mapped at once; 0: physical memory */
     uint64_t max_mapped_bytes;        /* every class's segments mapped at once; 0: 4x physical
                                          memory within [64 GiB, 32 TiB] */
