@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "bench_cuda.h"
 
 #define CK(call) BENCH_CK("file-reg-probe", call)
@@ -40,21 +40,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "file-reg-probe: %s: %s\n", what, strerror(errno));
     exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
 }
 
 enum mode { M_REG, M_COPY, M_COPY_POP, M_COUNT };
@@ -124,10 +109,10 @@ static void *worker_main(void *arg)
         f->map = mmap(NULL, cfg.file_bytes, PROT_READ, flags, f->fd, 0);
         if (f->map == MAP_FAILED)
             die("mmap");
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         CK(cuMemHostRegister(f->map, cfg.file_bytes,
                              CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_READ_ONLY));
-        w->reg_ns += now_ns() - t0;
+        w->reg_ns += bench_now_ns() - t0;
         if (w->mode != M_REG)
             CK(cuMemcpyHtoDAsync(w->img[k % 2], f->map, cfg.file_bytes, w->st));
         CK(cuEventRecord(f->ev, w->st));
@@ -182,8 +167,8 @@ static struct result run_mode(enum mode mode, unsigned threads)
         CK(cuMemAlloc(&w[t].img[1], cfg.file_bytes));
     }
     atomic_store(&next_file, 0);
-    double c0 = cpu_s();
-    uint64_t t0 = now_ns();
+    double c0 = bench_cpu_seconds();
+    uint64_t t0 = bench_now_ns();
     for (unsigned t = 0; t < threads; t++)
         if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0)
             die("pthread_create");
@@ -192,8 +177,8 @@ static struct result run_mode(enum mode mode, unsigned threads)
         pthread_join(w[t].tid, NULL);
         reg_ns += w[t].reg_ns;
     }
-    uint64_t ns = now_ns() - t0;
-    double c1 = cpu_s();
+    uint64_t ns = bench_now_ns() - t0;
+    double c1 = bench_cpu_seconds();
     double gb = (double)cfg.files * (double)cfg.file_bytes / 1e9;
     struct result r = {gb / (ns / 1e9), gb / (reg_ns / 1e9), (c1 - c0) / gb};
     if (mode != M_REG) {
@@ -226,11 +211,11 @@ static double h2d_ceiling(void)
     CK(cuMemcpyHtoDAsync(dev, host, cfg.file_bytes, st));
     CK(cuStreamSynchronize(st));
     unsigned n = 64;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (unsigned i = 0; i < n; i++)
         CK(cuMemcpyHtoDAsync(dev, host, cfg.file_bytes, st));
     CK(cuStreamSynchronize(st));
-    uint64_t ns = now_ns() - t0;
+    uint64_t ns = bench_now_ns() - t0;
     CK(cuStreamDestroy(st));
     CK(cuMemFree(dev));
     CK(cuMemFreeHost(host));

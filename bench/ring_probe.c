@@ -41,11 +41,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "bench_cuda.h"
 
 #define CK(call) BENCH_CK("ring-probe", call)
@@ -54,21 +54,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "ring-probe: %s: %s\n", what, strerror(errno));
     exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
 }
 
 static inline void relax(void)
@@ -155,7 +140,7 @@ static void slot_wait(const uint64_t *w, uint64_t want, uint64_t *ns)
 {
     if ((int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) >= 0)
         return;
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = bench_now_ns();
     long sleep_ns = 1000;
     for (unsigned n = 0; (int64_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) - want) < 0; n++) {
         if (n < 512) {
@@ -166,7 +151,7 @@ static void slot_wait(const uint64_t *w, uint64_t want, uint64_t *ns)
         nanosleep(&ts, NULL);
         sleep_ns = sleep_ns * 2 > 100000 ? 100000 : sleep_ns * 2;
     }
-    *ns += now_ns() - t0;
+    *ns += bench_now_ns() - t0;
 }
 
 static void *stage_main(void *arg)
@@ -183,10 +168,10 @@ static void *stage_main(void *arg)
             if (s > N)
                 slot_wait(&r->done[slot], s - N, &r->ns_wait);
             if (r->read) {
-                const uint64_t t0 = now_ns();
+                const uint64_t t0 = bench_now_ns();
                 if (pread(fd, r->slots + slot * C, C, (off_t)(j * C)) != (ssize_t)C)
                     die("pread");
-                r->ns_read += now_ns() - t0;
+                r->ns_read += bench_now_ns() - t0;
             }
             __atomic_store_n(&r->seq[slot], s, __ATOMIC_RELEASE);
         }
@@ -332,8 +317,8 @@ static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, 
             CK(cuStreamCreate(&shared[i], CU_STREAM_NON_BLOCKING));
     words_reset();
     pthread_t th[256];
-    const double c0 = cpu_s();
-    const uint64_t t0 = now_ns();
+    const double c0 = bench_cpu_seconds();
+    const uint64_t t0 = bench_now_ns();
     for (unsigned t = 0; t < cfg.threads; t++) {
         rings[t].read = read;
         if (pthread_create(&th[t], NULL, stage_main, &rings[t]) != 0)
@@ -347,7 +332,7 @@ static void run_ring(const char *name, bool cpu_shape, bool read, unsigned nst, 
     for (unsigned t = 0; t < cfg.threads; t++)
         pthread_join(th[t], NULL);
     CK(cuCtxSynchronize());
-    const double secs = (double)(now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
+    const double secs = (double)(bench_now_ns() - t0) / 1e9, cpu = bench_cpu_seconds() - c0;
     if (!cpu_shape)
         copies = rings_copies;
     struct row *w = &rows[nrows++];
@@ -379,18 +364,18 @@ static void run_h2d(const char *name, uint64_t piece)
     if (pread(fds[r->idx + k * cfg.threads], check_host, cfg.file_bytes, 0) !=
         (ssize_t)cfg.file_bytes)
         die("pread");
-    const double c0 = cpu_s();
-    const uint64_t t0 = now_ns();
+    const double c0 = bench_cpu_seconds();
+    const uint64_t t0 = bench_now_ns();
     for (unsigned f = 0; f < cfg.files; f++)
         for (uint64_t off = 0; off < cfg.file_bytes; off += piece)
             CK(cuMemcpyHtoDAsync(r->img[k % 2] + off, check_host + off, piece, r->st));
     CK(cuCtxSynchronize());
-    const double secs = (double)(now_ns() - t0) / 1e9;
+    const double secs = (double)(bench_now_ns() - t0) / 1e9;
     struct row *w = &rows[nrows++];
     const double bytes = (double)cfg.files * (double)cfg.file_bytes;
     snprintf(w->name, sizeof w->name, "%s", name);
     w->gbs = bytes / secs / 1e9;
-    w->cpu_per_gb = (cpu_s() - c0) / (bytes / 1e9);
+    w->cpu_per_gb = (bench_cpu_seconds() - c0) / (bytes / 1e9);
     w->copies = cfg.files * (cfg.file_bytes / piece);
     w->bytes = check_ring0() ? "ok" : "WRONG";
     printf("  %-32s %7.2f GB/s  bytes %s\n", w->name, w->gbs, w->bytes);

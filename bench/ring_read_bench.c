@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "base/parse.h"
 #include "base/time.h"
 #include "kernels/blockhash_ref.h"
@@ -54,14 +55,6 @@ struct worker {
     uint64_t sums[(64 * MIB) / BLOCK + 1];
     int rc;
 };
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
 static int read_full(int fd, unsigned char *dst, uint64_t len, uint64_t off)
 {
@@ -349,13 +342,14 @@ int main(int argc, char **argv)
                 }
                 for (unsigned r = 0; r < repeat; r++) {
                     pthread_t th[MAX_LIST * 16];
-                    double c0 = cpu_s();
+                    double c0 = bench_cpu_seconds();
                     uint64_t t0 = base_now_ns();
                     for (unsigned t = 0; t < c.threads; t++)
                         pthread_create(&th[t], NULL, worker_main, &w[t]);
                     for (unsigned t = 0; t < c.threads; t++)
                         pthread_join(th[t], NULL);
-                    double secs = (double)(base_now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
+                    double secs = (double)(base_now_ns() - t0) / 1e9;
+                    double cpu = bench_cpu_seconds() - c0;
                     for (unsigned t = 0; t < c.threads; t++)
                         if (w[t].rc < 0)
                             return fprintf(stderr, "%s: %s\n", mode_name[m], strerror(-w[t].rc)), 1;
