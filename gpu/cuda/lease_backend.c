@@ -253,6 +253,7 @@ static void *cuda_watchdog_main(void *arg)
 {
     struct cuda_ctx *c = arg;
     const uint64_t bound = (uint64_t)CUDA_WATCHDOG_MS * 1000000u;
+    const uint64_t grace = (uint64_t)CUDA_GATE_GRACE_MS * 1000000u;
     pthread_mutex_lock(&c->mu);
     while (!c->stopping || c->unreg_since) {
         if (!c->unreg_since) {
@@ -268,7 +269,10 @@ static void *cuda_watchdog_main(void *arg)
         c->unreg_since = now; /* again in CUDA_WATCHDOG_MS if it still waits */
         pthread_mutex_unlock(&c->mu);
         pthread_mutex_lock(&c->gate_mu);
-        uint32_t n = c->have_gate ? c->gate.release(c->gate.arg, 0,
+        /* Waits younger than the gate's grace are a streaming client's,
+         * met within ms, or queued a moment ago: the next round takes them
+         * if they still stand. */
+        uint32_t n = c->have_gate ? c->gate.release(c->gate.arg, grace,
                                                     "an unregistration of pinned memory waited "
                                                     "behind it in the driver, which blocks every "
                                                     "client's GPU work meanwhile")

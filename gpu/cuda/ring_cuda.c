@@ -390,12 +390,16 @@ static int cx__ring_stream(struct cx *x, struct cx_ring *rg)
         if (rc < 0)
             return rc;
         pthread_mutex_lock(&x->mu);
-        if (!x->ring_streams[k])
+        if (!x->ring_streams[k]) {
             x->ring_streams[k] = made;
-        else
-            ga_stream_free(x->streams, made); /* another worker was first */
+            made = NULL;
+        }
         st = x->ring_streams[k];
         pthread_mutex_unlock(&x->mu);
+        /* Another worker was first. Freed after the lock: a driver call can
+         * wait behind a pending unregistration, whose watchdog needs x->mu. */
+        if (made)
+            ga_stream_free(x->streams, made);
     }
     rg->st = st;
     return 0;

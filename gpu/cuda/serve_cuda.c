@@ -128,6 +128,11 @@ bool cx__cmd_answer(struct cx *x, struct cx_cmd *cmd, uint32_t status, const cha
     cmd->state = 1;
     cx__inflight_del(x, cmd);
     pthread_mutex_unlock(&x->mu);
+    /* Before the answer, which lets the bell's segment go: the poller must
+     * not read a bell whose page may be unmapped (cx__cmd_free does it
+     * again, harmlessly). */
+    if (cmd->kind == CX_WORK && cmd->w.bell.host)
+        cx__bell_release(x, cmd);
     if (cmd->kind == CX_WORK || cmd->kind == CX_RING_SHARD) {
         struct ga_exec_result res;
         if (status == LT_OK) {
