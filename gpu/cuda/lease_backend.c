@@ -21,7 +21,8 @@
  * counting as retiring, so the budget stays honest), and a wait standing
  * for --bell-timeout is released by the agent. A wait queued just after
  * the check is the watchdog's: an unregistration pending in the driver for
- * CUDA_WATCHDOG_MS gets every client wait released, by CPU stores. The
+ * CUDA_WATCHDOG_MS gets every client wait older than the grace released,
+ * by CPU stores. The
  * watchdog watches the unregistrations made in place too (a failed
  * registration's unwind, the service's fallback without a reaper), which
  * pass no gate. */
@@ -247,8 +248,9 @@ static void cuda_defer(struct cuda_ctx *c, const void *base, uint64_t len)
                  base, len, (base_now_ns() - t0) / 1000000u);
 }
 
-/* Releases every client wait while an unregistration has been pending in
- * the driver for CUDA_WATCHDOG_MS (no driver call: the driver is blocked). */
+/* Releases every client wait older than the grace while an unregistration
+ * has been pending in the driver for CUDA_WATCHDOG_MS (no driver call: the
+ * driver is blocked). */
 static void *cuda_watchdog_main(void *arg)
 {
     struct cuda_ctx *c = arg;

@@ -12,9 +12,10 @@
  * wait for the shard before's completion (a host function the fake driver
  * holds its stream for, FAKECUDA_HOSTFN_LAG_US, as a busy host does); then
  * the hostile cases (a client rewriting its words after its drop or while
- * its ring closes, the rings' device-memory budget) and --ring-join.
+ * its ring closes, the rings' device-memory budget, a wait-shape ring that
+ * another uid may not open) and --ring-join.
  *
- * One file of about 1300 lines on purpose: every variant (host agent,
+ * One file of about 1400 lines on purpose: every variant (host agent,
  * _cuda, _shared, _wait, _nojoin) is this file built with other agent
  * options, so a case added once runs against every dispatch shape; the
  * sections are marked with "----" rules. */

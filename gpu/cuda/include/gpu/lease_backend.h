@@ -44,9 +44,10 @@ struct ga_cuda_retire_gate; /* gpu/executor_cuda.h */
  * wait has stood unsatisfied for more than a grace of a few tens of ms it
  * defers (the bytes keep counting as retiring), and a wait standing for
  * @bell_timeout_ms (0: GA_CUDA_BELL_TIMEOUT_MS_DEFAULT) is released. A
- * watchdog releases every such wait when an unregistration has been pending
- * in the driver for more than about 100 ms (a wait queued just after the
- * check). Waits for a reaper call in progress to end. */
+ * watchdog releases every such wait older than the grace when an
+ * unregistration, the reaper's or one made in place, has been pending in the
+ * driver for more than about 100 ms (a wait queued just after the check, or
+ * one no gate was asked about). Waits for a reaper call in progress to end. */
 void ga_cuda_lease_backend_gate(struct lease_backend *backend,
                                 const struct ga_cuda_retire_gate *gate, uint32_t bell_timeout_ms);
 
